@@ -1,0 +1,525 @@
+//! Reading JSON-RPC frames: size and depth limits, batches, and the errors bad input
+//! gets.
+//!
+//! [`decode`] turns received text into one [`Frame`] or a batch of them, or a
+//! [`DecodeError`] that says what was wrong and converts to the error response the
+//! sender is owed ([`DecodeError::to_response`]). It never panics, whatever the input:
+//! a property test (`tests/codec_props.rs`) and a fuzz target (`fuzz/`) hold it to that.
+//!
+//! Whether a batch may be *admitted* depends on the revision (only 2025-03-26 has them,
+//! register H11/A-C1/B-C2): [`admit`] applies that rule once the revision is known.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::error::{INVALID_REQUEST, PARSE_ERROR};
+use crate::jsonrpc::{ErrorObject, Frame, Id, Kind, Span};
+use crate::revision::Revision;
+
+/// Bounds on what [`decode`] accepts. Every bound is configurable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest frame, in bytes (default 64 MiB).
+    pub max_frame_bytes: usize,
+    /// Deepest nesting of arrays and objects (default 128, serde_json's own bound
+    /// for trees, so a frame that passes here can also be parsed into a tree).
+    pub max_depth: usize,
+    /// Most messages in one batch (default 1024).
+    pub max_batch_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_frame_bytes: 64 * 1024 * 1024,
+            max_depth: 128,
+            max_batch_len: 1024,
+        }
+    }
+}
+
+impl Limits {
+    /// No practical bounds: for text mcpx produced itself.
+    pub const fn unlimited() -> Self {
+        Limits {
+            max_frame_bytes: usize::MAX,
+            max_depth: 128,
+            max_batch_len: usize::MAX,
+        }
+    }
+}
+
+/// What was wrong with received text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeErrorKind {
+    /// Larger than [`Limits::max_frame_bytes`].
+    #[error("message of {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Nested deeper than [`Limits::max_depth`].
+    #[error("message nests deeper than the limit of {limit} levels")]
+    TooDeep {
+        /// The limit.
+        limit: usize,
+    },
+    /// Not JSON (or not UTF-8).
+    #[error("parse error: {0}")]
+    Parse(String),
+    /// JSON, but not a valid JSON-RPC 2.0 message.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// A batch where the revision has none, or a malformed batch.
+    #[error("invalid request: {0}")]
+    Batch(String),
+}
+
+/// A received message that cannot be processed, with the id of the request it came
+/// from when that id could be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}")]
+pub struct DecodeError {
+    /// What was wrong.
+    pub kind: DecodeErrorKind,
+    /// The request's id, if it could be read (register A-C4).
+    pub id: Option<Id>,
+}
+
+impl DecodeError {
+    fn new(kind: DecodeErrorKind) -> Self {
+        DecodeError { kind, id: None }
+    }
+
+    fn invalid(id: Option<Id>, why: impl Into<String>) -> Self {
+        DecodeError {
+            kind: DecodeErrorKind::InvalidRequest(why.into()),
+            id,
+        }
+    }
+
+    /// The JSON-RPC error code: -32700 for text that is not JSON, -32600 otherwise.
+    pub fn code(&self) -> i64 {
+        match self.kind {
+            DecodeErrorKind::Parse(_) => PARSE_ERROR,
+            _ => INVALID_REQUEST,
+        }
+    }
+
+    /// The error response owed to the sender. When the id could not be read the `id`
+    /// member is omitted, in every revision (register A-C4: mcpx follows the 2025-11-25+
+    /// schema, which makes the id optional for exactly this case).
+    pub fn to_response(&self) -> Frame {
+        Frame::error_response(self.id.as_ref(), self.code(), &self.kind.to_string(), None)
+    }
+}
+
+/// One decoded message or a batch.
+// The single message is the hot path; boxing it would cost an allocation per frame
+// to shrink the rare batch case.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decoded {
+    /// A single message.
+    Single(Frame),
+    /// A JSON array of messages; each element decoded on its own.
+    Batch(Vec<Result<Frame, DecodeError>>),
+}
+
+/// Decodes received bytes (one stdio line, one HTTP body).
+pub fn decode_bytes(bytes: Vec<u8>, limits: &Limits) -> Result<Decoded, DecodeError> {
+    if bytes.len() > limits.max_frame_bytes {
+        return Err(DecodeError::new(DecodeErrorKind::TooLarge {
+            size: bytes.len(),
+            limit: limits.max_frame_bytes,
+        }));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        DecodeError::new(DecodeErrorKind::Parse(format!(
+            "message is not valid UTF-8 ({e})"
+        )))
+    })?;
+    decode(text, limits)
+}
+
+/// Decodes received text.
+pub fn decode(text: String, limits: &Limits) -> Result<Decoded, DecodeError> {
+    if text.len() > limits.max_frame_bytes {
+        return Err(DecodeError::new(DecodeErrorKind::TooLarge {
+            size: text.len(),
+            limit: limits.max_frame_bytes,
+        }));
+    }
+    check_depth(text.as_bytes(), limits.max_depth)?;
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        let elements: Vec<&RawValue> = serde_json::from_str(&text)
+            .map_err(|e| DecodeError::new(DecodeErrorKind::Parse(e.to_string())))?;
+        if elements.is_empty() {
+            // JSON-RPC 2.0 §6: an empty array is one Invalid Request.
+            return Err(DecodeError::new(DecodeErrorKind::Batch(
+                "empty batch".to_owned(),
+            )));
+        }
+        if elements.len() > limits.max_batch_len {
+            return Err(DecodeError::new(DecodeErrorKind::Batch(format!(
+                "batch of {} messages exceeds the limit of {}",
+                elements.len(),
+                limits.max_batch_len
+            ))));
+        }
+        let frames = elements
+            .into_iter()
+            .map(|e| parse_frame(e.get().to_owned(), limits))
+            .collect();
+        return Ok(Decoded::Batch(frames));
+    }
+    parse_frame(text, limits).map(Decoded::Single)
+}
+
+/// Applies the revision's batch rule (2025-03-26 basic/index §Batching: MUST receive;
+/// removed from 2025-06-18; never in 2024-11-05's schema). A batch for any other
+/// revision is refused as one Invalid Request; in an admitted batch, `initialize` is
+/// refused on its own (2025-03-26 basic/lifecycle: it "MUST NOT be part of a JSON-RPC
+/// batch").
+pub fn admit(decoded: Decoded, rev: Revision) -> Result<Vec<Result<Frame, DecodeError>>, DecodeError> {
+    match decoded {
+        Decoded::Single(f) => Ok(vec![Ok(f)]),
+        Decoded::Batch(_) if !rev.facts().batches => Err(DecodeError::new(DecodeErrorKind::Batch(
+            format!("JSON-RPC batches are not supported in protocol revision {rev}; only 2025-03-26 has them"),
+        ))),
+        Decoded::Batch(items) => Ok(items
+            .into_iter()
+            .map(|item| match item {
+                Ok(f) if f.method() == Some("initialize") => Err(DecodeError::invalid(
+                    f.id().cloned(),
+                    "initialize must not be part of a JSON-RPC batch",
+                )),
+                other => other,
+            })
+            .collect()),
+    }
+}
+
+/// Rejects nesting deeper than `max` before any recursive parser sees the text, so
+/// no input can exhaust the stack. Counts brackets outside strings; O(n), no allocation.
+fn check_depth(bytes: &[u8], max: usize) -> Result<(), DecodeError> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return Err(DecodeError::new(DecodeErrorKind::TooDeep { limit: max }));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The members of a JSON object, borrowed from the text, in order.
+pub(crate) struct RawObject<'a>(pub(crate) Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for RawObject<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawObject<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::new();
+                while let Some(k) = map.next_key::<Cow<'de, str>>()? {
+                    let v: &'de RawValue = map.next_value()?;
+                    members.push((k, v));
+                }
+                Ok(RawObject(members))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<Self::Value, A::Error> {
+                Err(de::Error::invalid_type(de::Unexpected::Seq, &self))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Where a borrowed sub-slice sits in its parent text.
+fn span_of(parent: &str, child: &str) -> Span {
+    let start = child.as_ptr() as usize - parent.as_ptr() as usize;
+    start..start + child.len()
+}
+
+/// Parses one message (not a batch) into a [`Frame`], validating the JSON-RPC 2.0
+/// envelope as MCP restricts it.
+pub fn parse_frame(text: String, limits: &Limits) -> Result<Frame, DecodeError> {
+    if text.len() > limits.max_frame_bytes {
+        return Err(DecodeError::new(DecodeErrorKind::TooLarge {
+            size: text.len(),
+            limit: limits.max_frame_bytes,
+        }));
+    }
+    check_depth(text.as_bytes(), limits.max_depth)?;
+    let index = index_frame(&text)?;
+    Ok(Frame {
+        text: text.into_boxed_str(),
+        kind: index.kind,
+        id: index.id,
+        method: index.method,
+        params: index.params,
+        result: index.result,
+        error: index.error,
+        extra: index.extra,
+    })
+}
+
+struct Index {
+    kind: Kind,
+    id: Option<(Id, Span)>,
+    method: Option<String>,
+    params: Option<Span>,
+    result: Option<Span>,
+    error: Option<(ErrorObject, Span)>,
+    extra: Vec<(String, Span)>,
+}
+
+fn index_frame(text: &str) -> Result<Index, DecodeError> {
+    let obj: RawObject<'_> = serde_json::from_str(text).map_err(|e| {
+        if e.is_syntax() || e.is_eof() || e.is_io() {
+            DecodeError::new(DecodeErrorKind::Parse(e.to_string()))
+        } else {
+            DecodeError::invalid(None, "a JSON-RPC message must be a JSON object or an array")
+        }
+    })?;
+
+    let mut jsonrpc = None;
+    let mut id_raw: Option<&RawValue> = None;
+    let mut method_raw: Option<&RawValue> = None;
+    let mut params = None;
+    let mut result = None;
+    let mut error_raw: Option<&RawValue> = None;
+    let mut extra = Vec::new();
+    let mut dup = None;
+    for (k, v) in obj.0 {
+        let slot = match k.as_ref() {
+            "jsonrpc" => &mut jsonrpc,
+            "id" => &mut id_raw,
+            "method" => &mut method_raw,
+            "params" => &mut params,
+            "result" => &mut result,
+            "error" => &mut error_raw,
+            _ => {
+                extra.push((k.into_owned(), span_of(text, v.get())));
+                continue;
+            }
+        };
+        if slot.replace(v).is_some() {
+            dup.get_or_insert(k);
+        }
+    }
+
+    // Read the id first, so that every later complaint can be answered to it.
+    let id = match id_raw {
+        None => None,
+        Some(raw) => match parse_id(raw.get()) {
+            Ok(id) => id.map(|id| (id, span_of(text, raw.get()))),
+            Err(why) => return Err(DecodeError::invalid(None, why)),
+        },
+    };
+    let reply_id = id.as_ref().map(|(id, _)| id.clone());
+    if let Some(k) = dup {
+        return Err(DecodeError::invalid(reply_id, format!("duplicate member {k:?}")));
+    }
+    match jsonrpc.map(RawValue::get) {
+        Some("\"2.0\"") => {}
+        Some(other) => {
+            return Err(DecodeError::invalid(
+                reply_id,
+                format!("\"jsonrpc\" must be \"2.0\", got {other}"),
+            ));
+        }
+        None => return Err(DecodeError::invalid(reply_id, "missing \"jsonrpc\": \"2.0\"")),
+    }
+    let method = match method_raw {
+        None => None,
+        Some(raw) => Some(serde_json::from_str::<String>(raw.get()).map_err(|_| {
+            DecodeError::invalid(reply_id.clone(), "\"method\" must be a string")
+        })?),
+    };
+    if let Some(p) = params {
+        let first = p.get().as_bytes().first();
+        if !matches!(first, Some(b'{') | Some(b'[')) {
+            return Err(DecodeError::invalid(
+                reply_id,
+                "\"params\" must be an object or an array",
+            ));
+        }
+    }
+
+    let kind = match (&method, id_raw.is_some(), result.is_some(), error_raw.is_some()) {
+        (Some(_), _, false, false) if id_raw.is_some() && id.is_none() => {
+            // MCP basic/index §Requests: "the ID MUST NOT be null".
+            return Err(DecodeError::invalid(None, "a request id must not be null"));
+        }
+        (Some(_), true, false, false) => Kind::Request,
+        (Some(_), false, false, false) => Kind::Notification,
+        (None, _, true, false) if id.is_some() => Kind::Result,
+        (None, _, false, true) => Kind::Error,
+        (None, _, true, false) => {
+            return Err(DecodeError::invalid(None, "a result response must have an id"));
+        }
+        (None, _, true, true) => {
+            return Err(DecodeError::invalid(
+                reply_id,
+                "a response must not have both \"result\" and \"error\"",
+            ));
+        }
+        (Some(_), _, _, _) => {
+            return Err(DecodeError::invalid(
+                reply_id,
+                "a message must not have both \"method\" and \"result\"/\"error\"",
+            ));
+        }
+        (None, _, false, false) => {
+            return Err(DecodeError::invalid(
+                reply_id,
+                "a message needs \"method\", \"result\" or \"error\"",
+            ));
+        }
+    };
+
+    let error = match error_raw {
+        None => None,
+        Some(raw) => Some((parse_error_object(raw.get(), &reply_id)?, span_of(text, raw.get()))),
+    };
+
+    Ok(Index {
+        kind,
+        id,
+        method,
+        params: params.map(|p| span_of(text, p.get())),
+        result: result.map(|r| span_of(text, r.get())),
+        error,
+        extra,
+    })
+}
+
+/// `Ok(None)` for a JSON null (legal only on error responses).
+fn parse_id(raw: &str) -> Result<Option<Id>, String> {
+    match raw.as_bytes().first() {
+        Some(b'"') => serde_json::from_str::<String>(raw)
+            .map(|s| Some(Id::String(s)))
+            .map_err(|e| format!("invalid id: {e}")),
+        Some(b'n') if raw == "null" => Ok(None),
+        Some(b'-' | b'0'..=b'9') => raw
+            .parse::<i64>()
+            .map(|n| Some(Id::Number(n)))
+            .map_err(|_| format!("an id must be a string or an integer, got {raw}")),
+        _ => Err(format!("an id must be a string or an integer, got {raw}")),
+    }
+}
+
+fn parse_error_object(raw: &str, id: &Option<Id>) -> Result<ErrorObject, DecodeError> {
+    let obj: RawObject<'_> = serde_json::from_str(raw)
+        .map_err(|_| DecodeError::invalid(id.clone(), "\"error\" must be an object"))?;
+    let mut code = None;
+    let mut message = None;
+    let mut data = None;
+    for (k, v) in obj.0 {
+        match k.as_ref() {
+            "code" => code = v.get().parse::<i64>().ok(),
+            "message" => message = serde_json::from_str::<String>(v.get()).ok(),
+            "data" => data = Some(v.get().to_owned()),
+            _ => {}
+        }
+    }
+    match (code, message) {
+        (Some(code), Some(message)) => Ok(ErrorObject {
+            code,
+            message,
+            data,
+        }),
+        _ => Err(DecodeError::invalid(
+            id.clone(),
+            "\"error\" needs an integer \"code\" and a string \"message\"",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(s: &str) -> Result<Frame, DecodeError> {
+        match decode(s.to_owned(), &Limits::default())? {
+            Decoded::Single(f) => Ok(f),
+            Decoded::Batch(_) => panic!("batch"),
+        }
+    }
+
+    #[test]
+    fn classifies_kinds() {
+        assert_eq!(one(r#"{"jsonrpc":"2.0","id":1,"method":"a"}"#).unwrap().kind(), Kind::Request);
+        assert_eq!(one(r#"{"jsonrpc":"2.0","method":"a"}"#).unwrap().kind(), Kind::Notification);
+        assert_eq!(one(r#"{"jsonrpc":"2.0","id":"x","result":{}}"#).unwrap().kind(), Kind::Result);
+        let e = one(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m"}}"#).unwrap();
+        assert_eq!(e.kind(), Kind::Error);
+        assert_eq!(e.id(), None);
+        assert_eq!(e.error().unwrap().code, -32700);
+    }
+
+    #[test]
+    fn bad_envelopes_are_invalid_requests_answered_to_their_id() {
+        let e = one(r#"{"jsonrpc":"1.0","id":5,"method":"a"}"#).unwrap_err();
+        assert_eq!((e.code(), e.id.clone()), (-32600, Some(Id::Number(5))));
+        let e = one(r#"{"jsonrpc":"2.0","id":null,"method":"a"}"#).unwrap_err();
+        assert_eq!((e.code(), e.id.clone()), (-32600, None));
+        let e = one(r#"{"jsonrpc":"2.0","id":1.5,"method":"a"}"#).unwrap_err();
+        assert_eq!(e.code(), -32600);
+        let e = one(r#"{"jsonrpc":"2.0","id":1,"method":"a","params":3}"#).unwrap_err();
+        assert_eq!(e.code(), -32600);
+        let e = one(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"a"}"#).unwrap_err();
+        assert_eq!(e.code(), -32600);
+        let e = one("42").unwrap_err();
+        assert_eq!(e.code(), -32600);
+        let e = one("{").unwrap_err();
+        assert_eq!(e.code(), -32700);
+    }
+
+    #[test]
+    fn limits_are_enforced() {
+        let small = Limits {
+            max_frame_bytes: 10,
+            ..Limits::default()
+        };
+        let e = decode(r#"{"jsonrpc":"2.0","method":"a"}"#.to_owned(), &small).unwrap_err();
+        assert!(matches!(e.kind, DecodeErrorKind::TooLarge { limit: 10, .. }));
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let e = decode(deep, &Limits::default()).unwrap_err();
+        assert!(matches!(e.kind, DecodeErrorKind::TooDeep { limit: 128 }));
+        // Brackets inside strings do not count.
+        let s = format!(r#"{{"jsonrpc":"2.0","method":"{}"}}"#, "[".repeat(1000));
+        assert!(one(&s).is_ok());
+    }
+}

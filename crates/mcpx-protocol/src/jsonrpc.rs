@@ -1,0 +1,410 @@
+//! The JSON-RPC 2.0 message model, keeping the raw JSON.
+//!
+//! A [`Frame`] is one JSON-RPC message as text, plus an index of where its members sit
+//! in that text. Nothing is re-encoded unless it changes: forwarding a frame writes its
+//! text as received, so unknown members, `_meta` keys, extension payloads, member order
+//! and even whitespace survive (DESIGN.md principle 4). Edits such as id remapping
+//! splice the text at one member and leave every other byte alone.
+//!
+//! Parsing lives in [`crate::codec`]; this module is the model and its constructors.
+
+use std::fmt;
+use std::ops::Range;
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+/// A JSON-RPC request id. MCP restricts ids to strings and integers, never null
+/// (2024-11-05 and later basic/index §Requests).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Id {
+    /// An integer id.
+    Number(i64),
+    /// A string id.
+    String(String),
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Id::Number(n) => write!(f, "{n}"),
+            Id::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+impl Serialize for Id {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Id::Number(n) => s.serialize_i64(*n),
+            Id::String(v) => s.serialize_str(v),
+        }
+    }
+}
+
+impl From<i64> for Id {
+    fn from(n: i64) -> Self {
+        Id::Number(n)
+    }
+}
+
+impl From<&str> for Id {
+    fn from(s: &str) -> Self {
+        Id::String(s.to_owned())
+    }
+}
+
+impl Id {
+    /// The id as JSON text.
+    pub fn to_json(&self) -> String {
+        match self {
+            Id::Number(n) => n.to_string(),
+            // Serialising a string to a String cannot fail.
+            Id::String(s) => serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\"")),
+        }
+    }
+}
+
+/// What kind of JSON-RPC message a frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// Has `id` and `method`.
+    Request,
+    /// Has `method`, no `id`.
+    Notification,
+    /// Has `id` and `result`.
+    Result,
+    /// Has `error` (and `id`, unless it could not be read: register A-C4).
+    Error,
+}
+
+/// The `error` member of an error response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorObject {
+    /// The error code.
+    pub code: i64,
+    /// The message.
+    pub message: String,
+    /// `data` as raw JSON text, if present.
+    pub data: Option<String>,
+}
+
+/// A byte range of a frame's text.
+pub(crate) type Span = Range<usize>;
+
+/// One JSON-RPC message: its text and an index into it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub(crate) text: Box<str>,
+    pub(crate) kind: Kind,
+    pub(crate) id: Option<(Id, Span)>,
+    pub(crate) method: Option<String>,
+    pub(crate) params: Option<Span>,
+    pub(crate) result: Option<Span>,
+    pub(crate) error: Option<(ErrorObject, Span)>,
+    /// Members the model does not know, in the order received.
+    pub(crate) extra: Vec<(String, Span)>,
+}
+
+impl fmt::Debug for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Frame")
+            .field("kind", &self.kind)
+            .field("text", &self.text)
+            .finish()
+    }
+}
+
+impl fmt::Display for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Frame {
+    /// The frame's JSON text, exactly as received (or as built).
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Consumes the frame, returning its text.
+    pub fn into_string(self) -> String {
+        self.text.into_string()
+    }
+
+    /// Request, notification, result or error.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The id, for requests and responses (absent on notifications and on error
+    /// responses to unreadable requests).
+    pub fn id(&self) -> Option<&Id> {
+        self.id.as_ref().map(|(id, _)| id)
+    }
+
+    /// The method, for requests and notifications.
+    pub fn method(&self) -> Option<&str> {
+        self.method.as_deref()
+    }
+
+    /// `params` as raw JSON text.
+    pub fn params(&self) -> Option<&str> {
+        self.params.clone().map(|s| &self.text[s])
+    }
+
+    /// `result` as raw JSON text.
+    pub fn result(&self) -> Option<&str> {
+        self.result.clone().map(|s| &self.text[s])
+    }
+
+    /// The `error` member.
+    pub fn error(&self) -> Option<&ErrorObject> {
+        self.error.as_ref().map(|(e, _)| e)
+    }
+
+    /// Unknown top-level members: name and raw JSON text, in received order.
+    pub fn extra(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.extra
+            .iter()
+            .map(|(k, s)| (k.as_str(), &self.text[s.clone()]))
+    }
+
+    /// Deserialises `params` into `T`; `None` when there are no params.
+    pub fn params_as<'a, T: serde::Deserialize<'a>>(
+        &'a self,
+    ) -> Option<Result<T, serde_json::Error>> {
+        self.params().map(serde_json::from_str)
+    }
+
+    /// Reads `params._meta[key]` as raw JSON text, without parsing the rest of `params`
+    /// into a tree.
+    pub fn params_meta(&self, key: &str) -> Option<&str> {
+        let params = self.params()?;
+        let meta = member(params, "_meta")?;
+        member(meta, key)
+    }
+
+    /// The same message with another id (the gateway's id remapping). Every other byte
+    /// of the text is kept. On a frame without an id this is a no-op clone.
+    pub fn with_id(&self, id: &Id) -> Frame {
+        let Some((_, span)) = &self.id else {
+            return self.clone();
+        };
+        let new = id.to_json();
+        let mut out = self.splice(span.clone(), &new);
+        out.id = Some((id.clone(), span.start..span.start + new.len()));
+        out
+    }
+
+    /// The same message with `params` replaced by `raw` (which must be valid JSON).
+    /// A frame without params gets them appended.
+    pub fn with_params(&self, raw: &RawValue) -> Frame {
+        self.replace_member("params", self.params.clone(), raw.get())
+    }
+
+    /// The same message with `result` replaced by `raw` (which must be valid JSON).
+    pub fn with_result(&self, raw: &RawValue) -> Frame {
+        self.replace_member("result", self.result.clone(), raw.get())
+    }
+
+    fn replace_member(&self, name: &str, span: Option<Span>, new: &str) -> Frame {
+        match span {
+            Some(span) => self.splice(span, new),
+            None => {
+                // Append before the closing brace: `{...}` -> `{...,"name":new}`.
+                let end = self.text.rfind('}').unwrap_or(self.text.len());
+                let head = self.text[..end].trim_end();
+                let sep = if head.ends_with('{') { "" } else { "," };
+                let text = format!("{head}{sep}\"{name}\":{new}}}");
+                self.reindexed(text)
+            }
+        }
+    }
+
+    fn splice(&self, span: Span, new: &str) -> Frame {
+        let mut text = String::with_capacity(self.text.len() + new.len());
+        text.push_str(&self.text[..span.start]);
+        text.push_str(new);
+        text.push_str(&self.text[span.end..]);
+        self.reindexed(text)
+    }
+
+    /// Rebuilds the index of an edited text. The edit kept the frame valid, so a
+    /// failure here is a bug; it degrades to the original frame rather than panicking.
+    fn reindexed(&self, text: String) -> Frame {
+        crate::codec::parse_frame(text, &crate::codec::Limits::unlimited())
+            .unwrap_or_else(|_| self.clone())
+    }
+
+    /// A request frame. `params` must be valid JSON text.
+    pub fn request(id: &Id, method: &str, params: Option<&RawValue>) -> Frame {
+        build(&Envelope {
+            jsonrpc: "2.0",
+            id: Some(id),
+            method: Some(method),
+            params,
+            result: None,
+            error: None,
+        })
+    }
+
+    /// A notification frame.
+    pub fn notification(method: &str, params: Option<&RawValue>) -> Frame {
+        build(&Envelope {
+            jsonrpc: "2.0",
+            id: None,
+            method: Some(method),
+            params,
+            result: None,
+            error: None,
+        })
+    }
+
+    /// A result response.
+    pub fn result_response(id: &Id, result: &RawValue) -> Frame {
+        build(&Envelope {
+            jsonrpc: "2.0",
+            id: Some(id),
+            method: None,
+            params: None,
+            result: Some(result),
+            error: None,
+        })
+    }
+
+    /// An error response. `id: None` omits the member (register A-C4: the request's id
+    /// could not be read).
+    pub fn error_response(
+        id: Option<&Id>,
+        code: i64,
+        message: &str,
+        data: Option<&serde_json::Value>,
+    ) -> Frame {
+        build(&Envelope {
+            jsonrpc: "2.0",
+            id,
+            method: None,
+            params: None,
+            result: None,
+            error: Some(&ErrorOut {
+                code,
+                message,
+                data,
+            }),
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct Envelope<'a> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a Id>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ErrorOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct ErrorOut<'a> {
+    code: i64,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<&'a serde_json::Value>,
+}
+
+fn build(env: &Envelope<'_>) -> Frame {
+    // Serialising these types cannot fail (string keys, valid raw JSON), and the
+    // result always parses; the fallbacks keep that a non-panicking invariant.
+    let text = serde_json::to_string(env).unwrap_or_else(|_| String::from("{}"));
+    crate::codec::parse_frame(text, &crate::codec::Limits::unlimited()).unwrap_or_else(|_| {
+        Frame {
+            text: Box::from("{}"),
+            kind: Kind::Notification,
+            id: None,
+            method: None,
+            params: None,
+            result: None,
+            error: None,
+            extra: Vec::new(),
+        }
+    })
+}
+
+/// The raw text of member `name` of the JSON object `obj`, if `obj` is an object that
+/// has it. Reads one level only, borrowing from `obj`.
+pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
+    let members: crate::codec::RawObject<'a> = serde_json::from_str(obj).ok()?;
+    members
+        .0
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn builds_each_kind() {
+        let r = Frame::request(&Id::Number(1), "tools/list", Some(&raw("{}")));
+        assert_eq!(
+            r.as_str(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#
+        );
+        assert_eq!(r.kind(), Kind::Request);
+        let n = Frame::notification("notifications/initialized", None);
+        assert_eq!(
+            n.as_str(),
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+        );
+        let ok = Frame::result_response(&Id::from("a"), &raw(r#"{"x":1}"#));
+        assert_eq!(ok.as_str(), r#"{"jsonrpc":"2.0","id":"a","result":{"x":1}}"#);
+        let err = Frame::error_response(None, -32700, "Parse error", None);
+        assert_eq!(
+            err.as_str(),
+            r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}"#
+        );
+        assert_eq!(err.kind(), Kind::Error);
+        assert_eq!(err.id(), None);
+    }
+
+    #[test]
+    fn id_remap_keeps_every_other_byte() {
+        let text = r#"{ "jsonrpc": "2.0", "x-vendor": [1, 2], "id": 7, "method": "tools/call", "params": {"name": "a", "_meta": {"com.example/k": true}} }"#;
+        let f = crate::codec::parse_frame(text.to_owned(), &crate::codec::Limits::default())
+            .unwrap();
+        let g = f.with_id(&Id::from("up-1"));
+        assert_eq!(g.as_str(), text.replace("\"id\": 7", "\"id\": \"up-1\""));
+        assert_eq!(g.id(), Some(&Id::from("up-1")));
+        assert_eq!(g.with_id(&Id::Number(7)).as_str(), text);
+        assert_eq!(g.params_meta("com.example/k"), Some("true"));
+    }
+
+    #[test]
+    fn replace_or_append_members() {
+        let f = crate::codec::parse_frame(
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_owned(),
+            &crate::codec::Limits::default(),
+        )
+        .unwrap();
+        let g = f.with_params(&raw(r#"{"_meta":{}}"#));
+        assert_eq!(
+            g.as_str(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{}}}"#
+        );
+        let h = g.with_params(&raw("{}"));
+        assert_eq!(h.params(), Some("{}"));
+    }
+}

@@ -1,0 +1,38 @@
+//! The protocol core of mcpx: everything about MCP that needs no I/O.
+//!
+//! This crate knows what a JSON-RPC frame is, which of the five MCP revisions a
+//! message belongs to, and what each revision allows. It is a set of pure functions
+//! and tables: transports, clients and servers above it feed it bytes and headers and
+//! act on its answers. Keeping it free of I/O is what lets every rule be tested
+//! exhaustively and fuzzed.
+//!
+//! # Layout
+//!
+//! * [`jsonrpc`]: the message model ([`Frame`]): raw JSON text plus an index, so
+//!   unknown members survive and forwarding re-encodes nothing.
+//! * [`codec`]: decoding with limits, batches and the errors bad input gets.
+//! * [`revision`]: [`Revision`], [`Era`] and the per-revision [`revision::Facts`] table,
+//!   the one place era rules live.
+//! * [`method`]: which methods exist in which revision, in which direction.
+//! * [`error`]: error codes and which era may emit which.
+//! * [`meta`]: protocol `_meta` keys and reserved prefixes.
+//! * [`classify`]: the era and revision of an incoming message (stdio and HTTP).
+//! * [`spec`]: the spec policy (`spec.precedence`, `--mcp-spec`, `spec.lenient`).
+//! * [`dispositions`]: the dispositions registry.
+#![forbid(unsafe_code)]
+
+pub mod classify;
+pub mod codec;
+pub mod dispositions;
+pub mod error;
+pub mod jsonrpc;
+pub mod meta;
+pub mod method;
+pub mod revision;
+pub mod spec;
+
+pub use classify::{Rejection, Verdict};
+pub use codec::{DecodeError, Decoded, Limits};
+pub use jsonrpc::{Frame, Id};
+pub use revision::{Era, Revision};
+pub use spec::SpecPolicy;

@@ -1,0 +1,32 @@
+//! `mcpx`: the command-line entry point. A thin layer: it parses arguments and calls
+//! into the library crates, which do the work.
+#![forbid(unsafe_code)]
+
+mod conformance;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// mcpx: one MCP server for your host, many upstream MCP servers behind it, any
+/// protocol revision on either side.
+#[derive(Debug, Parser)]
+#[command(name = "mcpx", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show the dispositions registry: every item of the revision-conflict register,
+    /// the behaviour mcpx chooses, where it is implemented and the tests that prove it.
+    Conformance(conformance::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Conformance(args) => conformance::run(&args),
+    }
+}
