@@ -15,7 +15,9 @@
 
 use serde_json::json;
 
-use crate::error::{HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION};
+use crate::error::{
+    HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION,
+};
 use crate::jsonrpc::{Frame, Id, Kind};
 use crate::meta;
 use crate::method::client_may_send;
@@ -80,7 +82,9 @@ impl Rejection {
 
     /// 2026-07-28 `UnsupportedProtocolVersionError` (-32022, HTTP 400).
     pub fn unsupported_version(requested: &str) -> Self {
-        let supported: Vec<&str> = Revision::of_era(Era::Modern).map(Revision::as_str).collect();
+        let supported: Vec<&str> = Revision::of_era(Era::Modern)
+            .map(Revision::as_str)
+            .collect();
         Rejection {
             code: UNSUPPORTED_PROTOCOL_VERSION,
             http_status: 400,

@@ -187,12 +187,17 @@ pub fn decode(text: String, limits: &Limits) -> Result<Decoded, DecodeError> {
 /// revision is refused as one Invalid Request; in an admitted batch, `initialize` is
 /// refused on its own (2025-03-26 basic/lifecycle: it "MUST NOT be part of a JSON-RPC
 /// batch").
-pub fn admit(decoded: Decoded, rev: Revision) -> Result<Vec<Result<Frame, DecodeError>>, DecodeError> {
+pub fn admit(
+    decoded: Decoded,
+    rev: Revision,
+) -> Result<Vec<Result<Frame, DecodeError>>, DecodeError> {
     match decoded {
         Decoded::Single(f) => Ok(vec![Ok(f)]),
-        Decoded::Batch(_) if !rev.facts().batches => Err(DecodeError::new(DecodeErrorKind::Batch(
-            format!("JSON-RPC batches are not supported in protocol revision {rev}; only 2025-03-26 has them"),
-        ))),
+        Decoded::Batch(_) if !rev.facts().batches => {
+            Err(DecodeError::new(DecodeErrorKind::Batch(format!(
+                "JSON-RPC batches are not supported in protocol revision {rev}; only 2025-03-26 has them"
+            ))))
+        }
         Decoded::Batch(items) => Ok(items
             .into_iter()
             .map(|item| match item {
@@ -349,7 +354,10 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
     };
     let reply_id = id.as_ref().map(|(id, _)| id.clone());
     if let Some(k) = dup {
-        return Err(DecodeError::invalid(reply_id, format!("duplicate member {k:?}")));
+        return Err(DecodeError::invalid(
+            reply_id,
+            format!("duplicate member {k:?}"),
+        ));
     }
     match jsonrpc.map(RawValue::get) {
         Some("\"2.0\"") => {}
@@ -359,14 +367,20 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
                 format!("\"jsonrpc\" must be \"2.0\", got {other}"),
             ));
         }
-        None => return Err(DecodeError::invalid(reply_id, "missing \"jsonrpc\": \"2.0\"")),
+        None => {
+            return Err(DecodeError::invalid(
+                reply_id,
+                "missing \"jsonrpc\": \"2.0\"",
+            ));
+        }
     }
-    let method = match method_raw {
-        None => None,
-        Some(raw) => Some(serde_json::from_str::<String>(raw.get()).map_err(|_| {
-            DecodeError::invalid(reply_id.clone(), "\"method\" must be a string")
-        })?),
-    };
+    let method =
+        match method_raw {
+            None => None,
+            Some(raw) => Some(serde_json::from_str::<String>(raw.get()).map_err(|_| {
+                DecodeError::invalid(reply_id.clone(), "\"method\" must be a string")
+            })?),
+        };
     if let Some(p) = params {
         let first = p.get().as_bytes().first();
         if !matches!(first, Some(b'{') | Some(b'[')) {
@@ -377,7 +391,12 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
         }
     }
 
-    let kind = match (&method, id_raw.is_some(), result.is_some(), error_raw.is_some()) {
+    let kind = match (
+        &method,
+        id_raw.is_some(),
+        result.is_some(),
+        error_raw.is_some(),
+    ) {
         (Some(_), _, false, false) if id_raw.is_some() && id.is_none() => {
             // MCP basic/index §Requests: "the ID MUST NOT be null".
             return Err(DecodeError::invalid(None, "a request id must not be null"));
@@ -387,7 +406,10 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
         (None, _, true, false) if id.is_some() => Kind::Result,
         (None, _, false, true) => Kind::Error,
         (None, _, true, false) => {
-            return Err(DecodeError::invalid(None, "a result response must have an id"));
+            return Err(DecodeError::invalid(
+                None,
+                "a result response must have an id",
+            ));
         }
         (None, _, true, true) => {
             return Err(DecodeError::invalid(
@@ -411,7 +433,10 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
 
     let error = match error_raw {
         None => None,
-        Some(raw) => Some((parse_error_object(raw.get(), &reply_id)?, span_of(text, raw.get()))),
+        Some(raw) => Some((
+            parse_error_object(raw.get(), &reply_id)?,
+            span_of(text, raw.get()),
+        )),
     };
 
     Ok(Index {
@@ -480,10 +505,24 @@ mod tests {
 
     #[test]
     fn classifies_kinds() {
-        assert_eq!(one(r#"{"jsonrpc":"2.0","id":1,"method":"a"}"#).unwrap().kind(), Kind::Request);
-        assert_eq!(one(r#"{"jsonrpc":"2.0","method":"a"}"#).unwrap().kind(), Kind::Notification);
-        assert_eq!(one(r#"{"jsonrpc":"2.0","id":"x","result":{}}"#).unwrap().kind(), Kind::Result);
-        let e = one(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m"}}"#).unwrap();
+        assert_eq!(
+            one(r#"{"jsonrpc":"2.0","id":1,"method":"a"}"#)
+                .unwrap()
+                .kind(),
+            Kind::Request
+        );
+        assert_eq!(
+            one(r#"{"jsonrpc":"2.0","method":"a"}"#).unwrap().kind(),
+            Kind::Notification
+        );
+        assert_eq!(
+            one(r#"{"jsonrpc":"2.0","id":"x","result":{}}"#)
+                .unwrap()
+                .kind(),
+            Kind::Result
+        );
+        let e =
+            one(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m"}}"#).unwrap();
         assert_eq!(e.kind(), Kind::Error);
         assert_eq!(e.id(), None);
         assert_eq!(e.error().unwrap().code, -32700);
@@ -514,7 +553,10 @@ mod tests {
             ..Limits::default()
         };
         let e = decode(r#"{"jsonrpc":"2.0","method":"a"}"#.to_owned(), &small).unwrap_err();
-        assert!(matches!(e.kind, DecodeErrorKind::TooLarge { limit: 10, .. }));
+        assert!(matches!(
+            e.kind,
+            DecodeErrorKind::TooLarge { limit: 10, .. }
+        ));
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         let e = decode(deep, &Limits::default()).unwrap_err();
         assert!(matches!(e.kind, DecodeErrorKind::TooDeep { limit: 128 }));

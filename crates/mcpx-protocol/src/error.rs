@@ -76,9 +76,7 @@ pub const fn modern_http_status(code: i64) -> Option<u16> {
 /// client that a 4xx came from a modern server rather than a legacy one.
 pub const fn is_recognised_modern_error(http_status: u16, code: i64) -> bool {
     match code {
-        HEADER_MISMATCH | MISSING_REQUIRED_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION => {
-            true
-        }
+        HEADER_MISMATCH | MISSING_REQUIRED_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION => true,
         METHOD_NOT_FOUND => http_status == 404,
         _ => false,
     }

@@ -323,17 +323,15 @@ fn build(env: &Envelope<'_>) -> Frame {
     // Serialising these types cannot fail (string keys, valid raw JSON), and the
     // result always parses; the fallbacks keep that a non-panicking invariant.
     let text = serde_json::to_string(env).unwrap_or_else(|_| String::from("{}"));
-    crate::codec::parse_frame(text, &crate::codec::Limits::unlimited()).unwrap_or_else(|_| {
-        Frame {
-            text: Box::from("{}"),
-            kind: Kind::Notification,
-            id: None,
-            method: None,
-            params: None,
-            result: None,
-            error: None,
-            extra: Vec::new(),
-        }
+    crate::codec::parse_frame(text, &crate::codec::Limits::unlimited()).unwrap_or_else(|_| Frame {
+        text: Box::from("{}"),
+        kind: Kind::Notification,
+        id: None,
+        method: None,
+        params: None,
+        result: None,
+        error: None,
+        extra: Vec::new(),
     })
 }
 
@@ -370,7 +368,10 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
         );
         let ok = Frame::result_response(&Id::from("a"), &raw(r#"{"x":1}"#));
-        assert_eq!(ok.as_str(), r#"{"jsonrpc":"2.0","id":"a","result":{"x":1}}"#);
+        assert_eq!(
+            ok.as_str(),
+            r#"{"jsonrpc":"2.0","id":"a","result":{"x":1}}"#
+        );
         let err = Frame::error_response(None, -32700, "Parse error", None);
         assert_eq!(
             err.as_str(),
@@ -383,8 +384,8 @@ mod tests {
     #[test]
     fn id_remap_keeps_every_other_byte() {
         let text = r#"{ "jsonrpc": "2.0", "x-vendor": [1, 2], "id": 7, "method": "tools/call", "params": {"name": "a", "_meta": {"com.example/k": true}} }"#;
-        let f = crate::codec::parse_frame(text.to_owned(), &crate::codec::Limits::default())
-            .unwrap();
+        let f =
+            crate::codec::parse_frame(text.to_owned(), &crate::codec::Limits::default()).unwrap();
         let g = f.with_id(&Id::from("up-1"));
         assert_eq!(g.as_str(), text.replace("\"id\": 7", "\"id\": \"up-1\""));
         assert_eq!(g.id(), Some(&Id::from("up-1")));

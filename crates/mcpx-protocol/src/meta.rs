@@ -97,9 +97,15 @@ mod tests {
         ] {
             assert!(is_reserved(V2025_06_18, k), "{k} reserved in 2025-06-18");
         }
-        assert!(!is_reserved(V2025_06_18, "io.modelcontextprotocol/protocolVersion"));
+        assert!(!is_reserved(
+            V2025_06_18,
+            "io.modelcontextprotocol/protocolVersion"
+        ));
         // ... and 2025-11-25 basic/index §_meta.
-        assert!(is_reserved(V2025_11_25, "io.modelcontextprotocol/protocolVersion"));
+        assert!(is_reserved(
+            V2025_11_25,
+            "io.modelcontextprotocol/protocolVersion"
+        ));
         assert!(is_reserved(V2026_07_28, "dev.mcp/x"));
         assert!(!is_reserved(V2026_07_28, "com.example.mcp/x"));
         assert!(!is_reserved(V2026_07_28, "modelcontextprotocol.io/x"));

@@ -65,7 +65,9 @@ impl MethodEntry {
     }
 }
 
-use Direction::{Absent as NO, Both as BOTH, ClientToServer as CS, Embedded as EMB, ServerToClient as SC};
+use Direction::{
+    Absent as NO, Both as BOTH, ClientToServer as CS, Embedded as EMB, ServerToClient as SC,
+};
 use Kind::{Notification as N, Request as R};
 
 const fn m(name: &'static str, kind: Kind, directions: [Direction; 5]) -> MethodEntry {
@@ -101,15 +103,31 @@ pub const METHODS: &[MethodEntry] = &[
     m("tools/call", R, [CS, CS, CS, CS, CS]),
     m("tools/list", R, [CS, CS, CS, CS, CS]),
     m("notifications/cancelled", N, [BOTH, BOTH, BOTH, BOTH, BOTH]),
-    m("notifications/elicitation/complete", N, [NO, NO, NO, SC, NO]),
+    m(
+        "notifications/elicitation/complete",
+        N,
+        [NO, NO, NO, SC, NO],
+    ),
     m("notifications/initialized", N, [CS, CS, CS, CS, NO]),
     m("notifications/message", N, [SC, SC, SC, SC, SC]),
     m("notifications/progress", N, [BOTH, BOTH, BOTH, BOTH, SC]),
-    m("notifications/prompts/list_changed", N, [SC, SC, SC, SC, SC]),
-    m("notifications/resources/list_changed", N, [SC, SC, SC, SC, SC]),
+    m(
+        "notifications/prompts/list_changed",
+        N,
+        [SC, SC, SC, SC, SC],
+    ),
+    m(
+        "notifications/resources/list_changed",
+        N,
+        [SC, SC, SC, SC, SC],
+    ),
     m("notifications/resources/updated", N, [SC, SC, SC, SC, SC]),
     m("notifications/roots/list_changed", N, [CS, CS, CS, CS, NO]),
-    m("notifications/subscriptions/acknowledged", N, [NO, NO, NO, NO, SC]),
+    m(
+        "notifications/subscriptions/acknowledged",
+        N,
+        [NO, NO, NO, NO, SC],
+    ),
     m("notifications/tasks/status", N, [NO, NO, NO, BOTH, NO]),
     m("notifications/tools/list_changed", N, [SC, SC, SC, SC, SC]),
 ];
@@ -215,13 +233,20 @@ mod tests {
     #[test]
     fn modern_servers_send_no_requests() {
         for e in METHODS.iter().filter(|e| e.kind == Kind::Request) {
-            assert!(!e.direction(Revision::V2026_07_28).from_server(), "{}", e.name);
+            assert!(
+                !e.direction(Revision::V2026_07_28).from_server(),
+                "{}",
+                e.name
+            );
         }
     }
 
     #[test]
     fn unknown_methods_are_absent() {
-        assert_eq!(direction("tools/frobnicate", Revision::NEWEST), Direction::Absent);
+        assert_eq!(
+            direction("tools/frobnicate", Revision::NEWEST),
+            Direction::Absent
+        );
         assert!(client_may_send("ping", Revision::V2025_11_25));
         assert!(!client_may_send("ping", Revision::V2026_07_28));
     }

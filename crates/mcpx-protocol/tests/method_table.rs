@@ -58,7 +58,12 @@ fn schema_methods(rev: Revision) -> BTreeMap<String, (Kind, Direction)> {
     let text = read_shared(&format!("spec/{}/schema/schema.json", rev.as_str())).unwrap();
     let schema: Value = serde_json::from_str(&text).unwrap();
     let d = defs(&schema);
-    let unions = ["ClientRequest", "ServerRequest", "ClientNotification", "ServerNotification"];
+    let unions = [
+        "ClientRequest",
+        "ServerRequest",
+        "ClientNotification",
+        "ServerNotification",
+    ];
     let mut by_def = BTreeMap::new();
     for (name, node) in d {
         if unions.contains(&name.as_str()) {

@@ -65,10 +65,7 @@ fn method_const(node: &Value) -> Option<&str> {
     if let Some([only]) = m.get("enum").and_then(Value::as_array).map(Vec::as_slice) {
         return only.as_str();
     }
-    node.get("allOf")?
-        .as_array()?
-        .iter()
-        .find_map(method_const)
+    node.get("allOf")?.as_array()?.iter().find_map(method_const)
 }
 
 impl SchemaTap {
@@ -148,9 +145,8 @@ impl SchemaTap {
                 json!([{ "$ref": format!("#/{}/{def}", s.defs_key) }]),
             );
         }
-        let v = Arc::new(
-            jsonschema::validator_for(&doc).map_err(|e| TapError::Setup(e.to_string()))?,
-        );
+        let v =
+            Arc::new(jsonschema::validator_for(&doc).map_err(|e| TapError::Setup(e.to_string()))?);
         self.cache
             .lock()
             .map_err(|e| TapError::Setup(e.to_string()))?
@@ -198,7 +194,8 @@ impl SchemaTap {
     /// Responses are checked against the envelope only, since their type depends on
     /// the request; use [`SchemaTap::validate_response`] to check the result type too.
     pub fn validate_frame(&self, rev: Revision, frame: &str) -> Result<(), TapError> {
-        let value: Value = serde_json::from_str(frame).map_err(|e| TapError::NotJson(e.to_string()))?;
+        let value: Value =
+            serde_json::from_str(frame).map_err(|e| TapError::NotJson(e.to_string()))?;
         self.validate_definition(rev, "JSONRPCMessage", &value)?;
         if let Some(def) = value
             .get("method")
@@ -213,9 +210,15 @@ impl SchemaTap {
     /// Validates a response to a `method` request, sent to a peer speaking `rev`: the
     /// envelope, and the `result` against the method's result type (`CallToolResult`,
     /// `InputRequiredResult` for an `input_required` one, `EmptyResult` for `ping`...).
-    pub fn validate_response(&self, rev: Revision, method: &str, frame: &str) -> Result<(), TapError> {
+    pub fn validate_response(
+        &self,
+        rev: Revision,
+        method: &str,
+        frame: &str,
+    ) -> Result<(), TapError> {
         self.validate_frame(rev, frame)?;
-        let value: Value = serde_json::from_str(frame).map_err(|e| TapError::NotJson(e.to_string()))?;
+        let value: Value =
+            serde_json::from_str(frame).map_err(|e| TapError::NotJson(e.to_string()))?;
         let Some(result) = value.get("result") else {
             return Ok(());
         };
@@ -236,8 +239,12 @@ impl SchemaTap {
         }
         let req = self.definition_for_method(rev, method)?;
         let base = req.strip_suffix("Request")?;
-        [format!("{base}Result"), "EmptyResult".to_owned(), "Result".to_owned()]
-            .into_iter()
-            .find(|d| self.has_definition(rev, d))
+        [
+            format!("{base}Result"),
+            "EmptyResult".to_owned(),
+            "Result".to_owned(),
+        ]
+        .into_iter()
+        .find(|d| self.has_definition(rev, d))
     }
 }

@@ -29,7 +29,11 @@ pub(crate) fn run(args: &Args) -> ExitCode {
     };
     let shown: Vec<&Disposition> = items
         .iter()
-        .filter(|d| args.status.as_deref().is_none_or(|s| d.status.as_str() == s))
+        .filter(|d| {
+            args.status
+                .as_deref()
+                .is_none_or(|s| d.status.as_str() == s)
+        })
         .collect();
     let counts = dispositions::counts(&items);
     let out = if args.json {
@@ -68,7 +72,11 @@ fn one_line(s: &str, max: usize) -> String {
 fn render_table(items: &[&Disposition], counts: &[(Status, usize)], verbose: bool) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(s, "{:<6} {:<8} {:<19} {:<44} BEHAVIOUR", "ID", "STATUS", "KIND", "SITE");
+    let _ = writeln!(
+        s,
+        "{:<6} {:<8} {:<19} {:<44} BEHAVIOUR",
+        "ID", "STATUS", "KIND", "SITE"
+    );
     for d in items {
         let behaviour = if verbose {
             d.behaviour.trim().to_owned()

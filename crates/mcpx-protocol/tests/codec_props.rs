@@ -1,0 +1,201 @@
+//! Property tests: the codec gives every input a clear answer and never panics.
+//!
+//! Malformed JSON, a wrong `jsonrpc`, a null request id, frames over the size limit and
+//! deep nesting all come back as a [`DecodeError`] whose error response is itself a
+//! well-formed JSON-RPC error; anything accepted round-trips byte for byte.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mcpx_protocol::codec::{self, DecodeErrorKind, Decoded, Limits};
+use mcpx_protocol::jsonrpc::Kind;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+/// Every error answers with a parseable JSON-RPC error frame of the right code.
+fn check_error(err: &codec::DecodeError) {
+    let code = err.code();
+    assert!(code == -32700 || code == -32600, "code {code}");
+    let response = err.to_response();
+    let again = codec::decode(response.as_str().to_owned(), &Limits::default()).unwrap();
+    let Decoded::Single(f) = again else {
+        panic!("error response is a batch")
+    };
+    assert_eq!(f.kind(), Kind::Error);
+    assert_eq!(f.error().unwrap().code, code);
+    assert_eq!(f.id(), err.id.as_ref());
+}
+
+fn check(text: String, limits: &Limits) {
+    match codec::decode(text.clone(), limits) {
+        Ok(Decoded::Single(f)) => assert_eq!(f.as_str(), text),
+        Ok(Decoded::Batch(items)) => {
+            for item in items {
+                match item {
+                    Ok(f) => assert!(text.contains(f.as_str())),
+                    Err(e) => check_error(&e),
+                }
+            }
+        }
+        Err(e) => check_error(&e),
+    }
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        ".{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z_/.]{0,8}", inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Objects that look like JSON-RPC messages, each member present, absent or wrong.
+fn envelope() -> impl Strategy<Value = Value> {
+    let jsonrpc = prop_oneof![
+        Just(Some(json!("2.0"))),
+        Just(Some(json!("1.0"))),
+        Just(Some(json!(2))),
+        Just(None)
+    ];
+    let id = prop_oneof![
+        Just(None),
+        Just(Some(Value::Null)),
+        any::<i64>().prop_map(|n| Some(json!(n))),
+        "[a-z0-9-]{0,8}".prop_map(|s| Some(json!(s))),
+        Just(Some(json!(1.5))),
+        Just(Some(json!([1]))),
+    ];
+    let method = prop_oneof![
+        Just(None),
+        "[a-z/_]{1,20}".prop_map(|s| Some(json!(s))),
+        Just(Some(json!(7)))
+    ];
+    let params = prop_oneof![Just(None), json_value().prop_map(Some)];
+    let result = prop_oneof![Just(None), json_value().prop_map(Some)];
+    let error = prop_oneof![
+        Just(None),
+        (any::<i64>(), ".{0,10}").prop_map(|(c, m)| Some(json!({"code": c, "message": m}))),
+        json_value().prop_map(Some),
+    ];
+    let extra = prop::collection::btree_map("x-[a-z]{1,6}", json_value(), 0..3);
+    (jsonrpc, id, method, params, result, error, extra).prop_map(|(j, i, m, p, r, e, x)| {
+        let mut o = serde_json::Map::new();
+        for (k, v) in [
+            ("jsonrpc", j),
+            ("id", i),
+            ("method", m),
+            ("params", p),
+            ("result", r),
+            ("error", e),
+        ] {
+            if let Some(v) = v {
+                o.insert(k.to_owned(), v);
+            }
+        }
+        o.extend(x);
+        Value::Object(o)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        match codec::decode_bytes(bytes, &Limits::default()) {
+            Ok(_) => {}
+            Err(e) => check_error(&e),
+        }
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics(text in ".{0,200}") {
+        check(text, &Limits::default());
+    }
+
+    #[test]
+    fn envelopes_are_accepted_exactly_when_valid(v in envelope(), pretty in any::<bool>()) {
+        let text = if pretty { serde_json::to_string_pretty(&v).unwrap() } else { v.to_string() };
+        let outcome = codec::decode(text.clone(), &Limits::default());
+        let o = v.as_object().unwrap();
+        let id_ok = match o.get("id") {
+            None => true,
+            Some(Value::Number(n)) => n.is_i64(),
+            Some(Value::String(_)) => true,
+            Some(Value::Null) => o.contains_key("error") && !o.contains_key("method"),
+            Some(_) => false,
+        };
+        let params_ok = match o.get("params") {
+            None | Some(Value::Object(_) | Value::Array(_)) => true,
+            Some(_) => false,
+        };
+        if o.get("jsonrpc") != Some(&json!("2.0")) || !id_ok || !params_ok {
+            prop_assert!(outcome.is_err(), "accepted {text}");
+        }
+        if o.get("method").is_some_and(|m| m.is_string()) && o.get("id").is_some_and(Value::is_null) {
+            // A request with a null id is never accepted.
+            prop_assert!(outcome.is_err());
+        }
+        match outcome {
+            Ok(Decoded::Single(f)) => prop_assert_eq!(f.as_str(), text),
+            Ok(Decoded::Batch(_)) => prop_assert!(false, "object decoded as batch"),
+            Err(e) => check_error(&e),
+        }
+    }
+
+    #[test]
+    fn batches_of_envelopes_never_panic(items in prop::collection::vec(envelope(), 0..5)) {
+        check(Value::Array(items).to_string(), &Limits::default());
+    }
+
+    #[test]
+    fn truncated_and_corrupted_frames_never_panic(cut in 0usize..120, byte in any::<u8>(), at in 0usize..120) {
+        let valid = r#"{"jsonrpc":"2.0","id":"a\"b","method":"tools/call","params":{"name":"x","_meta":{"k":[1,2,{"z":"\u00e9"}]}}}"#;
+        let mut bytes = valid.as_bytes()[..cut.min(valid.len())].to_vec();
+        let pos = at.min(bytes.len());
+        bytes.insert(pos, byte);
+        match codec::decode_bytes(bytes, &Limits::default()) {
+            Ok(_) => {}
+            Err(e) => check_error(&e),
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_overflowed(depth in 0usize..20_000, object in any::<bool>()) {
+        let (open, close) = if object { (r#"{"a":"#, "}") } else { ("[", "]") };
+        let inner = format!("{}1{}", open.repeat(depth), close.repeat(depth));
+        let text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"v":{inner}}}}}"#);
+        let limits = Limits::default();
+        match codec::decode(text, &limits) {
+            Ok(_) => prop_assert!(depth + 2 <= limits.max_depth),
+            Err(e) => {
+                prop_assert!(matches!(e.kind, DecodeErrorKind::TooDeep { .. }), "{e}");
+                check_error(&e);
+            }
+        }
+    }
+
+    #[test]
+    fn size_limit_is_exact(limit in 0usize..80) {
+        let text = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let limits = Limits { max_frame_bytes: limit, ..Limits::default() };
+        match codec::decode(text.to_owned(), &limits) {
+            Ok(_) => prop_assert!(text.len() <= limit),
+            Err(e) => {
+                prop_assert!(text.len() > limit);
+                let want = format!("limit of {limit} bytes");
+                prop_assert!(e.to_string().contains(&want));
+                check_error(&e);
+            }
+        }
+    }
+}

