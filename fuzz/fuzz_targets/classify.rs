@@ -1,0 +1,24 @@
+//! Any frame and any headers: classification answers without panicking.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mcpx_protocol::classify::{classify_http, classify_stdio, HttpMethod, HttpRequest};
+use mcpx_protocol::codec::{self, Decoded, Limits};
+use mcpx_protocol::Revision;
+
+fuzz_target!(|input: (u8, String, String)| {
+    let (selector, header, body) = input;
+    let Ok(Decoded::Single(frame)) = codec::decode(body, &Limits::default()) else {
+        return;
+    };
+    let process = Revision::ALL.get(usize::from(selector % 6)).copied();
+    let _ = classify_stdio(process, &frame);
+    let method = [HttpMethod::Post, HttpMethod::Get, HttpMethod::Delete][usize::from(selector % 3)];
+    let req = HttpRequest {
+        method,
+        protocol_version: (selector & 8 != 0).then_some(header.as_str()),
+        session_id: (selector & 16 != 0).then_some("s"),
+        body: Some(&frame),
+    };
+    let _ = classify_http(&req);
+});

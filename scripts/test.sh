@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The project's test command (the README's second command; .ci/run calls it).
+# Installs nothing by hand: cargo fetches the crates; the tests read the spec from the
+# read-only shared/ folder beside the repository (or $MCPX_SHARED_DIR).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+shared="${MCPX_SHARED_DIR:-../shared}"
+if [[ ! -f "$shared/requirements/items.tsv" ]]; then
+  echo "test.sh: the read-only shared/ folder was not found at $shared;" >&2
+  echo "         put it beside the repository or set MCPX_SHARED_DIR" >&2
+  exit 2
+fi
+
+cargo test --workspace --locked "$@"
