@@ -16,6 +16,7 @@
 //! * [`method`]: which methods exist in which revision, in which direction.
 //! * [`error`]: error codes and which era may emit which.
 //! * [`meta`]: protocol `_meta` keys and reserved prefixes.
+//! * [`header`]: the 2026-07-28 HTTP request headers, built and validated.
 //! * [`classify`]: the era and revision of an incoming message (stdio and HTTP).
 //! * [`spec`]: the spec policy (`spec.precedence`, `--mcp-spec`, `spec.lenient`).
 //! * [`dispositions`]: the dispositions registry.
@@ -25,6 +26,7 @@ pub mod classify;
 pub mod codec;
 pub mod dispositions;
 pub mod error;
+pub mod header;
 pub mod jsonrpc;
 pub mod meta;
 pub mod method;

@@ -1,0 +1,76 @@
+//! Errors of the client-side transports, with what the layer above needs to decide
+//! what to do next (era probing, session recovery, reporting).
+
+use mcpx_protocol::error::is_recognised_modern_error;
+
+/// Why a transport could not carry a frame to an upstream, or its answer back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// The connection is closed (a child exited, a stream ended). `detail` quotes what
+    /// is known: an exit status, the tail of the child's stderr.
+    #[error("connection closed: {detail}")]
+    Closed {
+        /// What is known about why.
+        detail: String,
+    },
+    /// An I/O error (spawn, connect, read, write).
+    #[error("{0}")]
+    Io(String),
+    /// An HTTP status that is not a success, with the body and, when the body is a
+    /// JSON-RPC error, its code (register A-C14, B-C9).
+    #[error("HTTP {status}{}: {}", .code.map(|c| format!(" (JSON-RPC error {c})")).unwrap_or_default(), short(.body))]
+    Http {
+        /// The status.
+        status: u16,
+        /// The body (truncated to a bounded size).
+        body: String,
+        /// The JSON-RPC error code in the body, if the body is a JSON-RPC error.
+        code: Option<i64>,
+    },
+    /// A legacy request carrying a session got 404: the session has expired and the
+    /// client must initialise again (2025-03-26..2025-11-25 §Session Management).
+    #[error("session expired (HTTP 404 on a request carrying Mcp-Session-Id)")]
+    SessionExpired,
+    /// The peer sent something unusable (not JSON-RPC, wrong content type, oversize).
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// No answer in time.
+    #[error("timed out after {0:?}")]
+    Timeout(std::time::Duration),
+}
+
+fn short(body: &str) -> String {
+    const MAX: usize = 300;
+    if body.len() <= MAX {
+        return body.to_owned();
+    }
+    let mut cut = MAX;
+    while !body.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &body[..cut])
+}
+
+impl TransportError {
+    /// Whether this is an HTTP answer carrying a recognised modern JSON-RPC error: the
+    /// sign that the server is modern (2026-07-28 basic/transports/streamable-http
+    /// §Backward Compatibility; register A-C14, B-C9).
+    pub fn is_recognised_modern_error(&self) -> bool {
+        match self {
+            TransportError::Http {
+                status,
+                code: Some(code),
+                ..
+            } => is_recognised_modern_error(*status, *code),
+            _ => false,
+        }
+    }
+
+    /// The HTTP status, if this is an HTTP error.
+    pub fn http_status(&self) -> Option<u16> {
+        match self {
+            TransportError::Http { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}

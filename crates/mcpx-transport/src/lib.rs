@@ -1,0 +1,25 @@
+//! mcpx's transports: how frames get between mcpx and its peers.
+//!
+//! The server side carries host connections to a [`Service`]; the client side carries
+//! mcpx's own connections to upstream servers ([`upstream::Upstream`]). Both eras run
+//! side by side on every transport; what a message *means* is not decided here, only
+//! how it travels: framing, sessions (legacy HTTP), streams, what cancels a request,
+//! limits and timeouts. Era and revision come from `mcpx_protocol::classify`.
+//!
+//! # Layout
+//!
+//! * [`service`]: the server-side seam ([`Service`], [`RequestCtx`], [`Peer`]).
+//! * [`pending`]: requests awaiting responses, and in-flight requests to cancel.
+//! * [`stdio`]: the stdio server (newline-delimited JSON on stdin/stdout).
+//! * [`upstream`]: the client-side seam ([`upstream::Upstream`], [`upstream::Exchange`]).
+//! * [`error`]: transport errors.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod pending;
+pub mod service;
+pub mod stdio;
+pub mod upstream;
+
+pub use error::TransportError;
+pub use service::{Incoming, Peer, RequestCtx, Service};

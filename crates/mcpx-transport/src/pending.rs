@@ -1,0 +1,199 @@
+//! Requests awaiting a response from the other side, and requests in flight that the
+//! other side may cancel. Shared by every transport, both directions.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use mcpx_protocol::{Frame, Id};
+use serde_json::value::RawValue;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+/// A request to the peer that got no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PeerError {
+    /// The connection is gone.
+    #[error("the peer's connection is closed")]
+    Closed,
+    /// No answer within the timeout.
+    #[error("no response within {0:?}")]
+    Timeout(Duration),
+    /// Too many requests already await an answer.
+    #[error("too many requests already await a response (limit {0})")]
+    TooMany(usize),
+    /// A modern request has no peer to send requests to.
+    #[error("server-to-client requests exist only on legacy connections")]
+    NoLegacyPeer,
+}
+
+/// Our requests awaiting the peer's responses, by id. Ids are `mcpx-<n>`, never reused
+/// on a connection (register A-C2: unique for the session, the stricter legacy rule).
+#[derive(Debug)]
+pub struct Pending {
+    next: AtomicU64,
+    waiting: Mutex<HashMap<Id, oneshot::Sender<Frame>>>,
+    limit: usize,
+}
+
+impl Pending {
+    /// At most `limit` requests await an answer at once.
+    pub fn new(limit: usize) -> Self {
+        Pending {
+            next: AtomicU64::new(1),
+            waiting: Mutex::new(HashMap::new()),
+            limit,
+        }
+    }
+
+    /// A fresh request id.
+    pub fn next_id(&self) -> Id {
+        Id::String(format!(
+            "mcpx-{}",
+            self.next.fetch_add(1, Ordering::Relaxed)
+        ))
+    }
+
+    /// Registers `id`; the receiver gets the response frame.
+    pub fn register(&self, id: Id) -> Result<oneshot::Receiver<Frame>, PeerError> {
+        let (tx, rx) = oneshot::channel();
+        let mut w = self.waiting.lock().map_err(|_| PeerError::Closed)?;
+        if w.len() >= self.limit {
+            return Err(PeerError::TooMany(self.limit));
+        }
+        w.insert(id, tx);
+        Ok(rx)
+    }
+
+    /// Forgets `id` (timed out, cancelled).
+    pub fn forget(&self, id: &Id) {
+        if let Ok(mut w) = self.waiting.lock() {
+            w.remove(id);
+        }
+    }
+
+    /// Delivers a response frame to whoever awaits its id. Returns the frame back when
+    /// nobody does (a late or unknown response).
+    pub fn complete(&self, frame: Frame) -> Result<(), Frame> {
+        let Some(id) = frame.id().cloned() else {
+            return Err(frame);
+        };
+        let tx = self.waiting.lock().ok().and_then(|mut w| w.remove(&id));
+        match tx {
+            Some(tx) => tx.send(frame),
+            None => Err(frame),
+        }
+    }
+
+    /// Fails everything awaiting (the connection closed): the receivers see `Closed`.
+    pub fn close_all(&self) {
+        if let Ok(mut w) = self.waiting.lock() {
+            w.clear();
+        }
+    }
+
+    /// Sends a request built from `method` and `params` with `send`, and awaits its
+    /// response for at most `timeout`.
+    pub async fn call<F, Fut>(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        timeout: Duration,
+        send: F,
+    ) -> Result<Frame, PeerError>
+    where
+        F: FnOnce(Frame) -> Fut,
+        Fut: Future<Output = Result<(), PeerError>>,
+    {
+        let id = self.next_id();
+        let rx = self.register(id.clone())?;
+        if let Err(e) = send(Frame::request(&id, method, params)).await {
+            self.forget(&id);
+            return Err(e);
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(frame)) => Ok(frame),
+            Ok(Err(_)) => Err(PeerError::Closed),
+            Err(_) => {
+                self.forget(&id);
+                Err(PeerError::Timeout(timeout))
+            }
+        }
+    }
+}
+
+/// Requests from the peer that are being handled, so `notifications/cancelled` can
+/// reach them.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    tokens: Mutex<HashMap<Id, CancellationToken>>,
+}
+
+impl InFlight {
+    /// Starts tracking `id`; returns its cancellation token. A duplicate id in flight is
+    /// refused (register A-C2: ids are unique among a sender's outstanding requests in
+    /// every revision).
+    pub fn start(&self, id: &Id) -> Option<CancellationToken> {
+        let mut t = self.tokens.lock().ok()?;
+        if t.contains_key(id) {
+            return None;
+        }
+        let token = CancellationToken::new();
+        t.insert(id.clone(), token.clone());
+        Some(token)
+    }
+
+    /// Stops tracking `id`.
+    pub fn finish(&self, id: &Id) {
+        if let Ok(mut t) = self.tokens.lock() {
+            t.remove(id);
+        }
+    }
+
+    /// Cancels `id` if it is in flight.
+    pub fn cancel(&self, id: &Id) -> bool {
+        let token = self.tokens.lock().ok().and_then(|t| t.get(id).cloned());
+        token.map(|t| t.cancel()).is_some()
+    }
+
+    /// Cancels everything (the connection closed and its era treats that as cancellation).
+    pub fn cancel_all(&self) {
+        if let Ok(t) = self.tokens.lock() {
+            for token in t.values() {
+                token.cancel();
+            }
+        }
+    }
+
+    /// How many requests are in flight.
+    pub fn len(&self) -> usize {
+        self.tokens.lock().map(|t| t.len()).unwrap_or(0)
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The `requestId` a `notifications/cancelled` names.
+pub fn cancelled_request_id(frame: &Frame) -> Option<Id> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum RawId {
+        N(i64),
+        S(String),
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        request_id: RawId,
+    }
+    let p: Params = frame.params_as()?.ok()?;
+    Some(match p.request_id {
+        RawId::N(n) => Id::Number(n),
+        RawId::S(s) => Id::String(s),
+    })
+}

@@ -1,0 +1,160 @@
+//! The server-side seam: what a transport hands to the layer above, and what that layer
+//! can send back.
+//!
+//! A transport reads frames, classifies them with `mcpx_protocol::classify`, and calls
+//! a [`Service`]: [`Service::request`] for each request (concurrently), and
+//! [`Service::notification`] for each notification. The service answers a request by
+//! returning the response frame; before that it may send notifications related to the
+//! request through [`RequestCtx::notify`] (progress, logging), and, on legacy
+//! connections only, requests to the client through [`RequestCtx::request`] (sampling,
+//! elicitation, roots, ping).
+//!
+//! Everything era-specific about *carrying* those frames is the transport's: whether a
+//! POST is answered with JSON or SSE, where a server-to-client request travels, what
+//! cancels a request. The service sees only frames, verdicts and a cancellation token.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcpx_protocol::{Frame, Revision, Verdict};
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::pending::{PeerError, Pending};
+
+/// One message from a client, with the era and revision it is to be handled in.
+#[derive(Debug, Clone)]
+pub struct Incoming {
+    /// The frame as received.
+    pub frame: Frame,
+    /// Era and revision, from classification.
+    pub verdict: Verdict,
+}
+
+/// The layer above a server transport: the gateway's serve seam, the example server,
+/// a test's echo server.
+pub trait Service: Send + Sync + 'static {
+    /// Answers one request. The returned frame must be the response to
+    /// `req.frame.id()`. Called concurrently for concurrent requests.
+    fn request(&self, req: Incoming, ctx: RequestCtx) -> impl Future<Output = Frame> + Send;
+
+    /// Takes one notification from the client. `peer` is the legacy connection it came
+    /// on, if any. The transport has already applied `notifications/cancelled` to the
+    /// request it names.
+    fn notification(&self, n: Incoming, peer: Option<Peer>) -> impl Future<Output = ()> + Send;
+
+    /// A legacy session ended (DELETE, expiry, end of stdio). Default: nothing.
+    fn session_closed(&self, _peer: &Peer) {}
+}
+
+/// Where frames related to one request go: the request's SSE stream on HTTP, stdout on
+/// stdio.
+#[derive(Debug, Clone)]
+pub(crate) struct Related(pub(crate) mpsc::Sender<Frame>);
+
+/// What a service may do while answering one request.
+#[derive(Debug, Clone)]
+pub struct RequestCtx {
+    cancel: CancellationToken,
+    related: Related,
+    peer: Option<Peer>,
+}
+
+/// The client is gone, or the request's stream was closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the client's stream for this request is closed")]
+pub struct Closed;
+
+impl RequestCtx {
+    pub(crate) fn new(cancel: CancellationToken, related: Related, peer: Option<Peer>) -> Self {
+        RequestCtx {
+            cancel,
+            related,
+            peer,
+        }
+    }
+
+    /// Fires when the client cancels the request: `notifications/cancelled` (stdio, and
+    /// legacy HTTP), or closing the response stream on modern HTTP (2026-07-28
+    /// basic/patterns/cancellation; register H3). A dropped legacy HTTP connection does
+    /// not fire it (2025-11-25 basic/transports: "SHOULD NOT").
+    pub fn cancelled(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Sends a notification related to this request (progress, a log message).
+    pub async fn notify(&self, frame: Frame) -> Result<(), Closed> {
+        self.related.0.send(frame).await.map_err(|_| Closed)
+    }
+
+    /// The legacy connection this request came on; `None` on modern requests, to which a
+    /// server never sends requests (2026-07-28 basic/patterns: "Servers MUST NOT initiate
+    /// JSON-RPC requests").
+    pub fn peer(&self) -> Option<&Peer> {
+        self.peer.as_ref()
+    }
+
+    /// Sends a request to the client, related to this request (so on HTTP it travels on
+    /// this request's SSE stream), and waits for the client's response.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        timeout: Duration,
+    ) -> Result<Frame, PeerError> {
+        let peer = self.peer.as_ref().ok_or(PeerError::NoLegacyPeer)?;
+        peer.pending
+            .call(method, params, timeout, |f| {
+                let tx = self.related.0.clone();
+                async move { tx.send(f).await.map_err(|_| PeerError::Closed) }
+            })
+            .await
+    }
+}
+
+/// A legacy connection (a stdio process after `initialize`, an HTTP session): what the
+/// server can reach outside any one request.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub(crate) revision: Revision,
+    pub(crate) session_id: Option<Arc<str>>,
+    pub(crate) outbound: mpsc::Sender<Frame>,
+    pub(crate) pending: Arc<Pending>,
+}
+
+impl Peer {
+    /// The negotiated revision.
+    pub fn revision(&self) -> Revision {
+        self.revision
+    }
+
+    /// The HTTP session id; `None` on stdio.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    /// Sends an unsolicited notification (list_changed, resources/updated, a log message).
+    /// On HTTP it travels on the session's GET stream; when none is open it is dropped
+    /// with a log line, as there is no other way to deliver it.
+    pub async fn notify(&self, frame: Frame) -> Result<(), Closed> {
+        self.outbound.send(frame).await.map_err(|_| Closed)
+    }
+
+    /// Sends an unsolicited request to the client (on HTTP, on the GET stream) and waits
+    /// for its response.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        timeout: Duration,
+    ) -> Result<Frame, PeerError> {
+        let tx = self.outbound.clone();
+        self.pending
+            .call(method, params, timeout, |f| async move {
+                tx.send(f).await.map_err(|_| PeerError::Closed)
+            })
+            .await
+    }
+}

@@ -1,0 +1,503 @@
+//! The stdio server: newline-delimited JSON-RPC on stdin and stdout, logs on stderr.
+//!
+//! Every revision's basic/transports §stdio: messages are delimited by newlines and
+//! MUST NOT contain embedded newlines; the server MUST NOT write anything to stdout
+//! that is not a valid MCP message. Requests are handled concurrently (bounded by
+//! [`StdioConfig::max_in_flight`], which applies backpressure by pausing reads), except
+//! `initialize`, which is handled before the next line is read so that everything
+//! after it is classified in the negotiated revision. At EOF in-flight requests are
+//! drained for up to [`StdioConfig::drain_timeout`], then cancelled.
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use futures_util::StreamExt;
+use mcpx_protocol::classify::classify_stdio;
+use mcpx_protocol::codec::{self, DecodeError, DecodeErrorKind, Decoded, Limits};
+use mcpx_protocol::error::INVALID_REQUEST;
+use mcpx_protocol::jsonrpc::{Kind, member};
+use mcpx_protocol::{Frame, Revision, Verdict};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio_util::codec::{Decoder, FramedRead};
+use tokio_util::sync::CancellationToken;
+
+use crate::pending::{InFlight, Pending, cancelled_request_id};
+use crate::service::{Incoming, Peer, Related, RequestCtx, Service};
+
+/// Bounds of a stdio connection. All configurable.
+#[derive(Debug, Clone)]
+pub struct StdioConfig {
+    /// Frame limits; `max_frame_bytes` (default 64 MiB) bounds one line.
+    pub limits: Limits,
+    /// Requests handled at once before reading pauses (default 64).
+    pub max_in_flight: usize,
+    /// Frames queued for stdout before senders wait (default 1024).
+    pub outbound_queue: usize,
+    /// Our requests to the client awaiting answers (default 64).
+    pub max_pending: usize,
+    /// How long in-flight requests may finish after EOF (default 30 s).
+    pub drain_timeout: Duration,
+}
+
+impl Default for StdioConfig {
+    fn default() -> Self {
+        StdioConfig {
+            limits: Limits::default(),
+            max_in_flight: 64,
+            outbound_queue: 1024,
+            max_pending: 64,
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A line, or the size of a line that was over the limit (and was skipped).
+#[derive(Debug)]
+pub(crate) enum Line {
+    Frame(Vec<u8>),
+    TooLong(usize),
+}
+
+/// Splits input at `\n`, bounding line length without ever buffering more than the
+/// limit: an over-long line is skipped to its end and reported once.
+#[derive(Debug)]
+pub(crate) struct LineCodec {
+    max: usize,
+    /// Bytes of an over-long line discarded so far, while skipping it.
+    skipping: Option<usize>,
+}
+
+impl LineCodec {
+    pub(crate) fn new(max: usize) -> Self {
+        LineCodec {
+            max,
+            skipping: None,
+        }
+    }
+}
+
+impl Decoder for LineCodec {
+    type Item = Line;
+    type Error = io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> io::Result<Option<Line>> {
+        loop {
+            let newline = buf.iter().position(|b| *b == b'\n');
+            if let Some(skipped) = self.skipping {
+                match newline {
+                    Some(i) => {
+                        buf.advance(i + 1);
+                        self.skipping = None;
+                        return Ok(Some(Line::TooLong(skipped + i)));
+                    }
+                    None => {
+                        self.skipping = Some(skipped + buf.len());
+                        buf.clear();
+                        return Ok(None);
+                    }
+                }
+            }
+            match newline {
+                Some(i) if i > self.max => {
+                    buf.advance(i + 1);
+                    return Ok(Some(Line::TooLong(i)));
+                }
+                Some(i) => {
+                    let mut line = buf.split_to(i + 1);
+                    line.truncate(i);
+                    if line.last() == Some(&b'\r') {
+                        line.truncate(i - 1);
+                    }
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue; // blank lines carry nothing
+                    }
+                    return Ok(Some(Line::Frame(line.to_vec())));
+                }
+                None if buf.len() > self.max => {
+                    self.skipping = Some(buf.len());
+                    buf.clear();
+                    return Ok(None);
+                }
+                None => return Ok(None),
+            }
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> io::Result<Option<Line>> {
+        if let Some(line) = self.decode(buf)? {
+            return Ok(Some(line));
+        }
+        if let Some(skipped) = self.skipping.take() {
+            return Ok(Some(Line::TooLong(skipped)));
+        }
+        if buf.is_empty() || buf.iter().all(u8::is_ascii_whitespace) {
+            buf.clear();
+            return Ok(None);
+        }
+        // A last line without its newline still counts.
+        let line = buf.split().to_vec();
+        Ok(Some(Line::Frame(line)))
+    }
+}
+
+/// A frame's text with any raw CR or LF replaced by a space. In valid JSON those bytes
+/// can only be whitespace between tokens (inside strings they are escaped), so this
+/// keeps the meaning and makes the frame one line.
+pub(crate) fn one_line(frame: &Frame) -> std::borrow::Cow<'_, str> {
+    let s = frame.as_str();
+    if s.bytes().any(|b| b == b'\n' || b == b'\r') {
+        std::borrow::Cow::Owned(s.replace(['\n', '\r'], " "))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+struct Conn<S> {
+    service: Arc<S>,
+    out: mpsc::Sender<Frame>,
+    /// Batch response arrays (2025-03-26), already one line each.
+    batches: mpsc::Sender<String>,
+    inflight: InFlight,
+    pending: Arc<Pending>,
+    /// The legacy session `initialize` opened on this process, if any.
+    peer: Mutex<Option<Peer>>,
+}
+
+impl<S: Service> Conn<S> {
+    fn peer(&self) -> Option<Peer> {
+        self.peer.lock().ok().and_then(|p| p.clone())
+    }
+
+    fn process_revision(&self) -> Option<Revision> {
+        self.peer().map(|p| p.revision)
+    }
+
+    async fn write(&self, frame: Frame) {
+        if self.out.send(frame).await.is_err() {
+            tracing::debug!("stdout closed; dropping a frame");
+        }
+    }
+
+    /// Handles one frame. Requests are spawned onto `tasks` (holding a permit of
+    /// `slots`), except `initialize`, which completes before this returns.
+    async fn handle(
+        self: &Arc<Self>,
+        frame: Frame,
+        tasks: &mut JoinSet<()>,
+        slots: &Arc<Semaphore>,
+    ) {
+        let verdict = match classify_stdio(self.process_revision(), &frame) {
+            Ok(v) => v,
+            Err(rejection) => {
+                match frame.kind() {
+                    Kind::Request => self.write(rejection.to_response(frame.id())).await,
+                    _ => tracing::warn!(frame = %frame, "dropped: {}", rejection.message),
+                }
+                return;
+            }
+        };
+        match frame.kind() {
+            Kind::Request => self.request(frame, verdict, tasks, slots).await,
+            Kind::Notification => {
+                if frame.method() == Some("notifications/cancelled") {
+                    if let Some(id) = cancelled_request_id(&frame) {
+                        self.inflight.cancel(&id);
+                    }
+                }
+                let peer = match verdict {
+                    Verdict::Legacy { .. } => self.peer(),
+                    Verdict::Modern { .. } => None,
+                };
+                self.service
+                    .notification(Incoming { frame, verdict }, peer)
+                    .await;
+            }
+            Kind::Result | Kind::Error => {
+                if let Err(f) = self.pending.complete(frame) {
+                    tracing::warn!(frame = %f, "dropped a response to no pending request");
+                }
+            }
+        }
+    }
+
+    async fn request(
+        self: &Arc<Self>,
+        frame: Frame,
+        verdict: Verdict,
+        tasks: &mut JoinSet<()>,
+        slots: &Arc<Semaphore>,
+    ) {
+        let Some(id) = frame.id().cloned() else {
+            return;
+        };
+        let Some(token) = self.inflight.start(&id) else {
+            let msg = format!("request id {id} is already in flight");
+            self.write(Frame::error_response(
+                Some(&id),
+                INVALID_REQUEST,
+                &msg,
+                None,
+            ))
+            .await;
+            return;
+        };
+        let peer = match verdict {
+            Verdict::Legacy { .. } => self.peer(),
+            Verdict::Modern { .. } => None,
+        };
+        let initialize = matches!(
+            verdict,
+            Verdict::Legacy {
+                initialize: true,
+                ..
+            }
+        );
+        let ctx = RequestCtx::new(token, Related(self.out.clone()), peer);
+        let incoming = Incoming { frame, verdict };
+        if initialize {
+            let response = self.service.request(incoming, ctx).await;
+            self.inflight.finish(&id);
+            self.open_session(&response);
+            self.write(response).await;
+            return;
+        }
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let conn = self.clone();
+        tasks.spawn(async move {
+            let response = conn.service.request(incoming, ctx).await;
+            conn.inflight.finish(&id);
+            conn.write(response).await;
+            drop(permit);
+        });
+    }
+
+    /// A successful `initialize` result makes the process legacy at the revision the
+    /// server answered with.
+    fn open_session(&self, response: &Frame) {
+        let revision = response
+            .result()
+            .and_then(|r| member(r, "protocolVersion"))
+            .and_then(|v| serde_json::from_str::<String>(v).ok())
+            .and_then(|v| Revision::from_wire(&v));
+        if let (Some(revision), Ok(mut peer)) = (revision, self.peer.lock()) {
+            *peer = Some(Peer {
+                revision,
+                session_id: None,
+                outbound: self.out.clone(),
+                pending: self.pending.clone(),
+            });
+        }
+    }
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(w: &mut W, line: &str) -> io::Result<()> {
+    w.write_all(line.as_bytes()).await?;
+    w.write_all(b"\n").await
+}
+
+/// Serves `service` on `reader`/`writer` (stdin/stdout) until EOF or `shutdown`.
+pub async fn serve<S, R, W>(
+    service: Arc<S>,
+    reader: R,
+    mut writer: W,
+    config: StdioConfig,
+    shutdown: CancellationToken,
+) -> io::Result<()>
+where
+    S: Service,
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out_tx, mut out_rx) = mpsc::channel::<Frame>(config.outbound_queue.max(1));
+    let (batch_tx, mut batch_rx) = mpsc::channel::<String>(16);
+    let stop_writer = CancellationToken::new();
+    let writer_task = {
+        let stop = stop_writer.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    f = out_rx.recv() => match f {
+                        Some(frame) => write_line(&mut writer, &one_line(&frame)).await?,
+                        None => break,
+                    },
+                    Some(line) = batch_rx.recv() => write_line(&mut writer, &line).await?,
+                    () = stop.cancelled() => break,
+                }
+                while let Ok(frame) = out_rx.try_recv() {
+                    write_line(&mut writer, &one_line(&frame)).await?;
+                }
+                writer.flush().await?;
+            }
+            // Stopped: whatever is queued still goes out.
+            while let Ok(frame) = out_rx.try_recv() {
+                write_line(&mut writer, &one_line(&frame)).await?;
+            }
+            while let Ok(line) = batch_rx.try_recv() {
+                write_line(&mut writer, &line).await?;
+            }
+            writer.flush().await
+        })
+    };
+
+    let conn = Arc::new(Conn {
+        service,
+        out: out_tx,
+        batches: batch_tx,
+        inflight: InFlight::default(),
+        pending: Arc::new(Pending::new(config.max_pending)),
+        peer: Mutex::new(None),
+    });
+    let slots = Arc::new(Semaphore::new(config.max_in_flight.max(1)));
+    let mut tasks = JoinSet::new();
+    let mut lines = FramedRead::new(reader, LineCodec::new(config.limits.max_frame_bytes));
+    let mut read_error = None;
+
+    loop {
+        let line = tokio::select! {
+            l = lines.next() => l,
+            () = shutdown.cancelled() => break,
+            // Reap finished tasks so the set does not grow without bound.
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+        };
+        let bytes = match line {
+            None => break,
+            Some(Err(e)) => {
+                read_error = Some(e);
+                break;
+            }
+            Some(Ok(Line::TooLong(size))) => {
+                let err = DecodeError {
+                    kind: DecodeErrorKind::TooLarge {
+                        size,
+                        limit: config.limits.max_frame_bytes,
+                    },
+                    id: None,
+                };
+                conn.write(err.to_response()).await;
+                continue;
+            }
+            Some(Ok(Line::Frame(bytes))) => bytes,
+        };
+        match codec::decode_bytes(bytes, &config.limits) {
+            Err(e) => conn.write(e.to_response()).await,
+            Ok(Decoded::Single(frame)) => conn.handle(frame, &mut tasks, &slots).await,
+            Ok(batch @ Decoded::Batch(_)) => {
+                let rev = conn.process_revision().unwrap_or(Revision::NEWEST_LEGACY);
+                handle_batch(&conn, batch, rev, &config).await;
+            }
+        }
+    }
+
+    // Drain: let in-flight requests finish, then cancel what remains.
+    let drained = tokio::time::timeout(config.drain_timeout, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            in_flight = conn.inflight.len(),
+            "drain timeout: cancelling requests still in flight"
+        );
+        conn.inflight.cancel_all();
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        tasks.abort_all();
+    }
+    conn.pending.close_all();
+    if let Some(peer) = conn.peer() {
+        conn.service.session_closed(&peer);
+    }
+    stop_writer.cancel();
+    match writer_task.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => {}
+        Ok(Err(e)) => return Err(e),
+        Err(e) => return Err(io::Error::other(e)),
+    }
+    match read_error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// A batch (2025-03-26 only): every request handled, the responses written as one array
+/// (JSON-RPC 2.0 §6); no line at all when the batch held only notifications.
+async fn handle_batch<S: Service>(
+    conn: &Arc<Conn<S>>,
+    batch: Decoded,
+    rev: Revision,
+    config: &StdioConfig,
+) {
+    let items = match codec::admit(batch, rev) {
+        Ok(items) => items,
+        Err(e) => return conn.write(e.to_response()).await,
+    };
+    let mut responses: Vec<String> = Vec::new();
+    let mut requests = Vec::new();
+    for item in items {
+        match item {
+            Err(e) => responses.push(e.to_response().into_string()),
+            Ok(frame) if frame.kind() == Kind::Request => requests.push(frame),
+            Ok(frame) => {
+                // Notifications and responses: as if received alone.
+                let mut none = JoinSet::new();
+                let slots = Arc::new(Semaphore::new(1));
+                conn.handle(frame, &mut none, &slots).await;
+            }
+        }
+    }
+    let futures = requests.into_iter().map(|frame| {
+        let conn = conn.clone();
+        async move {
+            let id = frame.id().cloned()?;
+            let verdict = match classify_stdio(conn.process_revision(), &frame) {
+                Ok(v) => v,
+                Err(r) => return Some(r.to_response(Some(&id))),
+            };
+            let Some(token) = conn.inflight.start(&id) else {
+                let msg = format!("request id {id} is already in flight");
+                return Some(Frame::error_response(
+                    Some(&id),
+                    INVALID_REQUEST,
+                    &msg,
+                    None,
+                ));
+            };
+            let peer = conn.peer();
+            let ctx = RequestCtx::new(token, Related(conn.out.clone()), peer);
+            let response = conn.service.request(Incoming { frame, verdict }, ctx).await;
+            conn.inflight.finish(&id);
+            Some(response)
+        }
+    });
+    let limit = config.max_in_flight.max(1);
+    let answered: Vec<Option<Frame>> = futures_util::stream::iter(futures)
+        .buffered(limit)
+        .collect()
+        .await;
+    responses.extend(
+        answered
+            .into_iter()
+            .flatten()
+            .map(|f| one_line(&f).into_owned()),
+    );
+    if responses.is_empty() {
+        return;
+    }
+    if conn
+        .batches
+        .send(format!("[{}]", responses.join(",")))
+        .await
+        .is_err()
+    {
+        tracing::debug!("stdout closed; dropping a batch response");
+    }
+}

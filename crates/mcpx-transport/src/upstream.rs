@@ -1,0 +1,95 @@
+//! The client-side seam: one connection from mcpx to an upstream server, whatever the
+//! transport.
+//!
+//! An [`Upstream`] sends frames and returns, for each request, an [`Exchange`]: the
+//! frames the transport ties to that request, ending with its response. On Streamable
+//! HTTP those are the POST's SSE stream (related notifications, and on legacy
+//! server-to-client requests) and the final response; on stdio the transport cannot
+//! tie notifications to a request, so an exchange yields only the response and all
+//! other frames arrive on the connection's [`Unsolicited`] receiver, where the layer
+//! above matches progress tokens and answers server requests.
+//!
+//! Dropping an exchange before its response closes its stream. On modern HTTP that is
+//! the cancellation signal (2026-07-28 basic/patterns/cancellation; register C-C3); on
+//! every other transport and era the layer above sends `notifications/cancelled`
+//! itself.
+
+use std::future::Future;
+
+use mcpx_protocol::Frame;
+use mcpx_protocol::jsonrpc::Kind;
+use tokio::sync::mpsc;
+
+use crate::error::TransportError;
+
+/// Frames from the upstream that belong to no exchange.
+pub type Unsolicited = mpsc::Receiver<Frame>;
+
+/// The frames of one request: related messages, then the response.
+#[derive(Debug)]
+pub struct Exchange {
+    rx: mpsc::Receiver<Result<Frame, TransportError>>,
+    done: bool,
+}
+
+impl Exchange {
+    /// An exchange fed by `rx`; the transport sends the response last and then drops
+    /// its sender.
+    pub fn new(rx: mpsc::Receiver<Result<Frame, TransportError>>) -> Self {
+        Exchange { rx, done: false }
+    }
+
+    /// The next frame: a related notification or request, or the response (after which
+    /// `None`). An error ends the exchange.
+    pub async fn next(&mut self) -> Option<Result<Frame, TransportError>> {
+        if self.done {
+            return None;
+        }
+        let item = self.rx.recv().await;
+        match &item {
+            Some(Ok(f)) if matches!(f.kind(), Kind::Result | Kind::Error) => self.done = true,
+            Some(Err(_)) => self.done = true,
+            Some(Ok(_)) => {}
+            None => {
+                self.done = true;
+                return Some(Err(TransportError::Closed {
+                    detail: "the stream ended before the response".to_owned(),
+                }));
+            }
+        }
+        item
+    }
+
+    /// Waits for the response, handing every related frame to `on_related`.
+    pub async fn response(
+        mut self,
+        mut on_related: impl FnMut(Frame),
+    ) -> Result<Frame, TransportError> {
+        while let Some(item) = self.next().await {
+            let f = item?;
+            if matches!(f.kind(), Kind::Result | Kind::Error) {
+                return Ok(f);
+            }
+            on_related(f);
+        }
+        Err(TransportError::Closed {
+            detail: "the stream ended before the response".to_owned(),
+        })
+    }
+}
+
+/// One connection to an upstream server.
+pub trait Upstream: Send + Sync + 'static {
+    /// Sends a request; its frames come back on the returned exchange.
+    fn request(
+        &self,
+        frame: Frame,
+    ) -> impl Future<Output = Result<Exchange, TransportError>> + Send;
+
+    /// Sends a notification, or a response to a request the upstream sent us.
+    fn send(&self, frame: Frame) -> impl Future<Output = Result<(), TransportError>> + Send;
+
+    /// Closes the connection (ends a legacy HTTP session with DELETE; stops a child
+    /// process: close stdin, wait, SIGTERM, wait, SIGKILL).
+    fn close(&self) -> impl Future<Output = ()> + Send;
+}
