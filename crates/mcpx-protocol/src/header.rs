@@ -40,7 +40,7 @@ pub fn encode_value(v: &str) -> String {
         && v.bytes().all(|b| (0x20..=0x7e).contains(&b) || b == b'\t')
         && !v.starts_with([' ', '\t'])
         && !v.ends_with([' ', '\t'])
-        && !(v.starts_with(SENTINEL_START) && v.ends_with(SENTINEL_END));
+        && (!v.starts_with(SENTINEL_START) || !v.ends_with(SENTINEL_END));
     if plain_safe {
         v.to_owned()
     } else {
