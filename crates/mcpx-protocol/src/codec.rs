@@ -16,7 +16,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::error::{INVALID_REQUEST, PARSE_ERROR};
-use crate::jsonrpc::{ErrorObject, Frame, Id, Kind, Span};
+use crate::jsonrpc::{ErrorObject, Frame, Id, Index, Kind, Span};
 use crate::revision::Revision;
 
 /// Bounds on what [`decode`] accepts. Every bound is configurable.
@@ -120,9 +120,6 @@ impl DecodeError {
 }
 
 /// One decoded message or a batch.
-// The single message is the hot path; boxing it would cost an allocation per frame
-// to shrink the rare batch case.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decoded {
     /// A single message.
@@ -289,24 +286,8 @@ pub fn parse_frame(text: String, limits: &Limits) -> Result<Frame, DecodeError> 
     let index = index_frame(&text)?;
     Ok(Frame {
         text: text.into_boxed_str(),
-        kind: index.kind,
-        id: index.id,
-        method: index.method,
-        params: index.params,
-        result: index.result,
-        error: index.error,
-        extra: index.extra,
+        ix: Box::new(index),
     })
-}
-
-struct Index {
-    kind: Kind,
-    id: Option<(Id, Span)>,
-    method: Option<String>,
-    params: Option<Span>,
-    result: Option<Span>,
-    error: Option<(ErrorObject, Span)>,
-    extra: Vec<(String, Span)>,
 }
 
 fn index_frame(text: &str) -> Result<Index, DecodeError> {

@@ -92,10 +92,17 @@ pub struct ErrorObject {
 /// A byte range of a frame's text.
 pub(crate) type Span = Range<usize>;
 
-/// One JSON-RPC message: its text and an index into it.
+/// One JSON-RPC message: its text and an index into it. Two pointers wide, so frames
+/// move cheaply through channels.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Frame {
     pub(crate) text: Box<str>,
+    pub(crate) ix: Box<Index>,
+}
+
+/// Where a frame's members sit in its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Index {
     pub(crate) kind: Kind,
     pub(crate) id: Option<(Id, Span)>,
     pub(crate) method: Option<String>,
@@ -109,7 +116,7 @@ pub struct Frame {
 impl fmt::Debug for Frame {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Frame")
-            .field("kind", &self.kind)
+            .field("kind", &self.ix.kind)
             .field("text", &self.text)
             .finish()
     }
@@ -134,38 +141,39 @@ impl Frame {
 
     /// Request, notification, result or error.
     pub fn kind(&self) -> Kind {
-        self.kind
+        self.ix.kind
     }
 
     /// The id, for requests and responses (absent on notifications and on error
     /// responses to unreadable requests).
     pub fn id(&self) -> Option<&Id> {
-        self.id.as_ref().map(|(id, _)| id)
+        self.ix.id.as_ref().map(|(id, _)| id)
     }
 
     /// The method, for requests and notifications.
     pub fn method(&self) -> Option<&str> {
-        self.method.as_deref()
+        self.ix.method.as_deref()
     }
 
     /// `params` as raw JSON text.
     pub fn params(&self) -> Option<&str> {
-        self.params.clone().map(|s| &self.text[s])
+        self.ix.params.clone().map(|s| &self.text[s])
     }
 
     /// `result` as raw JSON text.
     pub fn result(&self) -> Option<&str> {
-        self.result.clone().map(|s| &self.text[s])
+        self.ix.result.clone().map(|s| &self.text[s])
     }
 
     /// The `error` member.
     pub fn error(&self) -> Option<&ErrorObject> {
-        self.error.as_ref().map(|(e, _)| e)
+        self.ix.error.as_ref().map(|(e, _)| e)
     }
 
     /// Unknown top-level members: name and raw JSON text, in received order.
     pub fn extra(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.extra
+        self.ix
+            .extra
             .iter()
             .map(|(k, s)| (k.as_str(), &self.text[s.clone()]))
     }
@@ -188,24 +196,24 @@ impl Frame {
     /// The same message with another id (the gateway's id remapping). Every other byte
     /// of the text is kept. On a frame without an id this is a no-op clone.
     pub fn with_id(&self, id: &Id) -> Frame {
-        let Some((_, span)) = &self.id else {
+        let Some((_, span)) = &self.ix.id else {
             return self.clone();
         };
         let new = id.to_json();
         let mut out = self.splice(span.clone(), &new);
-        out.id = Some((id.clone(), span.start..span.start + new.len()));
+        out.ix.id = Some((id.clone(), span.start..span.start + new.len()));
         out
     }
 
     /// The same message with `params` replaced by `raw` (which must be valid JSON).
     /// A frame without params gets them appended.
     pub fn with_params(&self, raw: &RawValue) -> Frame {
-        self.replace_member("params", self.params.clone(), raw.get())
+        self.replace_member("params", self.ix.params.clone(), raw.get())
     }
 
     /// The same message with `result` replaced by `raw` (which must be valid JSON).
     pub fn with_result(&self, raw: &RawValue) -> Frame {
-        self.replace_member("result", self.result.clone(), raw.get())
+        self.replace_member("result", self.ix.result.clone(), raw.get())
     }
 
     fn replace_member(&self, name: &str, span: Option<Span>, new: &str) -> Frame {
@@ -325,13 +333,15 @@ fn build(env: &Envelope<'_>) -> Frame {
     let text = serde_json::to_string(env).unwrap_or_else(|_| String::from("{}"));
     crate::codec::parse_frame(text, &crate::codec::Limits::unlimited()).unwrap_or_else(|_| Frame {
         text: Box::from("{}"),
-        kind: Kind::Notification,
-        id: None,
-        method: None,
-        params: None,
-        result: None,
-        error: None,
-        extra: Vec::new(),
+        ix: Box::new(Index {
+            kind: Kind::Notification,
+            id: None,
+            method: None,
+            params: None,
+            result: None,
+            error: None,
+            extra: Vec::new(),
+        }),
     })
 }
 

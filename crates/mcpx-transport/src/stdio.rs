@@ -203,10 +203,11 @@ impl<S: Service> Conn<S> {
         match frame.kind() {
             Kind::Request => self.request(frame, verdict, tasks, slots).await,
             Kind::Notification => {
-                if frame.method() == Some("notifications/cancelled") {
-                    if let Some(id) = cancelled_request_id(&frame) {
-                        self.inflight.cancel(&id);
-                    }
+                if let Some(id) = (frame.method() == Some("notifications/cancelled"))
+                    .then(|| cancelled_request_id(&frame))
+                    .flatten()
+                {
+                    self.inflight.cancel(&id);
                 }
                 let peer = match verdict {
                     Verdict::Legacy { .. } => self.peer(),
