@@ -40,8 +40,8 @@ fn tools() -> Value {
 /// Adds what every 2026-07-28 result carries: `resultType`, `serverInfo` in `_meta`,
 /// and for cacheable methods `ttlMs`/`cacheScope`.
 fn envelope(mut result: Value, verdict: Verdict, cacheable: bool) -> Value {
-    if matches!(verdict, Verdict::Modern { .. }) {
-        if let Some(o) = result.as_object_mut() {
+    if let (Verdict::Modern { .. }, Some(o)) = (verdict, result.as_object_mut()) {
+        {
             o.insert("resultType".into(), json!("complete"));
             let info: Value = serde_json::from_str(SERVER_INFO).unwrap_or(Value::Null);
             o.insert(
