@@ -257,6 +257,7 @@ impl<S: Service> Conn<S> {
                 ..
             }
         );
+        let cancelled = token.clone();
         let ctx = RequestCtx::new(token, Related(self.out.clone()), peer);
         let incoming = Incoming { frame, verdict };
         if initialize {
@@ -273,7 +274,13 @@ impl<S: Service> Conn<S> {
         tasks.spawn(async move {
             let response = conn.service.request(incoming, ctx).await;
             conn.inflight.finish(&id);
-            conn.write(response).await;
+            // Every revision's cancellation page: the receiver of a cancellation SHOULD
+            // "not send a response for the cancelled request".
+            if cancelled.is_cancelled() {
+                tracing::debug!(%id, "request cancelled; its response is not sent");
+            } else {
+                conn.write(response).await;
+            }
             drop(permit);
         });
     }
@@ -500,5 +507,61 @@ async fn handle_batch<S: Service>(
         .is_err()
     {
         tracing::debug!("stdout closed; dropping a batch response");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(codec: &mut LineCodec, chunks: &[&str]) -> Vec<String> {
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        let mut push = |l: Line| {
+            out.push(match l {
+                Line::Frame(b) => String::from_utf8(b).unwrap(),
+                Line::TooLong(n) => format!("<too long: {n}>"),
+            })
+        };
+        for c in chunks {
+            buf.extend_from_slice(c.as_bytes());
+            while let Some(l) = codec.decode(&mut buf).unwrap() {
+                push(l);
+            }
+        }
+        while let Some(l) = codec.decode_eof(&mut buf).unwrap() {
+            push(l);
+        }
+        out
+    }
+
+    #[test]
+    fn lines_split_and_bound() {
+        let mut c = LineCodec::new(5);
+        assert_eq!(
+            feed(&mut c, &["ab\ncd", "e\r\n\n  \n123456789", "0\nxy"]),
+            ["ab", "cde", "<too long: 10>", "xy"]
+        );
+        // An over-long line split across many reads is reported once, whole.
+        let mut c = LineCodec::new(3);
+        assert_eq!(
+            feed(&mut c, &["abcd", "efgh", "ij\nok\n"]),
+            ["<too long: 10>", "ok"]
+        );
+        let mut c = LineCodec::new(3);
+        assert_eq!(feed(&mut c, &["abcdef"]), ["<too long: 6>"]);
+    }
+
+    #[test]
+    fn frames_are_written_on_one_line() {
+        let f = codec::parse_frame(
+            "{\n  \"jsonrpc\": \"2.0\",\r\n  \"method\": \"a\\nb\"\n}".to_owned(),
+            &Limits::default(),
+        )
+        .unwrap();
+        let line = one_line(&f);
+        assert!(!line.contains('\n') && !line.contains('\r'));
+        let again = codec::parse_frame(line.into_owned(), &Limits::default()).unwrap();
+        assert_eq!(again.method(), Some("a\nb"));
     }
 }
