@@ -106,14 +106,15 @@ fn call_tool_result(obj: &mut Map<String, Value>, to: Revision) -> bool {
     match to.facts().structured_content {
         StructuredContent::AnyValue => {}
         StructuredContent::ObjectOnly => {
-            if let Some(sc) = obj.get_mut("structuredContent") {
-                if !sc.is_object() {
-                    let value = sc.take();
-                    let text = value.to_string();
-                    *sc = json!({ "result": value });
-                    ensure_text(obj, text);
-                    changed = true;
-                }
+            if let Some(sc) = obj
+                .get_mut("structuredContent")
+                .filter(|sc| !sc.is_object())
+            {
+                let value = sc.take();
+                let text = value.to_string();
+                *sc = json!({ "result": value });
+                ensure_text(obj, text);
+                changed = true;
             }
         }
         StructuredContent::Absent => {
