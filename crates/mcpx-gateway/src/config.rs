@@ -1,0 +1,614 @@
+//! Configuration: the `mcpServers` JSON that MCP hosts already use, plus mcpx's own
+//! settings.
+//!
+//! ```jsonc
+//! {
+//!   // Comments and trailing commas are allowed (JSONC).
+//!   "mcpServers": {
+//!     "files": { "command": "npx", "args": ["-y", "server-filesystem", "."],
+//!                "env": {"K": "v"}, "cwd": "/tmp",
+//!                "mcpx": { "namespace": "fs", "tools": { "exclude": ["write_*"] } } },
+//!     "remote": { "type": "http", "url": "http://127.0.0.1:8080/mcp",
+//!                 "headers": { "Authorization": "Bearer …" } }
+//!   },
+//!   "mcpx": { "spec": { "precedence": ["2025-11-25"] }, "names": { "separator": "__" } }
+//! }
+//! ```
+//!
+//! Keys other hosts add to a server entry (`disabled`, `alwaysAllow`, `autoApprove`,
+//! `timeout`, …) are tolerated and ignored, except `disabled: true`, which mcpx
+//! honours. Inside mcpx's own blocks every key is known: an unknown one is an error
+//! naming the file, line and key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mcpx_protocol::SpecPolicy;
+use serde::Deserialize;
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid (syntax, types, an unknown key in an `mcpx` block).
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value is well-formed but not acceptable (a bad pattern, an unknown revision).
+    #[error("{path}: {message}")]
+    Value {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// No configuration file was found on the search path.
+    #[error("no configuration found; looked for {}", .searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
+    NotFound {
+        /// Where it looked.
+        searched: Vec<PathBuf>,
+    },
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// Upstream servers by name, in name order.
+    pub servers: BTreeMap<String, ServerConfig>,
+    /// mcpx's global settings.
+    pub global: Global,
+    /// The spec policy built from `mcpx.spec`.
+    pub spec: SpecPolicy,
+}
+
+/// How to reach one upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking stdio.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Extra environment.
+        env: BTreeMap<String, String>,
+        /// Working directory.
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP.
+    Http {
+        /// The endpoint URL.
+        url: String,
+        /// Extra headers sent with every request.
+        headers: BTreeMap<String, String>,
+    },
+    /// The 2024-11-05 HTTP+SSE transport.
+    Sse {
+        /// The SSE URL.
+        url: String,
+        /// Extra headers.
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// One upstream server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// How to reach it.
+    pub transport: Transport,
+    /// `disabled: true` in the host's format.
+    pub disabled: bool,
+    /// mcpx's per-server settings.
+    pub mcpx: ServerSettings,
+}
+
+/// Which era to speak to an upstream (issue "The gateway": `protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtocolPreference {
+    /// Probe `server/discover` first, fall back to legacy (the spec's SHOULD for dual-era
+    /// clients, register D-C10).
+    #[default]
+    PreferModern,
+    /// `initialize` first, then modern.
+    PreferLegacy,
+    /// Modern only.
+    Modern,
+    /// Legacy only.
+    Legacy,
+}
+
+/// A name filter: an exact name, a glob (`*`, `?`) or a `/regex/`.
+#[derive(Debug, Clone)]
+pub enum Pattern {
+    /// Matches one name.
+    Exact(String),
+    /// `*` matches any run, `?` one character.
+    Glob(String),
+    /// A regular expression (the `regex` crate's syntax), unanchored unless it says so.
+    Regex(regex::Regex),
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Pattern::Exact(a), Pattern::Exact(b)) | (Pattern::Glob(a), Pattern::Glob(b)) => a == b,
+            (Pattern::Regex(a), Pattern::Regex(b)) => a.as_str() == b.as_str(),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Pattern {}
+
+impl Pattern {
+    /// Parses `exact`, `glob*` or `/regex/`.
+    pub fn parse(s: &str) -> Result<Pattern, String> {
+        if s.len() >= 2 && s.starts_with('/') && s.ends_with('/') {
+            let body = &s[1..s.len() - 1];
+            regex::Regex::new(body)
+                .map(Pattern::Regex)
+                .map_err(|e| format!("pattern {s}: {e}"))
+        } else if s.contains(['*', '?']) {
+            Ok(Pattern::Glob(s.to_owned()))
+        } else {
+            Ok(Pattern::Exact(s.to_owned()))
+        }
+    }
+
+    /// Whether `name` matches.
+    pub fn matches(&self, name: &str) -> bool {
+        match self {
+            Pattern::Exact(s) => s == name,
+            Pattern::Glob(g) => glob(g.as_bytes(), name.as_bytes()),
+            Pattern::Regex(r) => r.is_match(name),
+        }
+    }
+}
+
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    match (p.first(), s.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => glob(&p[1..], s) || (!s.is_empty() && glob(p, &s[1..])),
+        (Some(b'?'), Some(_)) => glob(&p[1..], &s[1..]),
+        (Some(a), Some(b)) if a == b => glob(&p[1..], &s[1..]),
+        _ => false,
+    }
+}
+
+/// Include/exclude filters for an upstream's tools.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolFilter {
+    /// When non-empty, only matching tools are exposed.
+    pub include: Vec<Pattern>,
+    /// Matching tools are hidden (applied after `include`).
+    pub exclude: Vec<Pattern>,
+}
+
+impl ToolFilter {
+    /// Whether a tool is exposed.
+    pub fn allows(&self, name: &str) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|p| p.matches(name)))
+            && !self.exclude.iter().any(|p| p.matches(name))
+    }
+}
+
+/// mcpx's settings for one upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSettings {
+    /// The prefix of this upstream's names when several upstreams are merged
+    /// (default: the server's key).
+    pub namespace: Option<String>,
+    /// Which tools to expose.
+    pub tools: ToolFilter,
+    /// Which era to speak.
+    pub protocol: ProtocolPreference,
+    /// How long a call may take without progress (default 60 s).
+    pub call_timeout: Duration,
+    /// How long connecting and probing may take (default 30 s).
+    pub connect_timeout: Duration,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            namespace: None,
+            tools: ToolFilter::default(),
+            protocol: ProtocolPreference::default(),
+            call_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// mcpx's global settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Global {
+    /// Between namespace and name (default `__`).
+    pub separator: String,
+    /// Longest name shown to a host (default 64).
+    pub max_name_len: usize,
+    /// Largest frame, bytes (default 64 MiB).
+    pub max_frame_bytes: usize,
+    /// Longest a request may wait, whatever progress it makes (default 600 s).
+    pub max_call_time: Duration,
+}
+
+impl Default for Global {
+    fn default() -> Self {
+        Global {
+            separator: "__".to_owned(),
+            max_name_len: 64,
+            max_frame_bytes: 64 * 1024 * 1024,
+            max_call_time: Duration::from_secs(600),
+        }
+    }
+}
+
+// ---- the file's shape -------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FileDoc {
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, FileServer>,
+    #[serde(default)]
+    mcpx: FileGlobal,
+}
+
+/// A host's server entry: unknown keys tolerated (no `deny_unknown_fields`).
+#[derive(Deserialize)]
+struct FileServer {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    disabled: bool,
+    #[serde(default)]
+    mcpx: FileServerMcpx,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FileServerMcpx {
+    namespace: Option<String>,
+    #[serde(default)]
+    tools: FileToolFilter,
+    #[serde(default)]
+    protocol: ProtocolPreference,
+    call_timeout_ms: Option<u64>,
+    connect_timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileToolFilter {
+    #[serde(default)]
+    include: Vec<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FileGlobal {
+    #[serde(default)]
+    spec: FileSpec,
+    #[serde(default)]
+    names: FileNames,
+    #[serde(default)]
+    limits: FileLimits,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileSpec {
+    #[serde(default)]
+    precedence: Vec<String>,
+    #[serde(default)]
+    lenient: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FileNames {
+    separator: Option<String>,
+    max_length: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FileLimits {
+    max_frame_bytes: Option<usize>,
+    max_call_time_ms: Option<u64>,
+}
+
+/// Blanks out `//` and `/* */` comments and trailing commas, keeping every other byte
+/// (and every newline) in place, so JSON error positions still point into the file.
+pub fn strip_jsonc(text: &str) -> String {
+    let mut out = text.as_bytes().to_vec();
+    blank_comments(&mut out);
+    blank_trailing_commas(&mut out);
+    // Only ASCII bytes were replaced, by ASCII spaces, so this is still UTF-8.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Walks the bytes outside JSON strings; `f(i)` handles byte `i` and returns the index
+/// to continue from.
+fn outside_strings(b: &[u8], mut f: impl FnMut(usize) -> usize) {
+    let mut i = 0;
+    let mut in_str = false;
+    while i < b.len() {
+        if in_str {
+            match b[i] {
+                b'\\' => i += 1,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            i += 1;
+        } else if b[i] == b'"' {
+            in_str = true;
+            i += 1;
+        } else {
+            i = f(i).max(i + 1);
+        }
+    }
+}
+
+fn blank_comments(out: &mut [u8]) {
+    let b = out.to_vec();
+    outside_strings(&b, |i| {
+        let end = match (b[i], b.get(i + 1)) {
+            (b'/', Some(b'/')) => b[i..]
+                .iter()
+                .position(|c| *c == b'\n')
+                .map_or(b.len(), |n| i + n),
+            (b'/', Some(b'*')) => b[i + 2..]
+                .windows(2)
+                .position(|w| w == b"*/")
+                .map_or(b.len(), |n| i + 2 + n + 2),
+            _ => return i + 1,
+        };
+        for o in &mut out[i..end] {
+            if *o != b'\n' {
+                *o = b' ';
+            }
+        }
+        end
+    });
+}
+
+fn blank_trailing_commas(out: &mut [u8]) {
+    let b = out.to_vec();
+    outside_strings(&b, |i| {
+        if b[i] == b',' {
+            let next = b[i + 1..].iter().find(|c| !c.is_ascii_whitespace());
+            if matches!(next, Some(b'}') | Some(b']')) {
+                out[i] = b' ';
+            }
+        }
+        i + 1
+    });
+}
+
+/// Parses configuration text read from `path` (used in messages).
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let clean = strip_jsonc(text);
+    let doc: FileDoc = serde_json::from_str(&clean).map_err(|e| ConfigError::Invalid {
+        path: path.to_owned(),
+        line: e.line(),
+        column: e.column(),
+        message: without_position(&e.to_string()),
+    })?;
+    let value_err = |message: String| ConfigError::Value {
+        path: path.to_owned(),
+        message,
+    };
+    let spec = SpecPolicy::default()
+        .with_precedence(&doc.mcpx.spec.precedence)
+        .and_then(|p| p.with_lenient(&doc.mcpx.spec.lenient))
+        .map_err(|e| value_err(format!("mcpx.spec: {e}")))?;
+    let defaults = Global::default();
+    let global = Global {
+        separator: doc.mcpx.names.separator.unwrap_or(defaults.separator),
+        max_name_len: doc.mcpx.names.max_length.unwrap_or(defaults.max_name_len),
+        max_frame_bytes: doc
+            .mcpx
+            .limits
+            .max_frame_bytes
+            .unwrap_or(defaults.max_frame_bytes),
+        max_call_time: doc
+            .mcpx
+            .limits
+            .max_call_time_ms
+            .map_or(defaults.max_call_time, Duration::from_millis),
+    };
+    if global.max_name_len < 16 {
+        return Err(value_err(format!(
+            "mcpx.names.maxLength {} is too short (at least 16)",
+            global.max_name_len
+        )));
+    }
+    if !global
+        .separator
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || b"_.-".contains(&c))
+        || global.separator.is_empty()
+    {
+        return Err(value_err(format!(
+            "mcpx.names.separator {:?} must be non-empty and use only [A-Za-z0-9_.-]",
+            global.separator
+        )));
+    }
+    let mut servers = BTreeMap::new();
+    for (name, s) in doc.mcp_servers {
+        let err = |m: &str| value_err(format!("mcpServers.{name}: {m}"));
+        let transport = match (s.kind.as_deref(), s.command, s.url) {
+            (None | Some("stdio"), Some(command), None) => Transport::Stdio {
+                command,
+                args: s.args,
+                env: s.env,
+                cwd: s.cwd,
+            },
+            (Some("sse"), None, Some(url)) => Transport::Sse {
+                url,
+                headers: s.headers,
+            },
+            (
+                None | Some("http") | Some("streamable-http") | Some("streamableHttp"),
+                None,
+                Some(url),
+            ) => Transport::Http {
+                url,
+                headers: s.headers,
+            },
+            (_, Some(_), Some(_)) => return Err(err("has both `command` and `url`")),
+            (_, None, None) => return Err(err("needs `command` (stdio) or `url` (http, sse)")),
+            (Some(t), _, _) => {
+                return Err(err(&format!(
+                    "unknown type {t:?}; expected stdio, http or sse"
+                )));
+            }
+        };
+        let parse_all = |ps: &[String]| -> Result<Vec<Pattern>, ConfigError> {
+            ps.iter()
+                .map(|p| Pattern::parse(p).map_err(|m| err(&m)))
+                .collect()
+        };
+        let d = ServerSettings::default();
+        let mcpx = ServerSettings {
+            namespace: s.mcpx.namespace,
+            tools: ToolFilter {
+                include: parse_all(&s.mcpx.tools.include)?,
+                exclude: parse_all(&s.mcpx.tools.exclude)?,
+            },
+            protocol: s.mcpx.protocol,
+            call_timeout: s
+                .mcpx
+                .call_timeout_ms
+                .map_or(d.call_timeout, Duration::from_millis),
+            connect_timeout: s
+                .mcpx
+                .connect_timeout_ms
+                .map_or(d.connect_timeout, Duration::from_millis),
+        };
+        servers.insert(
+            name,
+            ServerConfig {
+                transport,
+                disabled: s.disabled,
+                mcpx,
+            },
+        );
+    }
+    Ok(Config {
+        servers,
+        global,
+        spec,
+    })
+}
+
+/// serde_json appends " at line L column C"; the error carries those separately.
+fn without_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_owned(),
+        None => msg.to_owned(),
+    }
+}
+
+/// Where mcpx looks for its configuration, in order: `--config`, `$MCPX_CONFIG`,
+/// `./.mcpx.json`, `./.mcp.json`, `~/.config/mcpx/config.json`.
+pub fn search_path(explicit: Option<&Path>) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    if let Some(p) = explicit {
+        paths.push(p.to_owned());
+        return paths;
+    }
+    if let Some(p) = std::env::var_os("MCPX_CONFIG") {
+        paths.push(PathBuf::from(p));
+        return paths;
+    }
+    paths.push(PathBuf::from(".mcpx.json"));
+    paths.push(PathBuf::from(".mcp.json"));
+    if let Some(home) = std::env::var_os("HOME") {
+        paths.push(PathBuf::from(home).join(".config/mcpx/config.json"));
+    }
+    paths
+}
+
+/// Loads the first configuration on the search path. An explicitly named file
+/// (`--config`, `$MCPX_CONFIG`) must exist.
+pub fn load(explicit: Option<&Path>) -> Result<(PathBuf, Config), ConfigError> {
+    let paths = search_path(explicit);
+    let must_exist = explicit.is_some() || std::env::var_os("MCPX_CONFIG").is_some();
+    for p in &paths {
+        match std::fs::read_to_string(p) {
+            Ok(text) => return parse(&text, p).map(|c| (p.clone(), c)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => continue,
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: p.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    Err(ConfigError::NotFound { searched: paths })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns() {
+        let p = |s: &str| Pattern::parse(s).unwrap();
+        assert!(p("read_file").matches("read_file"));
+        assert!(!p("read_file").matches("read_files"));
+        assert!(p("read_*").matches("read_file"));
+        assert!(p("get_?").matches("get_x") && !p("get_?").matches("get_xy"));
+        assert!(p("/^write.*$/").matches("write_file"));
+        assert!(!p("/^write.*$/").matches("overwrite"));
+        assert!(p("/file/").matches("overwrite_file_now"));
+        assert!(p("/^[a-c]+_[0-9]?$/").matches("abc_1"));
+        assert!(!p("/^[a-c]+_[0-9]?$/").matches("abd_1"));
+        assert!(p("/^[^x]+$/").matches("abc") && !p("/^[^x]+$/").matches("axc"));
+        assert!(p("/^(read|list)_/").matches("list_dir"));
+        assert!(Pattern::parse("/(a/").is_err());
+    }
+
+    #[test]
+    fn jsonc_keeps_positions() {
+        let text = "{\n  // c\n  \"a\": [1, 2,], /* x\n y */ \"b\": \"//not a comment\",\n}";
+        let clean = strip_jsonc(text);
+        assert_eq!(clean.len(), text.len());
+        assert_eq!(clean.matches('\n').count(), text.matches('\n').count());
+        let v: serde_json::Value = serde_json::from_str(&clean).unwrap();
+        assert_eq!(v["b"], "//not a comment");
+        assert_eq!(v["a"], serde_json::json!([1, 2]));
+    }
+}

@@ -1,0 +1,11 @@
+//! The gateway: many upstream MCP servers presented to a host as one.
+//!
+//! # Layout
+//!
+//! * [`config`]: the `mcpServers` configuration (JSONC) with mcpx's own blocks, and
+//!   where it is found.
+//! * [`naming`]: how upstream names become the names a host sees, and back.
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod naming;
