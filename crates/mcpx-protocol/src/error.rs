@@ -59,6 +59,27 @@ pub fn may_emit(rev: Revision, code: i64) -> bool {
     }
 }
 
+/// The code a receiver speaking `to` gets for an error that a peer speaking `from`
+/// reported with `code` in answer to `method` (register H6, A-C10, A-C11):
+///
+/// * resource not found is -32002 for legacy receivers and -32602 for modern ones, in
+///   both directions (a modern upstream's -32602 to `resources/read` is its not-found);
+/// * a code the receiver's revision may not see becomes -32603 (Internal error), the
+///   message keeping the original code and text (the caller formats it);
+/// * anything else passes through, including an upstream's own codes in the legacy
+///   -32000..-32019 range, which 2026-07-28 grandfathers.
+pub fn translate_code(code: i64, method: &str, from: Revision, to: Revision) -> i64 {
+    match code {
+        RESOURCE_NOT_FOUND_LEGACY => resource_not_found(to),
+        INVALID_PARAMS if method == "resources/read" && from.era() == Era::Modern => {
+            resource_not_found(to)
+        }
+        -32019..=-32000 => code,
+        c if may_emit(to, c) => c,
+        _ => INTERNAL_ERROR,
+    }
+}
+
 /// The HTTP status a modern Streamable HTTP server answers a JSON-RPC error with, when
 /// the error is one the 2026-07-28 transport ties to a status (basic/transports/
 /// streamable-http); `None` means the usual 200 with the error in the body.
@@ -90,6 +111,43 @@ mod tests {
     fn resource_not_found_per_era() {
         assert_eq!(resource_not_found(Revision::V2025_11_25), -32002);
         assert_eq!(resource_not_found(Revision::V2026_07_28), -32602);
+    }
+
+    #[test]
+    fn codes_translate_per_receiver() {
+        use Revision::*;
+        assert_eq!(
+            translate_code(-32002, "resources/read", V2025_06_18, V2026_07_28),
+            -32602
+        );
+        assert_eq!(
+            translate_code(-32602, "resources/read", V2026_07_28, V2025_11_25),
+            -32002
+        );
+        assert_eq!(
+            translate_code(-32602, "tools/call", V2026_07_28, V2025_11_25),
+            -32602
+        );
+        assert_eq!(
+            translate_code(-32042, "tools/call", V2025_11_25, V2026_07_28),
+            -32603
+        );
+        assert_eq!(
+            translate_code(-32042, "tools/call", V2025_11_25, V2025_11_25),
+            -32042
+        );
+        assert_eq!(
+            translate_code(-32022, "tools/call", V2026_07_28, V2025_06_18),
+            -32603
+        );
+        assert_eq!(
+            translate_code(-32001, "tools/call", V2025_06_18, V2026_07_28),
+            -32001
+        );
+        assert_eq!(
+            translate_code(42, "tools/call", V2025_06_18, V2026_07_28),
+            42
+        );
     }
 
     #[test]

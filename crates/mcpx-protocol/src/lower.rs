@@ -34,6 +34,15 @@ pub struct LowerError {
     pub why: String,
 }
 
+/// What the sender adds to every result it lowers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stamp<'a> {
+    /// The sender's `Implementation`, set as `_meta["io.modelcontextprotocol/serverInfo"]`
+    /// on results for modern receivers (2026-07-28: SHOULD, on every result). A proxy
+    /// names itself here, not the upstream it forwards.
+    pub server_info: Option<&'a Value>,
+}
+
 /// Lowers a `method` result written in `from` for a receiver speaking `to`.
 pub fn lower_result<'a>(
     method: &str,
@@ -41,8 +50,20 @@ pub fn lower_result<'a>(
     from: Revision,
     to: Revision,
 ) -> Result<Cow<'a, str>, LowerError> {
+    lower_result_stamped(method, raw, from, to, Stamp::default())
+}
+
+/// [`lower_result`], also applying `stamp`.
+pub fn lower_result_stamped<'a>(
+    method: &str,
+    raw: &'a str,
+    from: Revision,
+    to: Revision,
+    stamp: Stamp<'_>,
+) -> Result<Cow<'a, str>, LowerError> {
     // A result already in the receiver's revision needs nothing.
-    if from == to {
+    let stamping = stamp.server_info.is_some() && to.facts().result_type;
+    if from == to && !stamping {
         return Ok(Cow::Borrowed(raw));
     }
     let err = |why: String| LowerError {
@@ -54,6 +75,15 @@ pub fn lower_result<'a>(
         .as_object_mut()
         .ok_or_else(|| err("a result must be a JSON object".to_owned()))?;
     let mut changed = envelope(obj, method, to);
+    if let (Some(info), true) = (stamp.server_info, to.facts().result_type) {
+        let meta = obj
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(crate::meta::SERVER_INFO.to_owned(), info.clone());
+            changed = true;
+        }
+    }
     changed |= match method {
         "tools/call" => call_tool_result(obj, to),
         "tools/list" => list_tools_result(obj, to),

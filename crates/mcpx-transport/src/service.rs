@@ -122,9 +122,17 @@ pub struct Peer {
     pub(crate) session_id: Option<Arc<str>>,
     pub(crate) outbound: mpsc::Sender<Frame>,
     pub(crate) pending: Arc<Pending>,
+    /// The `params` of the `initialize` request that opened the session.
+    pub(crate) initialize_params: Option<Arc<str>>,
 }
 
 impl Peer {
+    /// The raw `params` of the `initialize` request that opened this session (the
+    /// client's capabilities and info live there for the whole session).
+    pub fn initialize_params(&self) -> Option<&str> {
+        self.initialize_params.as_deref()
+    }
+
     /// The negotiated revision.
     pub fn revision(&self) -> Revision {
         self.revision

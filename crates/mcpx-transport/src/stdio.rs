@@ -261,9 +261,10 @@ impl<S: Service> Conn<S> {
         let ctx = RequestCtx::new(token, Related(self.out.clone()), peer);
         let incoming = Incoming { frame, verdict };
         if initialize {
+            let params: Option<Arc<str>> = incoming.frame.params().map(Arc::from);
             let response = self.service.request(incoming, ctx).await;
             self.inflight.finish(&id);
-            self.open_session(&response);
+            self.open_session(&response, params);
             self.write(response).await;
             return;
         }
@@ -287,7 +288,7 @@ impl<S: Service> Conn<S> {
 
     /// A successful `initialize` result makes the process legacy at the revision the
     /// server answered with.
-    fn open_session(&self, response: &Frame) {
+    fn open_session(&self, response: &Frame, initialize_params: Option<Arc<str>>) {
         let revision = response
             .result()
             .and_then(|r| member(r, "protocolVersion"))
@@ -299,6 +300,7 @@ impl<S: Service> Conn<S> {
                 session_id: None,
                 outbound: self.out.clone(),
                 pending: self.pending.clone(),
+                initialize_params,
             });
         }
     }

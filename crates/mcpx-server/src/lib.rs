@@ -1,0 +1,525 @@
+//! The serve seam: mcpx as an MCP server, for hosts of any revision.
+//!
+//! [`Seam`] is the [`Service`] every host-facing transport serves. It answers the
+//! lifecycle itself in the host's revision (`initialize` with the negotiated version,
+//! `server/discover`, `ping`, `logging/setLevel`), checks what the host's revision
+//! requires of a request (2026-07-28 `_meta` keys), and hands every feature request to
+//! a [`Backend`] (the gateway) as a revision-neutral [`Call`]. What comes back, a
+//! result written in some revision or a [`Fault`], is lowered to the host's revision
+//! here and nowhere else: result shapes through `mcpx_protocol::lower`, error codes
+//! through `mcpx_protocol::error::translate_code`, input-validation failures as a
+//! protocol error or an `isError` result (register H5, D-C1).
+//!
+//! Relays toward the host are built here too, because they depend on the host's
+//! revision: [`ProgressSink`] (progress tokens, the 2024-11-05 `message` rule) and
+//! [`LogSink`] (logs only where the host asked for a level: `logging/setLevel` on
+//! legacy, `_meta` `logLevel` on 2026-07-28; register H9, C-C8).
+#![forbid(unsafe_code)]
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use mcpx_protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND, translate_code};
+use mcpx_protocol::jsonrpc::member;
+use mcpx_protocol::lower::{Stamp, lower_result_stamped};
+use mcpx_protocol::method::client_may_send;
+use mcpx_protocol::{Era, Frame, Id, Revision, SpecPolicy, meta};
+use mcpx_transport::{Incoming, Peer, RequestCtx, Service};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// What the gateway offers, from which the capabilities of each revision are built.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Tools, and whether their list can change.
+    pub tools: Option<ListCaps>,
+    /// Prompts.
+    pub prompts: Option<ListCaps>,
+    /// Resources.
+    pub resources: Option<ListCaps>,
+    /// Resource subscriptions.
+    pub resources_subscribe: bool,
+    /// `completion/complete`.
+    pub completions: bool,
+    /// Log messages can be relayed.
+    pub logging: bool,
+    /// Instructions for the host's model.
+    pub instructions: Option<String>,
+}
+
+/// Capabilities of one list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListCaps {
+    /// The list can change (list_changed notifications).
+    pub list_changed: bool,
+}
+
+impl Summary {
+    /// `ServerCapabilities` as `rev` writes them.
+    pub fn capabilities(&self, rev: Revision) -> Value {
+        let mut caps = serde_json::Map::new();
+        let list = |c: &ListCaps| json!({ "listChanged": c.list_changed });
+        if let Some(t) = &self.tools {
+            caps.insert("tools".into(), list(t));
+        }
+        if let Some(p) = &self.prompts {
+            caps.insert("prompts".into(), list(p));
+        }
+        if let Some(r) = &self.resources {
+            let mut v = list(r);
+            v["subscribe"] = json!(self.resources_subscribe);
+            caps.insert("resources".into(), v);
+        }
+        // C-C9: the capability exists from 2025-03-26.
+        if self.completions && rev.facts().completions_capability {
+            caps.insert("completions".into(), json!({}));
+        }
+        if self.logging {
+            caps.insert("logging".into(), json!({}));
+        }
+        Value::Object(caps)
+    }
+}
+
+/// RFC 5424 severities, as MCP's `LoggingLevel`, least to most severe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// `debug`
+    Debug,
+    /// `info`
+    Info,
+    /// `notice`
+    Notice,
+    /// `warning`
+    Warning,
+    /// `error`
+    Error,
+    /// `critical`
+    Critical,
+    /// `alert`
+    Alert,
+    /// `emergency`
+    Emergency,
+}
+
+impl Level {
+    const NAMES: [&'static str; 8] = [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
+    const ALL: [Level; 8] = [
+        Level::Debug,
+        Level::Info,
+        Level::Notice,
+        Level::Warning,
+        Level::Error,
+        Level::Critical,
+        Level::Alert,
+        Level::Emergency,
+    ];
+
+    /// Parses a wire name.
+    pub fn parse(s: &str) -> Option<Level> {
+        Self::NAMES
+            .iter()
+            .position(|n| *n == s)
+            .map(|i| Self::ALL[i])
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+/// Sends progress for one host request, with the host's own token.
+#[derive(Debug, Clone)]
+pub struct ProgressSink {
+    ctx: RequestCtx,
+    token: Box<RawValue>,
+    keep_message: bool,
+}
+
+impl ProgressSink {
+    /// Relays one progress notification. `message` is dropped for a 2024-11-05 host
+    /// only when the spec policy makes 2024-11-05 dominate (its schema has no
+    /// `message`; every later revision does: register, "Decided by those settings").
+    pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let mut p = json!({ "progressToken": self.token, "progress": progress });
+        if let Some(t) = total {
+            p["total"] = json!(t);
+        }
+        if let (Some(m), true) = (message, self.keep_message) {
+            p["message"] = json!(m);
+        }
+        let _ = self
+            .ctx
+            .notify(notification("notifications/progress", &p))
+            .await;
+    }
+}
+
+/// Sends log messages for one host request, filtered to the level the host asked for.
+#[derive(Debug, Clone)]
+pub struct LogSink {
+    ctx: RequestCtx,
+    threshold: Level,
+}
+
+impl LogSink {
+    /// The level below which messages are dropped.
+    pub fn threshold(&self) -> Level {
+        self.threshold
+    }
+
+    /// Relays one log message if it is at or above the threshold.
+    pub async fn log(&self, level: Level, logger: Option<&str>, data: &Value) {
+        if level < self.threshold {
+            return;
+        }
+        let mut p = json!({ "level": level.as_str(), "data": data });
+        if let Some(l) = logger {
+            p["logger"] = json!(l);
+        }
+        let _ = self
+            .ctx
+            .notify(notification("notifications/message", &p))
+            .await;
+    }
+}
+
+fn raw(v: &Value) -> Box<RawValue> {
+    // A `Value` always serialises to valid JSON.
+    RawValue::from_string(v.to_string())
+        .unwrap_or_else(|_| RawValue::from_string("null".to_owned()).unwrap_or_default())
+}
+
+fn notification(method: &str, params: &Value) -> Frame {
+    Frame::notification(method, Some(&raw(params)))
+}
+
+/// A feature request from a host, for the gateway.
+#[derive(Debug)]
+pub struct Call {
+    /// The method.
+    pub method: String,
+    /// The raw params as the host sent them.
+    pub params: Option<String>,
+    /// The host's revision.
+    pub host: Revision,
+    /// Present when the host asked for progress.
+    pub progress: Option<ProgressSink>,
+    /// Present when the host asked for logs.
+    pub log: Option<LogSink>,
+    /// Fires when the host cancels.
+    pub cancel: CancellationToken,
+    /// The host's legacy connection, for server-to-client requests of the same era.
+    pub peer: Option<Peer>,
+    /// The host's client capabilities (from `initialize` on legacy, from `_meta` on modern).
+    pub client_capabilities: Value,
+}
+
+/// A result, as raw JSON written in `revision`.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The result object.
+    pub result: String,
+    /// The revision it is written in.
+    pub revision: Revision,
+}
+
+/// An error for the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    /// The JSON-RPC code as reported, in `from`'s terms.
+    pub code: i64,
+    /// The message (names the upstream where one is involved).
+    pub message: String,
+    /// `error.data`.
+    pub data: Option<Value>,
+    /// The revision of whoever reported it.
+    pub from: Revision,
+    /// A tool's input failed validation (register H5, D-C1).
+    pub input_validation: bool,
+}
+
+impl Fault {
+    /// A fault mcpx itself reports, in the host's terms.
+    pub fn new(code: i64, message: impl Into<String>, host: Revision) -> Fault {
+        Fault {
+            code,
+            message: message.into(),
+            data: None,
+            from: host,
+            input_validation: false,
+        }
+    }
+}
+
+/// The gateway, as the seam sees it.
+pub trait Backend: Send + Sync + 'static {
+    /// What is offered (capabilities, instructions).
+    fn summary(&self) -> Summary;
+
+    /// Answers a feature request.
+    fn call(&self, call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send;
+
+    /// A notification from a host (other than `initialized` and `cancelled`, which the
+    /// seam and the transport handle). Default: ignored.
+    fn notification(
+        &self,
+        _method: &str,
+        _params: Option<&str>,
+        _host: Revision,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+/// The serve seam.
+#[derive(Debug)]
+pub struct Seam<B> {
+    backend: Arc<B>,
+    info: Value,
+    policy: SpecPolicy,
+    /// Legacy log levels by session (`""` for the stdio process).
+    levels: Mutex<HashMap<String, Level>>,
+}
+
+fn session_key(peer: Option<&Peer>) -> String {
+    peer.and_then(Peer::session_id)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+impl<B: Backend> Seam<B> {
+    /// A seam answering as `name`/`version`, under `policy`.
+    pub fn new(backend: Arc<B>, name: &str, version: &str, policy: SpecPolicy) -> Self {
+        Seam {
+            backend,
+            info: json!({ "name": name, "version": version }),
+            policy,
+            levels: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn ok(&self, id: &Id, method: &str, result: &Value, host: Revision) -> Frame {
+        let text = result.to_string();
+        let stamp = Stamp {
+            server_info: Some(&self.info),
+        };
+        match lower_result_stamped(method, &text, host, host, stamp) {
+            Ok(r) => Frame::result_response(id, &raw_str(&r)),
+            Err(e) => Frame::error_response(Some(id), -32603, &e.to_string(), None),
+        }
+    }
+
+    fn fault(&self, id: &Id, method: &str, f: Fault, host: Revision) -> Frame {
+        if f.input_validation && host.facts().input_validation_is_tool_error {
+            // 2025-11-25 server/tools §Error Handling: input validation errors are tool
+            // execution errors, reported in the result with isError.
+            let result = json!({
+                "content": [{ "type": "text", "text": f.message }],
+                "isError": true,
+            });
+            return self.ok(id, method, &result, host);
+        }
+        let code = translate_code(f.code, method, f.from, host);
+        let message = if code == f.code || f.code == mcpx_protocol::error::RESOURCE_NOT_FOUND_LEGACY
+        {
+            f.message
+        } else {
+            format!("{} (error {} from the upstream)", f.message, f.code)
+        };
+        Frame::error_response(Some(id), code, &message, f.data.as_ref())
+    }
+
+    async fn answer(&self, req: Incoming, ctx: RequestCtx) -> Frame {
+        let frame = req.frame;
+        let host = req.verdict.revision();
+        let id = frame.id().cloned().unwrap_or(Id::Number(0));
+        let method = frame.method().unwrap_or_default().to_owned();
+        if !client_may_send(&method, host) {
+            return Frame::error_response(
+                Some(&id),
+                METHOD_NOT_FOUND,
+                &format!("method not found in protocol revision {host}: {method}"),
+                None,
+            );
+        }
+        let modern = host.era() == Era::Modern;
+        let caps = if modern {
+            // 2026-07-28 basic/index §_meta: clientCapabilities is required (A-C12).
+            match frame.params_meta(meta::CLIENT_CAPABILITIES) {
+                Some(c) => serde_json::from_str(c).unwrap_or(Value::Null),
+                None => {
+                    return Frame::error_response(
+                        Some(&id),
+                        INVALID_PARAMS,
+                        &format!("missing required _meta key {:?}", meta::CLIENT_CAPABILITIES),
+                        None,
+                    );
+                }
+            }
+        } else {
+            // Legacy: declared once, at initialize, for the session (A-C16).
+            ctx.peer()
+                .and_then(Peer::initialize_params)
+                .and_then(|p| member(p, "capabilities"))
+                .and_then(|c| serde_json::from_str(c).ok())
+                .unwrap_or(Value::Null)
+        };
+        let summary = self.backend.summary();
+        match method.as_str() {
+            "initialize" => {
+                let mut result = json!({
+                    "protocolVersion": host.as_str(),
+                    "capabilities": summary.capabilities(host),
+                    "serverInfo": self.info,
+                });
+                if let Some(i) = &summary.instructions {
+                    result["instructions"] = json!(i);
+                }
+                return self.ok(&id, &method, &result, host);
+            }
+            "server/discover" => {
+                let mut result = json!({
+                    "supportedVersions": Revision::of_era(Era::Modern).map(Revision::as_str).collect::<Vec<_>>(),
+                    "capabilities": summary.capabilities(host),
+                    // mcpx's capabilities follow its configuration, which can be
+                    // reloaded: hosts should not cache them (H12: the fields are required).
+                    "ttlMs": 0,
+                    "cacheScope": "private",
+                });
+                if let Some(i) = &summary.instructions {
+                    result["instructions"] = json!(i);
+                }
+                return self.ok(&id, &method, &result, host);
+            }
+            "ping" => return self.ok(&id, &method, &json!({}), host),
+            "logging/setLevel" => {
+                let level = frame
+                    .params()
+                    .and_then(|p| member(p, "level"))
+                    .and_then(|l| serde_json::from_str::<String>(l).ok());
+                return match level.as_deref().and_then(Level::parse) {
+                    Some(l) => {
+                        if let Ok(mut m) = self.levels.lock() {
+                            m.insert(session_key(ctx.peer()), l);
+                        }
+                        self.ok(&id, &method, &json!({}), host)
+                    }
+                    None => Frame::error_response(
+                        Some(&id),
+                        INVALID_PARAMS,
+                        &format!(
+                            "invalid log level {level:?}; expected one of {}",
+                            Level::NAMES.join(", ")
+                        ),
+                        None,
+                    ),
+                };
+            }
+            _ => {}
+        }
+        // Logging: only where the host asked (H9, C-C8).
+        let threshold = if modern {
+            match frame.params_meta(meta::LOG_LEVEL) {
+                None => None,
+                Some(raw_level) => match serde_json::from_str::<String>(raw_level)
+                    .ok()
+                    .as_deref()
+                    .and_then(Level::parse)
+                {
+                    Some(l) => Some(l),
+                    // 2026-07-28 server/utilities/logging: an invalid level SHOULD be
+                    // rejected.
+                    None => {
+                        return Frame::error_response(
+                            Some(&id),
+                            INVALID_PARAMS,
+                            &format!("invalid _meta {:?}: {raw_level}", meta::LOG_LEVEL),
+                            None,
+                        );
+                    }
+                },
+            }
+        } else {
+            self.levels
+                .lock()
+                .ok()
+                .and_then(|m| m.get(&session_key(ctx.peer())).copied())
+        };
+        let progress = frame
+            .params_meta(meta::PROGRESS_TOKEN)
+            .map(|t| ProgressSink {
+                ctx: ctx.clone(),
+                token: raw_str(t),
+                keep_message: !(host == Revision::V2024_11_05 && self.policy.dominates(host)),
+            });
+        let log = threshold.map(|threshold| LogSink {
+            ctx: ctx.clone(),
+            threshold,
+        });
+        let call = Call {
+            method: method.clone(),
+            params: frame.params().map(str::to_owned),
+            host,
+            progress,
+            log,
+            cancel: ctx.cancelled().clone(),
+            peer: ctx.peer().cloned(),
+            client_capabilities: caps,
+        };
+        match self.backend.call(call).await {
+            Ok(reply) => {
+                let stamp = Stamp {
+                    server_info: Some(&self.info),
+                };
+                match lower_result_stamped(&method, &reply.result, reply.revision, host, stamp) {
+                    Ok(r) => Frame::result_response(&id, &raw_str(&r)),
+                    Err(e) => Frame::error_response(Some(&id), -32603, &e.to_string(), None),
+                }
+            }
+            Err(f) => self.fault(&id, &method, f, host),
+        }
+    }
+}
+
+fn raw_str(s: &str) -> Box<RawValue> {
+    RawValue::from_string(s.to_owned())
+        .unwrap_or_else(|_| RawValue::from_string("null".to_owned()).unwrap_or_default())
+}
+
+impl<B: Backend> Service for Seam<B> {
+    async fn request(&self, req: Incoming, ctx: RequestCtx) -> Frame {
+        self.answer(req, ctx).await
+    }
+
+    async fn notification(&self, n: Incoming, _peer: Option<Peer>) {
+        let method = n.frame.method().unwrap_or_default();
+        if matches!(
+            method,
+            "notifications/initialized" | "notifications/cancelled"
+        ) {
+            return;
+        }
+        self.backend
+            .notification(method, n.frame.params(), n.verdict.revision())
+            .await;
+    }
+
+    fn session_closed(&self, peer: &Peer) {
+        if let Ok(mut m) = self.levels.lock() {
+            m.remove(&session_key(Some(peer)));
+        }
+    }
+}
