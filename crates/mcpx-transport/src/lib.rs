@@ -13,12 +13,18 @@
 //! * [`stdio`]: the stdio server (newline-delimited JSON on stdin/stdout).
 //! * [`upstream`]: the client-side seam ([`upstream::Upstream`], [`upstream::Exchange`]).
 //! * [`error`]: transport errors.
+//! * [`child`]: the stdio client (an upstream server as a child process).
+//! * [`streamable_http`]: Streamable HTTP, both eras ([`streamable_http::client`]).
+//! * [`http_sse_client`]: the 2024-11-05 HTTP+SSE client.
 #![forbid(unsafe_code)]
 
+pub mod child;
 pub mod error;
+pub mod http_sse_client;
 pub mod pending;
 pub mod service;
 pub mod stdio;
+pub mod streamable_http;
 pub mod upstream;
 
 pub use error::TransportError;

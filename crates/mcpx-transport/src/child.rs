@@ -1,0 +1,533 @@
+//! The stdio client: an upstream server run as a child process, newline-delimited
+//! JSON-RPC on its stdin and stdout, logs on its stderr.
+//!
+//! Every revision's basic/transports §stdio: messages are delimited by newlines; the
+//! server MAY write to stderr for logging and the client SHOULD NOT read stderr as an
+//! error signal (2026-07-28 basic/transports/stdio). So stderr is only kept, in a
+//! bounded ring of its last bytes, and quoted when the process dies.
+//!
+//! Stdout is read by one task. Responses go to the waiting [`Exchange`] by id;
+//! requests and notifications go to the connection's [`Unsolicited`] receiver (stdio
+//! cannot tie them to a request). A line that is not JSON-RPC is logged, counted and
+//! skipped: the spec says a server MUST NOT write such lines, but some print banners,
+//! and one bad line should not cost the connection. A line over
+//! [`Limits::max_frame_bytes`] is skipped the same way; if it was a response, nobody can
+//! know whose, so its exchange keeps waiting until the layer above gives up (its
+//! request timeout) or the process exits.
+//!
+//! The child runs in its own process group, so stopping it stops whatever it spawned.
+//! [`Upstream::close`] follows 2026-07-28 basic/transports/stdio §Shutdown (and
+//! 2025-11-25 basic/lifecycle §Shutdown, stdio): close stdin, wait, `SIGTERM` the
+//! group, wait, `SIGKILL` the group. Dropping a [`ChildUpstream`] runs the same
+//! sequence in the background (or `SIGKILL`s at once when there is no runtime).
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use mcpx_protocol::codec::{self, Decoded, Limits};
+use mcpx_protocol::jsonrpc::Kind;
+use mcpx_protocol::{Frame, Id};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::{mpsc, watch};
+use tokio_util::codec::FramedRead;
+
+use crate::error::TransportError;
+use crate::pending::{PeerError, Pending};
+use crate::stdio::{Line, LineCodec, one_line};
+use crate::upstream::{Exchange, Unsolicited, Upstream};
+
+/// How to start an upstream server process.
+#[derive(Debug, Clone)]
+pub struct ChildConfig {
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Environment variables added to (or overriding) the inherited environment.
+    pub env: Vec<(String, String)>,
+    /// Working directory; the current one when `None`.
+    pub cwd: Option<PathBuf>,
+    /// Frame limits; `max_frame_bytes` bounds one stdout line.
+    pub limits: Limits,
+    /// How many of the last stderr bytes are kept for error messages (default 16 KiB).
+    pub stderr_ring_bytes: usize,
+    /// How long each step of the stop sequence waits for the process to exit
+    /// (default 2 s).
+    pub stop_grace: Duration,
+    /// Requests awaiting a response at once (default 256).
+    pub max_pending: usize,
+    /// Frames queued on the [`Unsolicited`] receiver before reading stdout pauses
+    /// (default 1024).
+    pub unsolicited_queue: usize,
+}
+
+impl ChildConfig {
+    /// A configuration running `command` with `args` and every other field at its
+    /// default.
+    pub fn new(
+        command: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        ChildConfig {
+            command: command.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            cwd: None,
+            limits: Limits::default(),
+            stderr_ring_bytes: 16 * 1024,
+            stop_grace: Duration::from_secs(2),
+            max_pending: 256,
+            unsolicited_queue: 1024,
+        }
+    }
+}
+
+/// The last bytes a child wrote to stderr.
+#[derive(Debug)]
+struct Ring {
+    buf: VecDeque<u8>,
+    cap: usize,
+    dropped: bool,
+}
+
+impl Ring {
+    fn push(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            if self.buf.len() >= self.cap {
+                self.buf.pop_front();
+                self.dropped = true;
+            }
+            if self.cap > 0 {
+                self.buf.push_back(*b);
+            }
+        }
+    }
+
+    fn tail(&self) -> String {
+        let (a, b) = self.buf.as_slices();
+        let mut bytes = Vec::with_capacity(self.buf.len());
+        bytes.extend_from_slice(a);
+        bytes.extend_from_slice(b);
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim();
+        if self.dropped {
+            format!("…{text}")
+        } else {
+            text.to_owned()
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    pending: Arc<Pending>,
+    /// Why the connection is closed, once it is.
+    closed: watch::Sender<Option<String>>,
+    /// The exit status, once the process has been reaped.
+    exited: watch::Receiver<Option<ExitStatus>>,
+    stderr: Mutex<Ring>,
+    /// The process group (the child's pid; `process_group(0)`).
+    pgid: Option<Pid>,
+    non_json_lines: AtomicU64,
+    oversized_lines: AtomicU64,
+    stop_grace: Duration,
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    fn stderr_tail(&self) -> String {
+        self.stderr.lock().map(|r| r.tail()).unwrap_or_default()
+    }
+
+    /// Why the connection is closed, if it is.
+    fn closed_detail(&self) -> Option<String> {
+        self.closed.borrow().clone()
+    }
+
+    fn describe_exit(&self, status: Option<ExitStatus>) -> String {
+        use std::os::unix::process::ExitStatusExt as _;
+        let mut detail = match status {
+            Some(s) => match (s.code(), s.signal()) {
+                (Some(code), _) => format!("exited with status {code}"),
+                (None, Some(sig)) => format!("killed by signal {sig}"),
+                _ => format!("exited ({s})"),
+            },
+            None => "closed its stdout".to_owned(),
+        };
+        let non_json = self.non_json_lines.load(Ordering::Relaxed);
+        if non_json > 0 {
+            detail.push_str(&format!("; {non_json} non-JSON-RPC stdout line(s) skipped"));
+        }
+        let oversized = self.oversized_lines.load(Ordering::Relaxed);
+        if oversized > 0 {
+            detail.push_str(&format!("; {oversized} oversized stdout line(s) skipped"));
+        }
+        let tail = self.stderr_tail();
+        if !tail.is_empty() {
+            detail.push_str("; stderr: ");
+            detail.push_str(&tail);
+        }
+        detail
+    }
+
+    fn closed_error(&self) -> TransportError {
+        TransportError::Closed {
+            detail: self
+                .closed_detail()
+                .unwrap_or_else(|| "the upstream process is gone".to_owned()),
+        }
+    }
+
+    fn signal(&self, sig: Signal) {
+        if let Some(pgid) = self.pgid {
+            // ESRCH (the group is gone) is the expected outcome late in the sequence.
+            if let Err(e) = killpg(pgid, sig)
+                && e != nix::errno::Errno::ESRCH
+            {
+                tracing::warn!(%pgid, ?sig, "killpg failed: {e}");
+            }
+        }
+    }
+
+    async fn wait_exit(&self, within: Duration) -> bool {
+        let mut rx = self.exited.clone();
+        tokio::time::timeout(within, rx.wait_for(Option::is_some))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// The stop sequence (2026-07-28 basic/transports/stdio §Shutdown): close stdin,
+    /// wait, SIGTERM the group, wait, SIGKILL the group. Stragglers of the group (a
+    /// grandchild that outlives the server) get SIGKILL once the server has exited.
+    async fn stop(&self) {
+        if self.stopping.swap(true, Ordering::SeqCst) {
+            // Someone else runs the sequence; wait for its end.
+            self.wait_exit(self.stop_grace * 3).await;
+            return;
+        }
+        drop(self.stdin.lock().await.take());
+        if !self.wait_exit(self.stop_grace).await {
+            tracing::debug!("upstream did not exit after stdin closed; SIGTERM");
+            self.signal(Signal::SIGTERM);
+            if !self.wait_exit(self.stop_grace).await {
+                tracing::warn!("upstream did not exit after SIGTERM; SIGKILL");
+                self.signal(Signal::SIGKILL);
+                self.wait_exit(self.stop_grace).await;
+            }
+        }
+        self.signal(Signal::SIGKILL);
+    }
+}
+
+/// A connection to an upstream server running as a child process.
+#[derive(Debug)]
+pub struct ChildUpstream {
+    shared: Arc<Shared>,
+}
+
+impl ChildUpstream {
+    /// Starts the process and the tasks reading its stdout and stderr.
+    pub fn spawn(config: ChildConfig) -> Result<(ChildUpstream, Unsolicited), TransportError> {
+        let mut cmd = Command::new(&config.command);
+        cmd.args(&config.args)
+            .envs(config.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(cwd) = &config.cwd {
+            cmd.current_dir(cwd);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| TransportError::Io(format!("cannot start {:?}: {e}", config.command)))?;
+        let pgid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw);
+        let (Some(stdin), Some(stdout), Some(mut stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(TransportError::Io("child stdio pipes missing".to_owned()));
+        };
+
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let (closed_tx, _) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            pending: Arc::new(Pending::new(config.max_pending.max(1))),
+            closed: closed_tx,
+            exited: exit_rx,
+            stderr: Mutex::new(Ring {
+                buf: VecDeque::new(),
+                cap: config.stderr_ring_bytes,
+                dropped: false,
+            }),
+            pgid,
+            non_json_lines: AtomicU64::new(0),
+            oversized_lines: AtomicU64::new(0),
+            stop_grace: config.stop_grace,
+            stopping: AtomicBool::new(false),
+        });
+
+        // Reaper: owns the child (kill_on_drop), publishes its exit status.
+        tokio::spawn(async move {
+            let status = child.wait().await.ok();
+            exit_tx.send_replace(status);
+        });
+
+        // Stderr into the ring.
+        let stderr_done = {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let mut chunk = vec![0u8; 4096];
+                loop {
+                    match stderr.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            let bytes = chunk.get(..n).unwrap_or_default();
+                            tracing::debug!(target: "mcpx::upstream::stderr", "{}", String::from_utf8_lossy(bytes).trim_end());
+                            if let Ok(mut ring) = shared.stderr.lock() {
+                                ring.push(bytes);
+                            }
+                        }
+                    }
+                }
+            })
+        };
+
+        let (un_tx, un_rx) = mpsc::channel(config.unsolicited_queue.max(1));
+        let limits = config.limits;
+        let reader_shared = shared.clone();
+        tokio::spawn(async move {
+            let shared = reader_shared;
+            let mut lines = FramedRead::new(stdout, LineCodec::new(limits.max_frame_bytes));
+            while let Some(line) = lines.next().await {
+                let bytes = match line {
+                    Err(e) => {
+                        tracing::warn!("reading upstream stdout failed: {e}");
+                        break;
+                    }
+                    Ok(Line::TooLong(size)) => {
+                        shared.oversized_lines.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(
+                            size,
+                            limit = limits.max_frame_bytes,
+                            "skipped an oversized line from the upstream's stdout"
+                        );
+                        continue;
+                    }
+                    Ok(Line::Frame(bytes)) => bytes,
+                };
+                match codec::decode_bytes(bytes, &limits) {
+                    Ok(Decoded::Single(frame)) => route(&shared, &un_tx, frame).await,
+                    // A 2025-03-26 peer may batch; each element is routed on its own.
+                    Ok(Decoded::Batch(items)) => {
+                        for item in items {
+                            match item {
+                                Ok(frame) => route(&shared, &un_tx, frame).await,
+                                Err(e) => {
+                                    shared.non_json_lines.fetch_add(1, Ordering::Relaxed);
+                                    tracing::warn!(
+                                        "skipped a bad batch element from the upstream: {e}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        shared.non_json_lines.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!("skipped a non-JSON-RPC line on the upstream's stdout: {e}");
+                    }
+                }
+            }
+            // Stdout is closed: the process exited or is about to. Give it a moment so
+            // the detail can name the exit status and the whole stderr tail.
+            let grace = shared.stop_grace;
+            let status = {
+                let mut rx = shared.exited.clone();
+                match tokio::time::timeout(grace, rx.wait_for(Option::is_some)).await {
+                    Ok(Ok(s)) => *s,
+                    _ => None,
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
+            let detail = shared.describe_exit(status);
+            tracing::debug!("upstream closed: {detail}");
+            shared.closed.send_replace(Some(detail));
+            shared.pending.close_all();
+        });
+
+        Ok((ChildUpstream { shared }, un_rx))
+    }
+
+    /// The process id of the child (also its process group id), while known.
+    pub fn pid(&self) -> Option<u32> {
+        self.shared
+            .pgid
+            .and_then(|p| u32::try_from(p.as_raw()).ok())
+    }
+
+    /// The last bytes the child wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.shared.stderr_tail()
+    }
+
+    async fn write(&self, frame: &Frame) -> Result<(), TransportError> {
+        if self.shared.closed_detail().is_some() {
+            return Err(self.shared.closed_error());
+        }
+        let mut guard = self.shared.stdin.lock().await;
+        let Some(stdin) = guard.as_mut() else {
+            return Err(TransportError::Closed {
+                detail: "the upstream's stdin is closed (stopping)".to_owned(),
+            });
+        };
+        let line = one_line(frame);
+        let res = async {
+            stdin.write_all(line.as_bytes()).await?;
+            stdin.write_all(b"\n").await?;
+            stdin.flush().await
+        }
+        .await;
+        match res {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                drop(guard);
+                // A broken pipe means the process is gone: wait briefly for the reader
+                // to name why.
+                let mut rx = self.shared.closed.subscribe();
+                let _ = tokio::time::timeout(self.shared.stop_grace, rx.wait_for(Option::is_some))
+                    .await;
+                match self.shared.closed_detail() {
+                    Some(detail) => Err(TransportError::Closed { detail }),
+                    None => Err(TransportError::Io(format!(
+                        "writing to the upstream's stdin failed: {e}"
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+/// Delivers a frame read from the upstream: a response to its exchange, anything else
+/// to `unsolicited`.
+async fn route(shared: &Shared, unsolicited: &mpsc::Sender<Frame>, frame: Frame) {
+    match frame.kind() {
+        Kind::Result | Kind::Error => {
+            if let Err(f) = shared.pending.complete(frame) {
+                tracing::warn!(frame = %f, "dropped a response to no pending request");
+            }
+        }
+        Kind::Request | Kind::Notification => {
+            if unsolicited.send(frame).await.is_err() {
+                tracing::debug!("nobody reads unsolicited frames; dropped one");
+            }
+        }
+    }
+}
+
+/// An exchange fed by a response awaited in `pending` under `id`. The exchange ends
+/// with the response, or with `closed()` when the connection closes first. Dropping the
+/// exchange forgets the id.
+pub(crate) fn exchange_for<C>(
+    pending: Arc<Pending>,
+    id: Id,
+    rx: tokio::sync::oneshot::Receiver<Frame>,
+    closed: C,
+) -> Exchange
+where
+    C: FnOnce() -> TransportError + Send + 'static,
+{
+    let (tx, ex_rx) = mpsc::channel(1);
+    tokio::spawn(async move {
+        tokio::select! {
+            r = rx => {
+                let item = r.map_err(|_| closed());
+                let _ = tx.send(item).await;
+            }
+            () = tx.closed() => pending.forget(&id),
+        }
+    });
+    Exchange::new(ex_rx)
+}
+
+/// `Pending` errors as transport errors.
+pub(crate) fn peer_error(e: PeerError) -> TransportError {
+    match e {
+        PeerError::TooMany(n) => TransportError::Protocol(format!(
+            "too many requests already await a response from the upstream (limit {n})"
+        )),
+        PeerError::Timeout(d) => TransportError::Timeout(d),
+        other => TransportError::Closed {
+            detail: other.to_string(),
+        },
+    }
+}
+
+impl Upstream for ChildUpstream {
+    async fn request(&self, frame: Frame) -> Result<Exchange, TransportError> {
+        let Some(id) = frame
+            .id()
+            .cloned()
+            .filter(|_| frame.kind() == Kind::Request)
+        else {
+            return Err(TransportError::Protocol(
+                "Upstream::request needs a request frame with an id".to_owned(),
+            ));
+        };
+        if self.shared.closed_detail().is_some() {
+            return Err(self.shared.closed_error());
+        }
+        let rx = self
+            .shared
+            .pending
+            .register(id.clone())
+            .map_err(peer_error)?;
+        if let Err(e) = self.write(&frame).await {
+            self.shared.pending.forget(&id);
+            return Err(e);
+        }
+        let shared = self.shared.clone();
+        Ok(exchange_for(
+            self.shared.pending.clone(),
+            id,
+            rx,
+            move || shared.closed_error(),
+        ))
+    }
+
+    async fn send(&self, frame: Frame) -> Result<(), TransportError> {
+        self.write(&frame).await
+    }
+
+    async fn close(&self) {
+        self.shared.stop().await;
+    }
+}
+
+impl Drop for ChildUpstream {
+    fn drop(&mut self) {
+        if self.shared.exited.borrow().is_some() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                let shared = self.shared.clone();
+                handle.spawn(async move { shared.stop().await });
+            }
+            // No runtime to wait on: no grace either.
+            Err(_) => self.shared.signal(Signal::SIGKILL),
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! The 2024-11-05 HTTP+SSE client.
+//!
+//! 2024-11-05 basic/transports §HTTP with SSE: the client opens an SSE stream with GET;
+//! the server MUST first send an `endpoint` event whose data is the URI the client
+//! POSTs every message to; every server message (responses included) then arrives on
+//! the SSE stream as a `message` event. So responses are matched to requests by id
+//! ([`Pending`]) and everything else goes to the [`Unsolicited`] receiver.
+//!
+//! The endpoint is resolved against the SSE URL; one on another origin is refused
+//! (the client would otherwise send its messages, and any configured credentials, to
+//! a host the configuration never named). When the SSE stream ends the connection is
+//! closed: every pending exchange ends with [`TransportError::Closed`] (2024-11-05
+//! defines no resumption).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use mcpx_protocol::Frame;
+use mcpx_protocol::codec::{self, Decoded, Limits};
+use mcpx_protocol::jsonrpc::Kind;
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::{Client, Url};
+use tokio::sync::{mpsc, watch};
+use tokio::task::AbortHandle;
+
+use crate::child::{exchange_for, peer_error};
+use crate::error::TransportError;
+use crate::pending::Pending;
+use crate::streamable_http::client::{
+    http_client, http_error, media_type, parse_http_url, send_timed, sse_events,
+};
+use crate::upstream::{Exchange, Unsolicited, Upstream};
+
+/// How to reach a 2024-11-05 HTTP+SSE upstream.
+#[derive(Debug, Clone)]
+pub struct SseClientConfig {
+    /// The SSE endpoint (`http://…/sse`).
+    pub url: String,
+    /// Extra headers sent on every request (from configuration).
+    pub headers: Vec<(String, String)>,
+    /// Bound on establishing a TCP connection (default 10 s).
+    pub connect_timeout: Duration,
+    /// Bound on waiting for a response's status and headers (default 30 s).
+    pub request_timeout: Duration,
+    /// Bound on waiting for the `endpoint` event after the stream opened (default 10 s).
+    pub endpoint_timeout: Duration,
+    /// Frame limits.
+    pub limits: Limits,
+    /// Largest SSE event, in bytes (default 16 MiB).
+    pub max_sse_event_bytes: usize,
+    /// How much of an error body is kept (default 64 KiB).
+    pub max_error_body_bytes: usize,
+    /// Requests awaiting a response at once (default 256).
+    pub max_pending: usize,
+    /// Frames queued on the [`Unsolicited`] receiver before reading pauses (default 1024).
+    pub unsolicited_queue: usize,
+}
+
+impl SseClientConfig {
+    /// A configuration for `url` with every other field at its default.
+    pub fn new(url: impl Into<String>) -> Self {
+        SseClientConfig {
+            url: url.into(),
+            headers: Vec::new(),
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            endpoint_timeout: Duration::from_secs(10),
+            limits: Limits::default(),
+            max_sse_event_bytes: 16 * 1024 * 1024,
+            max_error_body_bytes: 64 * 1024,
+            max_pending: 256,
+            unsolicited_queue: 1024,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    client: Client,
+    endpoint: Url,
+    config: SseClientConfig,
+    pending: Arc<Pending>,
+    closed: watch::Sender<Option<String>>,
+}
+
+impl Shared {
+    fn closed_error(&self) -> TransportError {
+        TransportError::Closed {
+            detail: self
+                .closed
+                .borrow()
+                .clone()
+                .unwrap_or_else(|| "the SSE stream is closed".to_owned()),
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.borrow().is_some()
+    }
+
+    fn close(&self, detail: String) {
+        self.closed.send_if_modified(|c| {
+            if c.is_none() {
+                *c = Some(detail);
+                true
+            } else {
+                false
+            }
+        });
+        self.pending.close_all();
+    }
+
+    /// POSTs `frame` to the endpoint; 200 and 202 are both taken as accepted
+    /// (2024-11-05 leaves the status open; servers answer 202).
+    async fn post(&self, frame: &Frame) -> Result<(), TransportError> {
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        let mut rb = self
+            .client
+            .post(self.endpoint.clone())
+            .header(CONTENT_TYPE, "application/json");
+        for (k, v) in &self.config.headers {
+            rb = rb.header(k.as_str(), v.as_str());
+        }
+        let rb = rb.body(frame.as_str().to_owned());
+        let resp = send_timed(rb, self.config.request_timeout, "POST to the upstream").await?;
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            Err(http_error(resp, self.config.max_error_body_bytes).await)
+        }
+    }
+}
+
+/// A connection to a 2024-11-05 HTTP+SSE upstream.
+#[derive(Debug)]
+pub struct SseUpstream {
+    shared: Arc<Shared>,
+    reader: AbortHandle,
+}
+
+fn decode(data: String, limits: &Limits) -> Vec<Frame> {
+    match codec::decode(data, limits) {
+        Ok(Decoded::Single(f)) => vec![f],
+        Ok(Decoded::Batch(items)) => items.into_iter().filter_map(Result::ok).collect(),
+        Err(e) => {
+            tracing::warn!("skipped an undecodable message from the upstream: {e}");
+            Vec::new()
+        }
+    }
+}
+
+impl SseUpstream {
+    /// Opens the SSE stream and waits for the `endpoint` event.
+    pub async fn connect(
+        config: SseClientConfig,
+    ) -> Result<(SseUpstream, Unsolicited), TransportError> {
+        let url = parse_http_url(&config.url)?;
+        let client = http_client(config.connect_timeout)?;
+        let mut rb = client.get(url.clone()).header(ACCEPT, "text/event-stream");
+        for (k, v) in &config.headers {
+            rb = rb.header(k.as_str(), v.as_str());
+        }
+        let resp = send_timed(rb, config.request_timeout, "GET of the SSE stream").await?;
+        if !resp.status().is_success() {
+            return Err(http_error(resp, config.max_error_body_bytes).await);
+        }
+        if media_type(&resp) != "text/event-stream" {
+            return Err(TransportError::Protocol(format!(
+                "the SSE endpoint answered with {:?}, not text/event-stream",
+                media_type(&resp)
+            )));
+        }
+        let mut events = sse_events(resp, config.max_sse_event_bytes);
+        let (un_tx, un_rx) = mpsc::channel(config.unsolicited_queue.max(1));
+
+        // 2024-11-05 §HTTP with SSE: "the server MUST send an `endpoint` event".
+        let wait_endpoint = async {
+            while let Some(event) = events.next().await {
+                let event = event.map_err(|e| TransportError::Closed {
+                    detail: format!("the SSE stream broke before the endpoint event: {e}"),
+                })?;
+                match event.event.as_deref() {
+                    Some("endpoint") => {
+                        let data = event.data.unwrap_or_default();
+                        return url.join(data.trim()).map_err(|e| {
+                            TransportError::Protocol(format!("invalid endpoint {data:?}: {e}"))
+                        });
+                    }
+                    _ => {
+                        // Messages before the endpoint: nothing can be pending yet.
+                        if let Some(data) = event.data.filter(|d| !d.trim().is_empty()) {
+                            for frame in decode(data, &config.limits) {
+                                let _ = un_tx.send(frame).await;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(TransportError::Closed {
+                detail: "the SSE stream ended before the endpoint event".to_owned(),
+            })
+        };
+        let endpoint = tokio::time::timeout(config.endpoint_timeout, wait_endpoint)
+            .await
+            .map_err(|_| TransportError::Timeout(config.endpoint_timeout))??;
+        if endpoint.origin() != url.origin() {
+            return Err(TransportError::Protocol(format!(
+                "the endpoint {endpoint} is not on the SSE stream's origin {}",
+                url.origin().ascii_serialization()
+            )));
+        }
+
+        let (closed, _) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            client,
+            endpoint,
+            pending: Arc::new(Pending::new(config.max_pending.max(1))),
+            config,
+            closed,
+        });
+        let reader = {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let limits = shared.config.limits;
+                let mut reason = None;
+                while let Some(event) = events.next().await {
+                    let event = match event {
+                        Ok(e) => e,
+                        Err(e) => {
+                            reason = Some(e);
+                            break;
+                        }
+                    };
+                    if event.event.as_deref().is_some_and(|e| e != "message") {
+                        tracing::debug!(event = ?event.event, "ignored an SSE event");
+                        continue;
+                    }
+                    let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+                        continue;
+                    };
+                    for frame in decode(data, &limits) {
+                        match frame.kind() {
+                            Kind::Result | Kind::Error => {
+                                if let Err(f) = shared.pending.complete(frame) {
+                                    tracing::warn!(frame = %f, "dropped a response to no pending request");
+                                }
+                            }
+                            Kind::Request | Kind::Notification => {
+                                let _ = un_tx.send(frame).await;
+                            }
+                        }
+                    }
+                }
+                shared.close(match reason {
+                    Some(r) => format!("the SSE stream broke: {r}"),
+                    None => "the SSE stream ended".to_owned(),
+                });
+            })
+            .abort_handle()
+        };
+        Ok((SseUpstream { shared, reader }, un_rx))
+    }
+
+    /// The URL messages are POSTed to (from the `endpoint` event).
+    pub fn endpoint(&self) -> &Url {
+        &self.shared.endpoint
+    }
+}
+
+impl Upstream for SseUpstream {
+    async fn request(&self, frame: Frame) -> Result<Exchange, TransportError> {
+        let Some(id) = frame
+            .id()
+            .cloned()
+            .filter(|_| frame.kind() == Kind::Request)
+        else {
+            return Err(TransportError::Protocol(
+                "Upstream::request needs a request frame with an id".to_owned(),
+            ));
+        };
+        if self.shared.is_closed() {
+            return Err(self.shared.closed_error());
+        }
+        let rx = self
+            .shared
+            .pending
+            .register(id.clone())
+            .map_err(peer_error)?;
+        if let Err(e) = self.shared.post(&frame).await {
+            self.shared.pending.forget(&id);
+            return Err(e);
+        }
+        let shared = self.shared.clone();
+        Ok(exchange_for(
+            self.shared.pending.clone(),
+            id,
+            rx,
+            move || shared.closed_error(),
+        ))
+    }
+
+    async fn send(&self, frame: Frame) -> Result<(), TransportError> {
+        self.shared.post(&frame).await
+    }
+
+    async fn close(&self) {
+        self.reader.abort();
+        self.shared.close("closed by mcpx".to_owned());
+    }
+}
+
+impl Drop for SseUpstream {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}

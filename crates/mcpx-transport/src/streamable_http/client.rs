@@ -1,0 +1,841 @@
+//! The Streamable HTTP client, both eras.
+//!
+//! Every message is a POST to the one MCP endpoint with `Content-Type:
+//! application/json` and `Accept: application/json, text/event-stream` (2025-03-26 and
+//! later basic/transports §Sending Messages; 2026-07-28 basic/transports/streamable-http
+//! §Sending Messages). The era of each request is read from the frame itself: a frame
+//! whose `params._meta` carries `io.modelcontextprotocol/protocolVersion` is modern,
+//! anything else legacy.
+//!
+//! * **Modern** (2026-07-28): each POST carries the request metadata headers built by
+//!   [`mcpx_protocol::header::build`] (§Request Metadata), including `Mcp-Param-*` for
+//!   a `tools/call` of a tool registered with
+//!   [`HttpUpstream::set_tool_param_headers`]. No session header, no `Last-Event-ID`:
+//!   "Resumable SSE streams via `Last-Event-ID` are not supported" (§Receiving
+//!   Messages), so a broken stream ends the exchange with `Closed`. Dropping an
+//!   [`Exchange`] closes its response stream, which is the cancellation signal
+//!   (§Cancellation).
+//! * **Legacy** (2025-03-26..2025-11-25): after a successful `initialize` the client
+//!   keeps the `Mcp-Session-Id` the server assigned (§Session Management) and the
+//!   negotiated `protocolVersion`; later requests carry the session and, from
+//!   2025-06-18, `MCP-Protocol-Version` (§Protocol Version Header; 2025-03-26 defines no
+//!   such header, register B-C13). A 404 to a request carrying a session means the
+//!   session expired ([`TransportError::SessionExpired`]). A response stream that ends
+//!   before its response, after the server sent event ids, is resumed with GET and
+//!   `Last-Event-ID` (2025-11-25 basic/transports §Resumability and Redelivery),
+//!   waiting the `retry` interval the server asked for (§Sending Messages, item 6).
+//!
+//! A non-2xx answer is a [`TransportError::Http`] carrying a bounded body and, when the
+//! body is a JSON-RPC error, its code, so the layer above can tell a modern server's
+//! recognised error from a legacy server's rejection (registers A-C14, B-C9).
+//!
+//! TLS is not built in: `https://` URLs are refused at construction.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use mcpx_protocol::codec::{self, Decoded, Limits};
+use mcpx_protocol::header::{self, ParamHeader};
+use mcpx_protocol::jsonrpc::{Kind, member};
+use mcpx_protocol::revision::VersionHeader;
+use mcpx_protocol::{Frame, Id, Revision, meta};
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::{Client, RequestBuilder, Response, Url};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+use crate::error::TransportError;
+use crate::upstream::{Exchange, Unsolicited, Upstream};
+
+/// How to reach a Streamable HTTP upstream.
+#[derive(Debug, Clone)]
+pub struct HttpClientConfig {
+    /// The MCP endpoint (`http://…`).
+    pub url: String,
+    /// Extra headers sent on every request (from configuration: authorisation, …).
+    pub headers: Vec<(String, String)>,
+    /// Bound on establishing a TCP connection (default 10 s).
+    pub connect_timeout: Duration,
+    /// Bound on waiting for a response's status and headers (default 30 s). The body
+    /// (an SSE stream may last long) is not bounded here; the layer above times out
+    /// requests.
+    pub request_timeout: Duration,
+    /// Frame limits; `max_frame_bytes` bounds an `application/json` body.
+    pub limits: Limits,
+    /// Largest SSE event, in bytes (default 16 MiB).
+    pub max_sse_event_bytes: usize,
+    /// How much of an error body is kept (default 64 KiB).
+    pub max_error_body_bytes: usize,
+    /// Attempts to resume a broken legacy stream, or to reopen the GET stream, before
+    /// giving up (default 5).
+    pub max_resume_attempts: u32,
+    /// Frames queued on the [`Unsolicited`] receiver before reading pauses (default 1024).
+    pub unsolicited_queue: usize,
+}
+
+impl HttpClientConfig {
+    /// A configuration for `url` with every other field at its default.
+    pub fn new(url: impl Into<String>) -> Self {
+        HttpClientConfig {
+            url: url.into(),
+            headers: Vec::new(),
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            limits: Limits::default(),
+            max_sse_event_bytes: 16 * 1024 * 1024,
+            max_error_body_bytes: 64 * 1024,
+            max_resume_attempts: 5,
+            unsolicited_queue: 1024,
+        }
+    }
+}
+
+/// The legacy session state `initialize` established.
+#[derive(Debug, Default, Clone)]
+struct Session {
+    id: Option<String>,
+    version: Option<String>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: Client,
+    url: Url,
+    config: HttpClientConfig,
+    session: Mutex<Session>,
+    tools: Mutex<HashMap<String, Vec<ParamHeader>>>,
+    unsolicited: mpsc::Sender<Frame>,
+    server_stream: Mutex<Option<AbortHandle>>,
+}
+
+/// How one POST travels.
+#[derive(Debug, Clone)]
+enum Mode {
+    /// 2026-07-28: stateless, never resumed.
+    Modern,
+    /// Legacy; `session` is the session id the POST carried.
+    Legacy { session: Option<String> },
+}
+
+/// A connection to a Streamable HTTP upstream.
+#[derive(Debug)]
+pub struct HttpUpstream {
+    inner: Arc<Inner>,
+}
+
+/// Checks that `url` is one this build can reach (http only).
+pub(crate) fn parse_http_url(url: &str) -> Result<Url, TransportError> {
+    let parsed =
+        Url::parse(url).map_err(|e| TransportError::Io(format!("invalid URL {url:?}: {e}")))?;
+    match parsed.scheme() {
+        "http" => Ok(parsed),
+        "https" => Err(TransportError::Io(format!(
+            "https upstreams are not supported by this build (no TLS): {url}; use http:// or a TLS-terminating proxy"
+        ))),
+        other => Err(TransportError::Io(format!(
+            "unsupported URL scheme {other:?} in {url}; only http:// is supported"
+        ))),
+    }
+}
+
+/// An HTTP client with the connect timeout applied.
+pub(crate) fn http_client(connect_timeout: Duration) -> Result<Client, TransportError> {
+    Client::builder()
+        .connect_timeout(connect_timeout)
+        .build()
+        .map_err(|e| TransportError::Io(format!("cannot build the HTTP client: {}", chain(&e))))
+}
+
+/// An error and its sources, on one line.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(src) = cur {
+        s.push_str(": ");
+        s.push_str(&src.to_string());
+        cur = src.source();
+    }
+    s
+}
+
+/// Sends `rb`, bounding the wait for the status line and headers.
+pub(crate) async fn send_timed(
+    rb: RequestBuilder,
+    timeout: Duration,
+    what: &str,
+) -> Result<Response, TransportError> {
+    match tokio::time::timeout(timeout, rb.send()).await {
+        Err(_) => Err(TransportError::Timeout(timeout)),
+        Ok(Err(e)) => Err(TransportError::Io(format!("{what}: {}", chain(&e)))),
+        Ok(Ok(r)) => Ok(r),
+    }
+}
+
+/// Reads at most `max` bytes of a body; the flag says whether more was cut off.
+pub(crate) async fn read_bounded(resp: Response, max: usize) -> Result<(Vec<u8>, bool), String> {
+    let mut out = Vec::new();
+    let mut body = resp.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| chain(&e))?;
+        let room = max.saturating_sub(out.len());
+        if chunk.len() > room {
+            out.extend_from_slice(chunk.get(..room).unwrap_or_default());
+            return Ok((out, true));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok((out, false))
+}
+
+/// The JSON-RPC error code of a body, if the body is a JSON-RPC error response.
+pub(crate) fn jsonrpc_error_code(body: &str) -> Option<i64> {
+    let v: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
+    if v.get("jsonrpc")?.as_str()? != "2.0" {
+        return None;
+    }
+    v.get("error")?.get("code")?.as_i64()
+}
+
+/// A non-2xx response as a [`TransportError::Http`], with a bounded body.
+pub(crate) async fn http_error(resp: Response, max_body: usize) -> TransportError {
+    let status = resp.status().as_u16();
+    let body = match read_bounded(resp, max_body).await {
+        Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => format!("(body unreadable: {e})"),
+    };
+    let code = jsonrpc_error_code(&body);
+    TransportError::Http { status, body, code }
+}
+
+/// The media type of a response, lowercased, without parameters.
+pub(crate) fn media_type(resp: &Response) -> String {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// The SSE events of a response body, each bounded to `max_event` bytes (an event
+/// over the bound ends the stream with an error).
+pub(crate) fn sse_events(
+    resp: Response,
+    max_event: usize,
+) -> impl Stream<Item = Result<sse_stream::Sse, String>> + Send + Unpin {
+    // Bytes since the last blank line (the end of an event). CR, LF and CRLF all end a
+    // line (the SSE grammar); two line ends in a row end an event.
+    let mut run = 0usize;
+    let mut last_was_eol = false;
+    let mut prev_cr = false;
+    let bytes = resp.bytes_stream().map(move |chunk| {
+        let chunk = chunk.map_err(|e| std::io::Error::other(chain(&e)))?;
+        for &b in chunk.iter() {
+            if b == b'\n' && prev_cr {
+                prev_cr = false;
+                continue;
+            }
+            if b == b'\r' || b == b'\n' {
+                if last_was_eol {
+                    run = 0;
+                }
+                last_was_eol = true;
+                prev_cr = b == b'\r';
+            } else {
+                last_was_eol = false;
+                prev_cr = false;
+                run += 1;
+                if run > max_event {
+                    return Err(std::io::Error::other(format!(
+                        "an SSE event exceeds the limit of {max_event} bytes"
+                    )));
+                }
+            }
+        }
+        Ok(chunk)
+    });
+    Box::pin(sse_stream::SseByteStream::new(bytes)).map(|r| r.map_err(|e| e.to_string()))
+}
+
+/// Where a response stream left off.
+#[derive(Debug, Default)]
+struct StreamState {
+    last_event_id: Option<String>,
+    retry: Option<Duration>,
+    /// Events seen since the last (re)connection.
+    progressed: bool,
+}
+
+/// How reading a response stream ended.
+#[derive(Debug)]
+enum StreamEnd {
+    /// The response arrived.
+    Response,
+    /// The stream ended (or broke: the reason) without it.
+    Broken(Option<String>),
+    /// The exchange was dropped.
+    Abandoned,
+}
+
+impl HttpUpstream {
+    /// A client for `config.url`; nothing is sent until the first request.
+    pub fn new(config: HttpClientConfig) -> Result<(HttpUpstream, Unsolicited), TransportError> {
+        let url = parse_http_url(&config.url)?;
+        let client = http_client(config.connect_timeout)?;
+        let (tx, rx) = mpsc::channel(config.unsolicited_queue.max(1));
+        Ok((
+            HttpUpstream {
+                inner: Arc::new(Inner {
+                    client,
+                    url,
+                    config,
+                    session: Mutex::new(Session::default()),
+                    tools: Mutex::new(HashMap::new()),
+                    unsolicited: tx,
+                    server_stream: Mutex::new(None),
+                }),
+            },
+            rx,
+        ))
+    }
+
+    /// Registers the `x-mcp-header` annotations of `tool`'s `inputSchema` (read from
+    /// `tools/list` by the layer above with [`header::param_headers`]): a modern
+    /// `tools/call` of that tool mirrors the annotated arguments into `Mcp-Param-*`
+    /// headers (2026-07-28 basic/transports/streamable-http §Custom Headers from Tool
+    /// Parameters). An empty list removes the entry.
+    pub fn set_tool_param_headers(&self, tool: impl Into<String>, params: Vec<ParamHeader>) {
+        if let Ok(mut t) = self.inner.tools.lock() {
+            let tool = tool.into();
+            if params.is_empty() {
+                t.remove(&tool);
+            } else {
+                t.insert(tool, params);
+            }
+        }
+    }
+
+    /// The legacy session id, if `initialize` established one.
+    pub fn session_id(&self) -> Option<String> {
+        self.inner.session.lock().ok().and_then(|s| s.id.clone())
+    }
+
+    /// The legacy protocol version `initialize` negotiated, if any.
+    pub fn negotiated_version(&self) -> Option<String> {
+        self.inner
+            .session
+            .lock()
+            .ok()
+            .and_then(|s| s.version.clone())
+    }
+
+    /// Opens the legacy GET stream for server-initiated messages (2025-03-26 and later
+    /// basic/transports §Listening for Messages from the Server); its frames arrive on
+    /// the [`Unsolicited`] receiver. A dropped stream is reopened (with `Last-Event-ID`
+    /// when the server sent event ids) up to `max_resume_attempts` times in a row, with
+    /// backoff. Returns `false` when the server answers 405: it offers no such stream.
+    pub async fn open_server_stream(&self) -> Result<bool, TransportError> {
+        let inner = self.inner.clone();
+        let mut state = StreamState::default();
+        let resp = match inner.get_stream(&state).await {
+            Ok(r) => r,
+            Err(TransportError::Http { status: 405, .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let task = tokio::spawn(async move {
+            let mut resp = resp;
+            let mut failures = 0u32;
+            loop {
+                state.progressed = false;
+                let end = inner.read_server_stream(resp, &mut state).await;
+                if state.progressed {
+                    failures = 0;
+                }
+                failures += 1;
+                if failures > inner.config.max_resume_attempts {
+                    tracing::warn!("the upstream's GET stream ended ({end:?}); giving up");
+                    return;
+                }
+                tokio::time::sleep(state.retry.unwrap_or(backoff(failures))).await;
+                resp = match inner.get_stream(&state).await {
+                    Ok(r) => r,
+                    Err(TransportError::Http { status: 405, .. }) => return,
+                    Err(e) => {
+                        tracing::warn!("reopening the upstream's GET stream failed: {e}");
+                        return;
+                    }
+                };
+            }
+        });
+        if let Ok(mut slot) = self.inner.server_stream.lock()
+            && let Some(old) = slot.replace(task.abort_handle())
+        {
+            old.abort();
+        }
+        Ok(true)
+    }
+}
+
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(100u64.saturating_mul(1 << attempt.min(6)))
+}
+
+impl Inner {
+    fn session(&self) -> Session {
+        self.session.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The legacy session headers: `Mcp-Session-Id`, and `MCP-Protocol-Version` where
+    /// the negotiated revision defines it (2025-06-18 and 2025-11-25 basic/transports
+    /// §Protocol Version Header; none in 2025-03-26, register B-C13). A revision this
+    /// build does not know gets the header: every later revision has it.
+    fn legacy_headers(session: &Session) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(id) = &session.id {
+            out.push((header::SESSION_ID.to_owned(), id.clone()));
+        }
+        if let Some(v) = &session.version {
+            let send = Revision::from_wire(v)
+                .is_none_or(|r| r.facts().version_header != VersionHeader::Undefined);
+            if send {
+                out.push((header::PROTOCOL_VERSION.to_owned(), v.clone()));
+            }
+        }
+        out
+    }
+
+    /// The headers and mode of a POST carrying `frame`.
+    fn post_headers(&self, frame: &Frame) -> (Vec<(String, String)>, Mode) {
+        let modern = frame
+            .params_meta(meta::PROTOCOL_VERSION)
+            .and_then(|raw| serde_json::from_str::<String>(raw).ok());
+        if let Some(version) = modern {
+            let params = if frame.method() == Some("tools/call") {
+                frame
+                    .params()
+                    .and_then(|p| member(p, "name"))
+                    .and_then(|n| serde_json::from_str::<String>(n).ok())
+                    .and_then(|n| self.tools.lock().ok().and_then(|t| t.get(&n).cloned()))
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            return (header::build(frame, &version, &params), Mode::Modern);
+        }
+        // A new `initialize` starts a new session: it carries none.
+        if frame.method() == Some("initialize") {
+            return (Vec::new(), Mode::Legacy { session: None });
+        }
+        let session = self.session();
+        (
+            Self::legacy_headers(&session),
+            Mode::Legacy {
+                session: session.id,
+            },
+        )
+    }
+
+    fn builder(
+        &self,
+        method: reqwest::Method,
+        accept: &str,
+        headers: &[(String, String)],
+    ) -> RequestBuilder {
+        let mut rb = self
+            .client
+            .request(method, self.url.clone())
+            .header(ACCEPT, accept);
+        for (k, v) in self.config.headers.iter().chain(headers) {
+            rb = rb.header(k.as_str(), v.as_str());
+        }
+        rb
+    }
+
+    /// Turns a non-2xx answer into its error; a 404 to a legacy request that carried a
+    /// session clears the session (2025-03-26..2025-11-25 basic/transports §Session
+    /// Management, item 4).
+    async fn check(&self, resp: Response, mode: &Mode) -> Result<Response, TransportError> {
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        if resp.status().as_u16() == 404
+            && let Mode::Legacy {
+                session: Some(sent),
+            } = mode
+        {
+            if let Ok(mut s) = self.session.lock()
+                && s.id.as_deref() == Some(sent.as_str())
+            {
+                *s = Session::default();
+            }
+            return Err(TransportError::SessionExpired);
+        }
+        Err(http_error(resp, self.config.max_error_body_bytes).await)
+    }
+
+    async fn post(&self, frame: &Frame) -> Result<(Response, Mode), TransportError> {
+        let (headers, mode) = self.post_headers(frame);
+        let rb = self
+            .builder(
+                reqwest::Method::POST,
+                "application/json, text/event-stream",
+                &headers,
+            )
+            .header(CONTENT_TYPE, "application/json")
+            .body(frame.as_str().to_owned());
+        let resp = send_timed(rb, self.config.request_timeout, "POST to the upstream").await?;
+        let resp = self.check(resp, &mode).await?;
+        Ok((resp, mode))
+    }
+
+    /// GET on the endpoint: the legacy server stream, or a resumption when
+    /// `state.last_event_id` is set (2025-11-25 basic/transports §Resumability and
+    /// Redelivery: "Resumption is always via HTTP GET with `Last-Event-ID`").
+    async fn get_stream(&self, state: &StreamState) -> Result<Response, TransportError> {
+        let session = self.session();
+        let mut headers = Self::legacy_headers(&session);
+        if let Some(id) = &state.last_event_id {
+            headers.push(("Last-Event-ID".to_owned(), id.clone()));
+        }
+        let rb = self.builder(reqwest::Method::GET, "text/event-stream", &headers);
+        let resp = send_timed(rb, self.config.request_timeout, "GET from the upstream").await?;
+        let resp = self
+            .check(
+                resp,
+                &Mode::Legacy {
+                    session: session.id,
+                },
+            )
+            .await?;
+        if media_type(&resp) != "text/event-stream" {
+            return Err(TransportError::Protocol(format!(
+                "the upstream answered GET with {:?}, not text/event-stream",
+                media_type(&resp)
+            )));
+        }
+        Ok(resp)
+    }
+
+    /// Records a legacy `initialize` result: the session id from the response that
+    /// carried it and the negotiated version (2025-03-26..2025-11-25 basic/transports
+    /// §Session Management, item 1).
+    fn initialized(&self, session_id: Option<String>, response: &Frame) {
+        let version = response
+            .result()
+            .and_then(|r| member(r, "protocolVersion"))
+            .and_then(|v| serde_json::from_str::<String>(v).ok());
+        if let (Some(version), Ok(mut s)) = (version, self.session.lock()) {
+            *s = Session {
+                id: session_id,
+                version: Some(version),
+            };
+        }
+    }
+
+    async fn unsolicited(&self, frame: Frame) {
+        if self.unsolicited.send(frame).await.is_err() {
+            tracing::debug!("nobody reads unsolicited frames; dropped one");
+        }
+    }
+
+    fn decode(&self, data: String) -> Vec<Frame> {
+        match codec::decode(data, &self.config.limits) {
+            Ok(Decoded::Single(f)) => vec![f],
+            Ok(Decoded::Batch(items)) => items
+                .into_iter()
+                .filter_map(|i| {
+                    i.map_err(|e| tracing::warn!("bad frame from the upstream: {e}"))
+                        .ok()
+                })
+                .collect(),
+            Err(e) => {
+                tracing::warn!("skipped an undecodable message from the upstream: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Reads one SSE response stream for request `id` into `tx`.
+    async fn read_stream(
+        &self,
+        resp: Response,
+        id: &Id,
+        init_session: &Option<Option<String>>,
+        tx: &mpsc::Sender<Result<Frame, TransportError>>,
+        state: &mut StreamState,
+    ) -> StreamEnd {
+        let mut events = sse_events(resp, self.config.max_sse_event_bytes);
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(e) => e,
+                Err(e) => return StreamEnd::Broken(Some(e)),
+            };
+            if let Some(eid) = event.id {
+                state.last_event_id = Some(eid);
+                state.progressed = true;
+            }
+            if let Some(ms) = event.retry {
+                state.retry = Some(Duration::from_millis(ms.min(60_000)));
+            }
+            if event.event.as_deref().is_some_and(|e| e != "message") {
+                continue;
+            }
+            let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+                continue; // a priming event (2025-11-25 §Sending Messages, item 6)
+            };
+            for frame in self.decode(data) {
+                match frame.kind() {
+                    Kind::Result | Kind::Error if frame.id() == Some(id) => {
+                        if let Some(sid) = init_session {
+                            self.initialized(sid.clone(), &frame);
+                        }
+                        return if tx.send(Ok(frame)).await.is_ok() {
+                            StreamEnd::Response
+                        } else {
+                            StreamEnd::Abandoned
+                        };
+                    }
+                    Kind::Result | Kind::Error => self.unsolicited(frame).await,
+                    Kind::Request | Kind::Notification => {
+                        if tx.send(Ok(frame)).await.is_err() {
+                            return StreamEnd::Abandoned;
+                        }
+                    }
+                }
+            }
+        }
+        StreamEnd::Broken(None)
+    }
+
+    /// Reads the legacy GET stream into the unsolicited receiver.
+    async fn read_server_stream(&self, resp: Response, state: &mut StreamState) -> Option<String> {
+        let mut events = sse_events(resp, self.config.max_sse_event_bytes);
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(e) => e,
+                Err(e) => return Some(e),
+            };
+            if let Some(eid) = event.id {
+                state.last_event_id = Some(eid);
+            }
+            state.progressed = true;
+            if let Some(ms) = event.retry {
+                state.retry = Some(Duration::from_millis(ms.min(60_000)));
+            }
+            if event.event.as_deref().is_some_and(|e| e != "message") {
+                continue;
+            }
+            let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+                continue;
+            };
+            for frame in self.decode(data) {
+                self.unsolicited(frame).await;
+            }
+        }
+        None
+    }
+
+    /// Carries the body of a request's response into its exchange.
+    async fn run_exchange(
+        self: Arc<Self>,
+        resp: Response,
+        mode: Mode,
+        id: Id,
+        init_session: Option<Option<String>>,
+        tx: mpsc::Sender<Result<Frame, TransportError>>,
+    ) {
+        let media = media_type(&resp);
+        if media == "application/json" {
+            let (bytes, cut) = match read_bounded(resp, self.config.limits.max_frame_bytes).await {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = tx
+                        .send(Err(TransportError::Io(format!(
+                            "reading the response failed: {e}"
+                        ))))
+                        .await;
+                    return;
+                }
+            };
+            if cut {
+                let _ = tx
+                    .send(Err(TransportError::Protocol(format!(
+                        "the response exceeds the limit of {} bytes",
+                        self.config.limits.max_frame_bytes
+                    ))))
+                    .await;
+                return;
+            }
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            for frame in self.decode(text) {
+                match frame.kind() {
+                    Kind::Result | Kind::Error if frame.id() == Some(&id) => {
+                        if let Some(sid) = &init_session {
+                            self.initialized(sid.clone(), &frame);
+                        }
+                        let _ = tx.send(Ok(frame)).await;
+                        return;
+                    }
+                    _ => self.unsolicited(frame).await,
+                }
+            }
+            let _ = tx
+                .send(Err(TransportError::Protocol(
+                    "the JSON response body holds no response to the request".to_owned(),
+                )))
+                .await;
+            return;
+        }
+        if media != "text/event-stream" {
+            let _ = tx
+                .send(Err(TransportError::Protocol(format!(
+                    "the upstream answered a request with {media:?} (status {}), not application/json or text/event-stream",
+                    resp.status().as_u16()
+                ))))
+                .await;
+            return;
+        }
+        let mut state = StreamState::default();
+        let mut resp = resp;
+        let mut failures = 0u32;
+        loop {
+            state.progressed = false;
+            let end = self
+                .read_stream(resp, &id, &init_session, &tx, &mut state)
+                .await;
+            let reason = match end {
+                StreamEnd::Response | StreamEnd::Abandoned => return,
+                StreamEnd::Broken(reason) => reason,
+            };
+            let resumable = match &mode {
+                // 2026-07-28 §Receiving Messages: no resumption.
+                Mode::Modern => false,
+                Mode::Legacy { .. } => {
+                    let negotiated = self.session().version;
+                    negotiated
+                        .as_deref()
+                        .and_then(Revision::from_wire)
+                        .is_none_or(|r| r.facts().resumable_sse)
+                }
+            };
+            if !resumable || state.last_event_id.is_none() {
+                let detail = match (&mode, reason) {
+                    (Mode::Modern, Some(r)) => format!("stream broke before the response: {r}"),
+                    (Mode::Modern, None) => "stream broke before the response".to_owned(),
+                    (_, Some(r)) => format!("the stream ended before the response: {r}"),
+                    (_, None) => "the stream ended before the response".to_owned(),
+                };
+                let _ = tx.send(Err(TransportError::Closed { detail })).await;
+                return;
+            }
+            if state.progressed {
+                failures = 0;
+            }
+            failures += 1;
+            if failures > self.config.max_resume_attempts {
+                let _ = tx
+                    .send(Err(TransportError::Closed {
+                        detail: format!(
+                            "the stream ended before the response and {} resumption attempts failed",
+                            self.config.max_resume_attempts
+                        ),
+                    }))
+                    .await;
+                return;
+            }
+            // The server's `retry` MUST be respected (2025-11-25 §Sending Messages, 6).
+            tokio::time::sleep(state.retry.unwrap_or(backoff(failures))).await;
+            resp = match self.get_stream(&state).await {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+            };
+        }
+    }
+}
+
+impl Upstream for HttpUpstream {
+    async fn request(&self, frame: Frame) -> Result<Exchange, TransportError> {
+        let Some(id) = frame
+            .id()
+            .cloned()
+            .filter(|_| frame.kind() == Kind::Request)
+        else {
+            return Err(TransportError::Protocol(
+                "Upstream::request needs a request frame with an id".to_owned(),
+            ));
+        };
+        let (resp, mode) = self.inner.post(&frame).await?;
+        let init_session = (matches!(mode, Mode::Legacy { .. })
+            && frame.method() == Some("initialize"))
+        .then(|| {
+            resp.headers()
+                .get(header::SESSION_ID)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        });
+        let (tx, rx) = mpsc::channel(16);
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let closed = tx.clone();
+            // Dropping the exchange drops the response body: the connection closes,
+            // which on modern HTTP cancels the request (2026-07-28 §Cancellation).
+            tokio::select! {
+                () = inner.run_exchange(resp, mode, id, init_session, tx) => {}
+                () = closed.closed() => {}
+            }
+        });
+        Ok(Exchange::new(rx))
+    }
+
+    async fn send(&self, frame: Frame) -> Result<(), TransportError> {
+        // 202 Accepted is the expected answer (2025-03-26..2025-11-25 §Sending
+        // Messages, item 4; 2026-07-28 §Sending Messages, item 5); any 2xx is taken.
+        let (_resp, _mode) = self.inner.post(&frame).await?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        if let Ok(mut slot) = self.inner.server_stream.lock()
+            && let Some(task) = slot.take()
+        {
+            task.abort();
+        }
+        let session = self.inner.session();
+        if let Ok(mut s) = self.inner.session.lock() {
+            *s = Session::default();
+        }
+        if session.id.is_none() {
+            return;
+        }
+        // 2025-03-26..2025-11-25 §Session Management, item 5: DELETE ends the session;
+        // 405 means the server does not let clients end sessions.
+        let rb = self.inner.builder(
+            reqwest::Method::DELETE,
+            "application/json, text/event-stream",
+            &Inner::legacy_headers(&session),
+        );
+        match send_timed(rb, self.inner.config.request_timeout, "DELETE").await {
+            Ok(r) if r.status().is_success() || r.status().as_u16() == 405 => {}
+            Ok(r) => tracing::debug!(
+                status = r.status().as_u16(),
+                "DELETE of the session refused"
+            ),
+            Err(e) => tracing::debug!("DELETE of the session failed: {e}"),
+        }
+    }
+}
+
+impl Drop for HttpUpstream {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.inner.server_stream.lock()
+            && let Some(task) = slot.take()
+        {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The stdio child-process client against real processes (small shell scripts).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use mcpx_protocol::codec::Limits;
+use mcpx_protocol::jsonrpc::Kind;
+use mcpx_protocol::{Frame, Id};
+use mcpx_transport::TransportError;
+use mcpx_transport::child::{ChildConfig, ChildUpstream};
+use mcpx_transport::upstream::Upstream;
+use serde_json::value::RawValue;
+
+fn sh(script: &str) -> ChildConfig {
+    let mut c = ChildConfig::new("sh", ["-c", script]);
+    c.stop_grace = Duration::from_millis(500);
+    c
+}
+
+fn req(id: i64, method: &str, params: &str) -> Frame {
+    let p = RawValue::from_string(params.to_owned()).unwrap();
+    Frame::request(&Id::Number(id), method, Some(&p))
+}
+
+/// A fake server: answers every request line with a result echoing its id.
+const ECHO: &str = r#"while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"echo":true}}\n' "$id"
+done"#;
+
+#[tokio::test]
+async fn round_trip_and_notifications() {
+    let script = format!(
+        "printf '{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{{}}}}\\n'; {ECHO}"
+    );
+    let (up, mut un) = ChildUpstream::spawn(sh(&script)).unwrap();
+    let init = req(
+        1,
+        "initialize",
+        r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}"#,
+    );
+    let resp = up
+        .request(init)
+        .await
+        .unwrap()
+        .response(|_| {})
+        .await
+        .unwrap();
+    assert_eq!(resp.kind(), Kind::Result);
+    assert_eq!(resp.id(), Some(&Id::Number(1)));
+    let resp = up
+        .request(req(
+            2,
+            "tools/call",
+            r#"{"name":"echo","arguments":{"text":"hi"}}"#,
+        ))
+        .await
+        .unwrap()
+        .response(|_| {})
+        .await
+        .unwrap();
+    assert_eq!(resp.id(), Some(&Id::Number(2)));
+    let n = tokio::time::timeout(Duration::from_secs(5), un.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(n.method(), Some("notifications/message"));
+    up.close().await;
+}
+
+#[tokio::test]
+async fn echo_server_example_round_trip() {
+    let exe = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/debug/examples/echo_server");
+    if !exe.exists() {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "-p", "mcpx-transport", "--example", "echo_server"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let (up, _un) = ChildUpstream::spawn(ChildConfig::new(
+        exe.to_string_lossy(),
+        Vec::<String>::new(),
+    ))
+    .unwrap();
+    let init = req(
+        1,
+        "initialize",
+        r#"{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}"#,
+    );
+    let resp = up
+        .request(init)
+        .await
+        .unwrap()
+        .response(|_| {})
+        .await
+        .unwrap();
+    assert_eq!(resp.kind(), Kind::Result, "{resp}");
+    assert!(resp.as_str().contains("2025-11-25"), "{resp}");
+    up.send(Frame::notification("notifications/initialized", None))
+        .await
+        .unwrap();
+    let resp = up
+        .request(req(2, "tools/list", "{}"))
+        .await
+        .unwrap()
+        .response(|_| {})
+        .await
+        .unwrap();
+    assert_eq!(resp.id(), Some(&Id::Number(2)), "{resp}");
+    let start = Instant::now();
+    up.close().await;
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "echo_server exits at EOF"
+    );
+}
+
+#[tokio::test]
+async fn crash_mid_request_quotes_stderr() {
+    let script = "read -r line; echo 'panic: something broke' >&2; exit 3";
+    let (up, _un) = ChildUpstream::spawn(sh(script)).unwrap();
+    let ex = up.request(req(1, "tools/list", "{}")).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(5), ex.response(|_| {}))
+        .await
+        .unwrap()
+        .unwrap_err();
+    let TransportError::Closed { detail } = err else {
+        panic!("{err:?}")
+    };
+    assert!(detail.contains("exited with status 3"), "{detail}");
+    assert!(detail.contains("panic: something broke"), "{detail}");
+    // Later requests fail at once with the same detail.
+    let err = up.request(req(2, "tools/list", "{}")).await.unwrap_err();
+    assert!(matches!(err, TransportError::Closed { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn garbage_lines_are_skipped_and_counted() {
+    let script = r#"read -r line; echo 'Welcome to my server v1.0'; echo '{not json'; printf '{"jsonrpc":"2.0","id":1,"result":{}}\n'; read -r line; exit 0"#;
+    let (up, _un) = ChildUpstream::spawn(sh(script)).unwrap();
+    let resp = up
+        .request(req(1, "ping", "{}"))
+        .await
+        .unwrap()
+        .response(|_| {})
+        .await
+        .unwrap();
+    assert_eq!(resp.id(), Some(&Id::Number(1)));
+    let ex = up.request(req(2, "ping", "{}")).await.unwrap();
+    let TransportError::Closed { detail } = ex.response(|_| {}).await.unwrap_err() else {
+        panic!()
+    };
+    assert!(
+        detail.contains("2 non-JSON-RPC stdout line(s) skipped"),
+        "{detail}"
+    );
+}
+
+#[tokio::test]
+async fn oversized_line_is_skipped() {
+    let script = r#"read -r line; head -c 5000 /dev/zero | tr '\0' 'x'; echo; printf '{"jsonrpc":"2.0","id":1,"result":{}}\n'; read -r line"#;
+    let mut cfg = sh(script);
+    cfg.limits = Limits {
+        max_frame_bytes: 1024,
+        ..Limits::default()
+    };
+    let (up, _un) = ChildUpstream::spawn(cfg).unwrap();
+    let resp = tokio::time::timeout(
+        Duration::from_secs(5),
+        up.request(req(1, "ping", "{}"))
+            .await
+            .unwrap()
+            .response(|_| {}),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(resp.id(), Some(&Id::Number(1)));
+    up.close().await;
+}
+
+fn alive(pid: i32) -> bool {
+    // Signal 0 probes; a zombie still counts, so check /proc state too.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test]
+async fn stubborn_server_and_its_group_are_killed() {
+    let dir = std::env::temp_dir().join(format!("mcpx-child-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("grandchild.pid");
+    // Ignores stdin EOF and SIGTERM; leaves a grandchild in its group.
+    let script = format!(
+        "trap '' TERM; sleep 1000 & echo $! > {}; while :; do sleep 1; done",
+        pidfile.display()
+    );
+    let (up, _un) = ChildUpstream::spawn(sh(&script)).unwrap();
+    let pid = up.pid().unwrap() as i32;
+    let mut grandchild = None;
+    for _ in 0..50 {
+        if let Ok(s) = std::fs::read_to_string(&pidfile)
+            && let Ok(p) = s.trim().parse::<i32>()
+        {
+            grandchild = Some(p);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let grandchild = grandchild.expect("grandchild pid");
+    assert!(alive(pid) && alive(grandchild));
+    let start = Instant::now();
+    up.close().await;
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(900),
+        "waited both graces: {took:?}"
+    );
+    assert!(
+        took < Duration::from_millis(2500),
+        "killed within ~2x grace + slack: {took:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!alive(pid), "server survived");
+    assert!(!alive(grandchild), "grandchild survived");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn spawn_failure_is_io() {
+    let err = ChildUpstream::spawn(ChildConfig::new(
+        "/nonexistent/mcp-server",
+        Vec::<String>::new(),
+    ))
+    .unwrap_err();
+    assert!(matches!(err, TransportError::Io(_)), "{err:?}");
+}
