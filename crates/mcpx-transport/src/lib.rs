@@ -11,15 +11,22 @@
 //! * [`service`]: the server-side seam ([`Service`], [`RequestCtx`], [`Peer`]).
 //! * [`pending`]: requests awaiting responses, and in-flight requests to cancel.
 //! * [`stdio`]: the stdio server (newline-delimited JSON on stdin/stdout).
+//! * [`streamable_http`]: the HTTP server: Streamable HTTP (both eras) and, beside it,
+//!   the 2024-11-05 HTTP+SSE transport (`http_sse.rs`); the edge guards (Origin/Host
+//!   allow-lists, body limits and timeouts) are in `origin.rs`.
 //! * [`upstream`]: the client-side seam ([`upstream::Upstream`], [`upstream::Exchange`]).
 //! * [`error`]: transport errors.
 #![forbid(unsafe_code)]
 
 pub mod error;
+pub(crate) mod http_sse;
+pub(crate) mod origin;
 pub mod pending;
 pub mod service;
 pub mod stdio;
+pub mod streamable_http;
 pub mod upstream;
 
 pub use error::TransportError;
 pub use service::{Incoming, Peer, RequestCtx, Service};
+pub use streamable_http::HttpServerConfig;
