@@ -676,6 +676,29 @@ async fn modern_progress_stream_and_close_cancels() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     let done = s.svc.done.lock().unwrap().clone();
     assert!(done.contains(&("tools/call".into(), true)), "{done:?}");
+
+    // Without a progress token the answer would be JSON: dropping the connection
+    // while waiting for it cancels too.
+    let req = modern_req(
+        3,
+        "tools/call",
+        json!({"name":"slow","arguments":{"steps":40}}),
+    );
+    let r = s
+        .modern(&req)
+        .timeout(Duration::from_millis(150))
+        .send()
+        .await;
+    assert!(r.is_err());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let done = s.svc.done.lock().unwrap().clone();
+    assert_eq!(
+        done.iter()
+            .filter(|d| **d == ("tools/call".into(), true))
+            .count(),
+        2,
+        "{done:?}"
+    );
 }
 
 #[tokio::test]

@@ -896,10 +896,14 @@ pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request
         Ok(s) => s,
         Err(r) => return *r,
     };
-    let last = header_str(headers, LAST_EVENT_ID).and_then(|v| {
-        let (s, n) = v.trim().split_once('-')?;
-        Some((s.parse::<u64>().ok()?, n.parse::<u64>().ok()?))
-    });
+    // 2025-03-26+ §Resumability and Redelivery, where the revision has it.
+    let resumable = session.peer.revision.facts().resumable_sse;
+    let last = header_str(headers, LAST_EVENT_ID)
+        .filter(|_| resumable)
+        .and_then(|v| {
+            let (s, n) = v.trim().split_once('-')?;
+            Some((s.parse::<u64>().ok()?, n.parse::<u64>().ok()?))
+        });
     let rx = match last {
         Some((stream, seq)) => session.attach(stream, Some(seq), false),
         None => {
