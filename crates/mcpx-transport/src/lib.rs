@@ -11,16 +11,21 @@
 //! * [`service`]: the server-side seam ([`Service`], [`RequestCtx`], [`Peer`]).
 //! * [`pending`]: requests awaiting responses, and in-flight requests to cancel.
 //! * [`stdio`]: the stdio server (newline-delimited JSON on stdin/stdout).
+//! * [`streamable_http`]: the HTTP server (and, in [`streamable_http::client`], the
+//!   client): Streamable HTTP (both eras) and, beside it,
+//!   the 2024-11-05 HTTP+SSE transport (`http_sse.rs`); the edge guards (Origin/Host
+//!   allow-lists, body limits and timeouts) are in `origin.rs`.
 //! * [`upstream`]: the client-side seam ([`upstream::Upstream`], [`upstream::Exchange`]).
 //! * [`error`]: transport errors.
 //! * [`child`]: the stdio client (an upstream server as a child process).
-//! * [`streamable_http`]: Streamable HTTP, both eras ([`streamable_http::client`]).
 //! * [`http_sse_client`]: the 2024-11-05 HTTP+SSE client.
 #![forbid(unsafe_code)]
 
 pub mod child;
 pub mod error;
+pub(crate) mod http_sse;
 pub mod http_sse_client;
+pub(crate) mod origin;
 pub mod pending;
 pub mod service;
 pub mod stdio;
@@ -29,3 +34,4 @@ pub mod upstream;
 
 pub use error::TransportError;
 pub use service::{Incoming, Peer, RequestCtx, Service};
+pub use streamable_http::HttpServerConfig;

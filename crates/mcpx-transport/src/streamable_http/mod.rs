@@ -1,3 +1,414 @@
-//! Streamable HTTP (2025-03-26 and later): the client ([`client`]).
+//! The HTTP server: Streamable HTTP for both eras on one endpoint, and the 2024-11-05
+//! HTTP+SSE transport beside it, on one listener.
+//!
+//! * `POST|GET|DELETE {path}` (default `/mcp`): Streamable HTTP. Each request is
+//!   classified by `mcpx_protocol::classify::classify_http`; legacy requests
+//!   (2025-03-26..2025-11-25) get sessions, a GET stream, event ids and resumption;
+//!   modern requests (2026-07-28) are stateless and closing their stream cancels them.
+//!   See `server.rs` for the rules and the choices taken.
+//! * `GET {sse_path}` and `POST {messages_path}?sessionId=…` (defaults `/sse`,
+//!   `/messages`): the 2024-11-05 HTTP+SSE transport ([`crate::http_sse`]).
+//!
+//! Every request first passes the edge guards ([`crate::origin`]): `Origin`/`Host`
+//! allow-lists (403), the body size limit (413), the body read timeout (408). The
+//! header read timeout is enforced by the connection itself ([`serve`]).
 
 pub mod client;
+
+use std::convert::Infallible;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use mcpx_protocol::codec::Limits;
+use mcpx_protocol::error::INTERNAL_ERROR;
+use mcpx_protocol::jsonrpc::Kind;
+use mcpx_protocol::{Frame, Id};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::http_sse;
+use crate::origin;
+use crate::service::Service;
+
+pub(crate) mod server;
+
+/// The HTTP server's settings. Every bound is configurable; [`Default`] gives the
+/// values documented on each field.
+#[derive(Debug, Clone)]
+pub struct HttpServerConfig {
+    /// Where [`serve`]'s caller should bind (default `127.0.0.1:3921`; loopback only,
+    /// 2025-06-18 basic/transports §Security Warning). Informational for [`serve`],
+    /// which takes a bound listener.
+    pub bind: SocketAddr,
+    /// The Streamable HTTP endpoint (default `/mcp`).
+    pub path: String,
+    /// The HTTP+SSE stream endpoint (default `/sse`).
+    pub sse_path: String,
+    /// The HTTP+SSE message endpoint (default `/messages`).
+    pub messages_path: String,
+    /// Allowed `Origin` values: bare hosts (any scheme and port), `host:port`, or full
+    /// origins (default `localhost`, `127.0.0.1`, `[::1]`).
+    pub allowed_origins: Vec<String>,
+    /// Allowed `Host` values: bare hosts (any port) or `host:port` (default
+    /// `localhost`, `127.0.0.1`, `[::1]`).
+    pub allowed_hosts: Vec<String>,
+    /// Largest request body, in bytes (default 4 MiB); larger bodies get 413.
+    pub max_body_bytes: usize,
+    /// Largest SSE event payload, in bytes (default 4 MiB). A larger response is
+    /// replaced by a JSON-RPC error (-32603) for its request; a larger notification or
+    /// server request is dropped with a log line.
+    pub max_sse_event_bytes: usize,
+    /// Interval of `: keep-alive` comments on open SSE streams (default 15 s).
+    pub keep_alive: Duration,
+    /// Time allowed to receive a request's headers (default 10 s).
+    pub header_timeout: Duration,
+    /// Time allowed to receive a request's body once its headers are in (default
+    /// 30 s); a client that does not finish gets 408.
+    pub body_timeout: Duration,
+    /// Events kept per legacy session for `Last-Event-ID` replay (default 256).
+    pub replay_buffer: usize,
+    /// Most legacy sessions at once, per transport (default 1024); an `initialize`
+    /// beyond it gets 503.
+    pub max_sessions: usize,
+    /// A legacy session unused this long (and with no GET stream open) expires
+    /// (default 30 min).
+    pub session_idle_timeout: Duration,
+    /// Our requests to one client awaiting answers (default 64).
+    pub max_pending: usize,
+    /// How long [`serve`] lets open connections finish after shutdown (default 5 s).
+    pub shutdown_grace: Duration,
+    /// Frame limits for decoding bodies.
+    pub limits: Limits,
+}
+
+impl Default for HttpServerConfig {
+    fn default() -> Self {
+        let local = || vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()];
+        HttpServerConfig {
+            bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 3921)),
+            path: "/mcp".into(),
+            sse_path: "/sse".into(),
+            messages_path: "/messages".into(),
+            allowed_origins: local(),
+            allowed_hosts: local(),
+            max_body_bytes: 4 * 1024 * 1024,
+            max_sse_event_bytes: 4 * 1024 * 1024,
+            keep_alive: Duration::from_secs(15),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            replay_buffer: 256,
+            max_sessions: 1024,
+            session_idle_timeout: Duration::from_secs(30 * 60),
+            max_pending: 64,
+            shutdown_grace: Duration::from_secs(5),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// What every handler shares.
+pub(crate) struct App<S> {
+    pub(crate) service: Arc<S>,
+    pub(crate) config: HttpServerConfig,
+    pub(crate) sessions: server::Sessions,
+    pub(crate) sse_sessions: http_sse::SseSessions,
+    /// Ends every open SSE stream (server shutdown).
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// The router serving `service`: Streamable HTTP on `config.path`, HTTP+SSE on
+/// `config.sse_path` and `config.messages_path`, all behind the Origin/Host guard.
+/// Serve it with [`serve`] (which adds the header read timeout), or any axum server.
+pub fn router<S: Service>(service: Arc<S>, config: HttpServerConfig) -> Router {
+    build(service, config, CancellationToken::new())
+}
+
+fn build<S: Service>(
+    service: Arc<S>,
+    config: HttpServerConfig,
+    shutdown: CancellationToken,
+) -> Router {
+    let guard = Arc::new(origin::Guard::new(
+        &config.allowed_origins,
+        &config.allowed_hosts,
+    ));
+    let (path, sse_path, messages_path) = (
+        config.path.clone(),
+        config.sse_path.clone(),
+        config.messages_path.clone(),
+    );
+    let app = Arc::new(App {
+        service,
+        config,
+        sessions: server::Sessions::default(),
+        sse_sessions: http_sse::SseSessions::default(),
+        shutdown,
+    });
+    Router::new()
+        .route(
+            &path,
+            post(server::post::<S>)
+                .get(server::get::<S>)
+                .delete(server::delete::<S>),
+        )
+        .route(&sse_path, get(http_sse::get::<S>))
+        .route(&messages_path, post(http_sse::post::<S>))
+        .with_state(app)
+        .layer(axum::middleware::from_fn_with_state(guard, origin::check))
+}
+
+/// Serves `service` on `listener` until `shutdown`: one task per connection, each with
+/// the header read timeout; on shutdown, open SSE streams end, connections finish
+/// gracefully for up to `config.shutdown_grace`, then are dropped.
+pub async fn serve<S: Service>(
+    listener: TcpListener,
+    service: Arc<S>,
+    config: HttpServerConfig,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    let header_timeout = config.header_timeout;
+    let grace = config.shutdown_grace;
+    let app = build(service, config, shutdown.clone());
+    let mut conns = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            () = shutdown.cancelled() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let svc = TowerToHyperService::new(app.clone());
+        let stop = shutdown.clone();
+        conns.spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let conn = builder.serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                () = stop.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!("connection ended: {e}");
+            }
+        });
+    }
+    drop(listener);
+    let drained =
+        tokio::time::timeout(grace, async { while conns.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        conns.abort_all();
+    }
+    Ok(())
+}
+
+/// A JSON response.
+pub(crate) fn json_response(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// An HTTP error with a JSON-RPC error body (`id` omitted when `None`, register A-C4).
+pub(crate) fn error_response(
+    status: StatusCode,
+    id: Option<&Id>,
+    code: i64,
+    message: &str,
+) -> Response {
+    json_response(
+        status,
+        Frame::error_response(id, code, message, None).into_string(),
+    )
+}
+
+/// An empty 202 Accepted (a notification or response was received).
+pub(crate) fn accepted() -> Response {
+    StatusCode::ACCEPTED.into_response()
+}
+
+/// The SSE comment sent on quiet streams.
+const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+
+/// One SSE event. `data` may span lines; each becomes a `data:` line.
+pub(crate) fn sse_event(event: Option<&str>, id: Option<&str>, data: &str) -> Bytes {
+    let mut s = String::with_capacity(data.len() + 32);
+    if let Some(e) = event {
+        s.push_str("event: ");
+        s.push_str(e);
+        s.push('\n');
+    }
+    if let Some(id) = id {
+        s.push_str("id: ");
+        s.push_str(id);
+        s.push('\n');
+    }
+    for line in data.split('\n') {
+        s.push_str("data: ");
+        s.push_str(line.trim_end_matches('\r'));
+        s.push('\n');
+    }
+    s.push('\n');
+    Bytes::from(s)
+}
+
+/// The frame to put on an SSE stream in place of `frame`, within the event size limit
+/// `max`: a response too large becomes a -32603 error for its request; any other frame
+/// too large is dropped with a log line (`None`).
+pub(crate) fn fit_event(frame: Frame, max: usize) -> Option<Frame> {
+    let len = frame.as_str().len();
+    if len <= max {
+        return Some(frame);
+    }
+    match frame.kind() {
+        Kind::Result | Kind::Error => Some(Frame::error_response(
+            frame.id(),
+            INTERNAL_ERROR,
+            &format!("the response of {len} bytes exceeds the SSE event size limit of {max} bytes"),
+            None,
+        )),
+        _ => {
+            tracing::warn!(
+                method = frame.method().unwrap_or_default(),
+                "dropped a {len}-byte message over the SSE event size limit of {max} bytes"
+            );
+            None
+        }
+    }
+}
+
+/// Runs a closure when dropped: cleanup tied to an SSE body's lifetime.
+pub(crate) struct OnDrop(Option<Box<dyn FnOnce() + Send>>);
+
+impl OnDrop {
+    pub(crate) fn new(f: impl FnOnce() + Send + 'static) -> Self {
+        OnDrop(Some(Box::new(f)))
+    }
+    pub(crate) fn none() -> Self {
+        OnDrop(None)
+    }
+}
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
+/// An SSE response streaming the encoded events of `rx`, with `: keep-alive` comments
+/// every `keep_alive`, ending when `rx` ends or `shutdown` fires. `on_drop` runs when
+/// the body is dropped (the stream ended or the client went away).
+pub(crate) fn sse_response(
+    rx: mpsc::Receiver<Bytes>,
+    keep_alive: Duration,
+    shutdown: CancellationToken,
+    on_drop: OnDrop,
+) -> Response {
+    struct St {
+        rx: mpsc::Receiver<Bytes>,
+        tick: tokio::time::Interval,
+        shutdown: CancellationToken,
+        _guard: OnDrop,
+    }
+    let period = keep_alive.max(Duration::from_millis(10));
+    let tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    let st = St {
+        rx,
+        tick,
+        shutdown,
+        _guard: on_drop,
+    };
+    let stream = futures_util::stream::unfold(st, |mut st| async move {
+        tokio::select! {
+            biased;
+            () = st.shutdown.cancelled() => None,
+            m = st.rx.recv() => m.map(|b| (Ok::<_, Infallible>(b), st)),
+            _ = st.tick.tick() => Some((Ok(Bytes::from_static(KEEP_ALIVE)), st)),
+        }
+    });
+    (
+        StatusCode::OK,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                header::HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            ),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+/// Whether a `Content-Type` is `application/json` (parameters ignored).
+pub(crate) fn is_json_content_type(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Whether an `Accept` header (if any) admits one of `types`; a missing header admits
+/// everything, as do `*/*` and `type/*`.
+pub(crate) fn accepts(headers: &axum::http::HeaderMap, types: &[&str]) -> bool {
+    let values: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    if values.is_empty() {
+        return true;
+    }
+    values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .filter_map(|item| item.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase())
+        .any(|m| {
+            m == "*/*"
+                || types.iter().any(|t| {
+                    m == *t
+                        || t.split('/')
+                            .next()
+                            .is_some_and(|major| m == format!("{major}/*"))
+                })
+        })
+}

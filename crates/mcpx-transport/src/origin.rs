@@ -1,0 +1,233 @@
+//! The edge guards of every HTTP listener: `Origin` and `Host` allow-lists
+//! (DNS-rebinding protection), the request body size limit and the body read timeout.
+//!
+//! 2025-06-18 basic/transports §Security Warning (and 2025-11-25, 2026-07-28
+//! streamable-http §Security Warning): servers "MUST validate the `Origin` header on all
+//! incoming connections to prevent DNS rebinding attacks", "SHOULD bind only to
+//! localhost (127.0.0.1)" when running locally. A foreign `Origin` or `Host` is answered
+//! 403 with a JSON-RPC error body (no `id`, register A-C4) naming the header.
+//!
+//! Choices (the spec leaves them open):
+//!
+//! * A request without `Origin` is allowed (non-browser clients do not send it; a
+//!   browser always does, so a rebinding page cannot omit it). A request without `Host`
+//!   (HTTP/1.0) is allowed for the same reason; HTTP/1.1 requires it.
+//! * `Origin: null` is refused unless `"null"` is in the allow-list.
+//! * An allow-list entry is either a bare host (`localhost`, `127.0.0.1`, `[::1]`), which
+//!   matches that host on any port (and, for origins, any scheme), or `host:port`, which
+//!   matches exactly; an origin entry may also be a full origin (`https://app.example`),
+//!   compared exactly (case-insensitively).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use http_body_util::BodyExt;
+use mcpx_protocol::error::INVALID_REQUEST;
+
+use crate::streamable_http::error_response;
+
+/// The allow-lists, normalised to lower case.
+#[derive(Debug, Clone)]
+pub(crate) struct Guard {
+    origins: Vec<String>,
+    hosts: Vec<String>,
+}
+
+/// Splits `host[:port]` (with `[v6]` literals) into host and port.
+fn split_authority(a: &str) -> (&str, Option<&str>) {
+    if a.starts_with('[') {
+        return match a.find(']') {
+            Some(end) => {
+                let (h, rest) = a.split_at(end + 1);
+                (h, rest.strip_prefix(':'))
+            }
+            None => (a, None),
+        };
+    }
+    match a.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        _ => (a, None),
+    }
+}
+
+fn authority_allowed(list: &[String], authority: &str) -> bool {
+    let authority = authority.trim().to_ascii_lowercase();
+    let (host, port) = split_authority(&authority);
+    list.iter().any(|entry| {
+        let (eh, ep) = split_authority(entry);
+        eh == host && (ep.is_none() || ep == port)
+    })
+}
+
+impl Guard {
+    pub(crate) fn new(origins: &[String], hosts: &[String]) -> Self {
+        let norm = |v: &[String]| v.iter().map(|s| s.trim().to_ascii_lowercase()).collect();
+        Guard {
+            origins: norm(origins),
+            hosts: norm(hosts),
+        }
+    }
+
+    /// Whether a `Host` header value is allowed.
+    pub(crate) fn host_allowed(&self, host: &str) -> bool {
+        authority_allowed(&self.hosts, host)
+    }
+
+    /// Whether an `Origin` header value is allowed.
+    pub(crate) fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.trim().to_ascii_lowercase();
+        if self.origins.contains(&origin) {
+            return true; // a full origin entry, or "null" listed explicitly
+        }
+        let Some((_scheme, authority)) = origin.split_once("://") else {
+            return false;
+        };
+        if authority.contains('/') {
+            return false; // an origin has no path
+        }
+        let bare: Vec<String> = self
+            .origins
+            .iter()
+            .filter(|e| !e.contains("://"))
+            .cloned()
+            .collect();
+        authority_allowed(&bare, authority)
+    }
+}
+
+/// The middleware: 403 for a foreign `Origin` or `Host`.
+pub(crate) async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    if let Some(host) = req.headers().get(header::HOST) {
+        let ok = host.to_str().is_ok_and(|h| guard.host_allowed(h));
+        if !ok {
+            let shown = String::from_utf8_lossy(host.as_bytes()).into_owned();
+            return error_response(
+                StatusCode::FORBIDDEN,
+                None,
+                INVALID_REQUEST,
+                &format!(
+                    "Host {shown:?} is not in this server's allowed hosts (DNS-rebinding protection)"
+                ),
+            );
+        }
+    }
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let ok = origin.to_str().is_ok_and(|o| guard.origin_allowed(o));
+        if !ok {
+            let shown = String::from_utf8_lossy(origin.as_bytes()).into_owned();
+            return error_response(
+                StatusCode::FORBIDDEN,
+                None,
+                INVALID_REQUEST,
+                &format!(
+                    "Origin {shown:?} is not in this server's allowed origins (DNS-rebinding protection)"
+                ),
+            );
+        }
+    }
+    next.run(req).await
+}
+
+/// Why a request body could not be read.
+#[derive(Debug)]
+pub(crate) enum BodyError {
+    /// Larger than the limit (413).
+    TooLarge { limit: usize },
+    /// Not complete within the body timeout (408).
+    Timeout(Duration),
+    /// The connection failed (400).
+    Io(String),
+}
+
+impl BodyError {
+    /// The HTTP answer, with a JSON-RPC error body naming the problem.
+    pub(crate) fn to_response(&self) -> Response {
+        let (status, msg) = match self {
+            BodyError::TooLarge { limit } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body exceeds the limit of {limit} bytes"),
+            ),
+            BodyError::Timeout(t) => (
+                StatusCode::REQUEST_TIMEOUT,
+                format!("request body not received within {} ms", t.as_millis()),
+            ),
+            BodyError::Io(e) => (
+                StatusCode::BAD_REQUEST,
+                format!("could not read the request body: {e}"),
+            ),
+        };
+        error_response(status, None, INVALID_REQUEST, &msg)
+    }
+}
+
+/// Reads a whole request body, at most `limit` bytes, within `timeout`. A declared
+/// `Content-Length` over the limit is refused before anything is read.
+pub(crate) async fn read_body(
+    req: Request,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Vec<u8>, BodyError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge { limit });
+    }
+    let mut body: Body = req.into_body();
+    let read = async move {
+        let mut buf = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| BodyError::Io(e.to_string()))?;
+            if let Ok(data) = frame.into_data() {
+                if buf.len() + data.len() > limit {
+                    return Err(BodyError::TooLarge { limit });
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(buf)
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .map_err(|_| BodyError::Timeout(timeout))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_lists() {
+        let g = Guard::new(
+            &[
+                "localhost".into(),
+                "127.0.0.1".into(),
+                "[::1]".into(),
+                "https://app.example".into(),
+            ],
+            &["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+        );
+        assert!(g.host_allowed("localhost:3921"));
+        assert!(g.host_allowed("127.0.0.1"));
+        assert!(g.host_allowed("[::1]:80"));
+        assert!(g.host_allowed("LOCALHOST:1"));
+        assert!(!g.host_allowed("evil.example"));
+        assert!(!g.host_allowed("localhost.evil.example:80"));
+        assert!(g.origin_allowed("http://localhost:5173"));
+        assert!(g.origin_allowed("http://[::1]:5173"));
+        assert!(g.origin_allowed("https://app.example"));
+        assert!(!g.origin_allowed("https://app.example:444"));
+        assert!(!g.origin_allowed("http://evil.example"));
+        assert!(!g.origin_allowed("null"));
+        let exact = Guard::new(&["localhost:8080".into()], &["localhost:8080".into()]);
+        assert!(exact.host_allowed("localhost:8080"));
+        assert!(!exact.host_allowed("localhost:8081"));
+    }
+}

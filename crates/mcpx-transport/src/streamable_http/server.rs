@@ -1,0 +1,969 @@
+//! Streamable HTTP, both eras on one endpoint.
+//!
+//! Each request is classified by `classify_http` (header, session, body), then:
+//!
+//! **Legacy** (2025-03-26..2025-11-25 basic/transports §Streamable HTTP):
+//!
+//! * A POSTed request is answered with `application/json` when the response is the
+//!   first thing the service produces, or with `text/event-stream` as soon as a related
+//!   notification or request comes first; the response then ends the stream.
+//! * Sessions are minted only by a successful `initialize` result (§Session
+//!   Management), ids are 16 random bytes, hex; an unknown session is 404, a
+//!   non-initialize request without one is 400 (`ping` excepted: basic/lifecycle allows
+//!   it before initialisation), DELETE ends a session (204).
+//! * GET opens the session's server stream, where `Peer` messages travel. **Choice:**
+//!   one GET stream per session; a second concurrent GET gets 409 Conflict, except a
+//!   GET carrying `Last-Event-ID`, which replaces the old connection (the client says
+//!   it lost it).
+//! * Every legacy SSE event has an id `<stream>-<seq>` (stream 0 is the GET stream,
+//!   1.. are POST streams), unique within the session (2025-11-25 §Resumability and
+//!   Redelivery). Events are kept in a bounded per-session buffer; a GET with
+//!   `Last-Event-ID` replays the events of that stream after that id, then continues it
+//!   if it is still live (resumption is "always via HTTP GET", 2025-11-25). Events
+//!   evicted from the buffer are lost. Messages for the GET stream while it has never
+//!   been opened are dropped with a log line (nowhere to deliver them); once it has
+//!   been opened they are buffered across reconnects.
+//! * 2025-11-25 §Sending Messages to the Server: a priming event (an id, empty data)
+//!   starts each new stream when the revision has `facts().sse_priming`.
+//! * Disconnect is not cancellation (register B-C6: "SHOULD NOT"); the request runs on
+//!   and its events are buffered for resumption. `notifications/cancelled` cancels.
+//! * The session's revision governs its requests. **Choice:** a request in a session
+//!   without `MCP-Protocol-Version` is served in the session's revision (B-C8's
+//!   "assume 2025-03-26" is for clients that never send it, i.e. 2025-03-26
+//!   sessions); a header naming another legacy revision than the session's is 400.
+//! * Batches: 2025-03-26 only (`codec::admit`), answered with a JSON array, or 202 when
+//!   they held no request. Related messages of batched requests go to the GET stream.
+//! * `initialize` is always answered with JSON (it has no session yet to stream in);
+//!   related messages a service sends before its `initialize` result are dropped.
+//!
+//! **Modern** (2026-07-28 basic/transports/streamable-http): POST only (GET and DELETE
+//! are 405, §Earlier Streamable HTTP Revisions); `Mcp-Session-Id` and `Last-Event-ID`
+//! are ignored, no session is minted; `header::validate` checks `Mcp-Method`/`Mcp-Name`
+//! (400, -32020; `Mcp-Param-*` need the tool's schema and are left to the layer above);
+//! a method the revision lacks is 404 + -32601 (§Protocol Version Header, H10); the
+//! response is JSON or a request-scoped SSE stream without ids or priming; closing that
+//! stream or the connection before the response cancels the request (§Cancellation,
+//! H3). A modern client never sends responses (B-C1): 400.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use mcpx_protocol::classify::{HttpMethod, HttpRequest, Rejection, classify_http};
+use mcpx_protocol::codec::{self, Decoded};
+use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
+use mcpx_protocol::header as mcp_header;
+use mcpx_protocol::jsonrpc::{Kind, member};
+use mcpx_protocol::method::client_may_send;
+use mcpx_protocol::{Frame, Id, Revision, Verdict};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    App, OnDrop, accepted, accepts, error_response, fit_event, is_json_content_type, json_response,
+    sse_event, sse_response,
+};
+use crate::origin::read_body;
+use crate::pending::{InFlight, Pending, cancelled_request_id};
+use crate::service::{Incoming, Peer, Related, RequestCtx, Service};
+
+/// `Last-Event-ID`.
+const LAST_EVENT_ID: &str = "last-event-id";
+/// Related frames queued per request before the service waits.
+const RELATED_QUEUE: usize = 64;
+
+/// The legacy sessions of the Streamable HTTP endpoint.
+#[derive(Default)]
+pub(crate) struct Sessions {
+    map: Mutex<HashMap<Arc<str>, Arc<Session>>>,
+}
+
+/// One legacy session.
+pub(crate) struct Session {
+    id: Arc<str>,
+    peer: Peer,
+    inflight: InFlight,
+    log: Mutex<Log>,
+    last_seen: Mutex<Instant>,
+    closed: CancellationToken,
+    channel_capacity: usize,
+}
+
+/// The session's SSE streams and the replay buffer.
+struct Log {
+    cap: usize,
+    buffer: VecDeque<Buffered>,
+    streams: HashMap<u64, Slot>,
+    next_stream: u64,
+    /// The GET stream has been opened at least once.
+    get_opened: bool,
+}
+
+struct Buffered {
+    stream: u64,
+    seq: u64,
+    event: Bytes,
+}
+
+struct Slot {
+    next_seq: u64,
+    tx: Option<mpsc::Sender<Bytes>>,
+}
+
+/// The GET stream's number.
+const GET_STREAM: u64 = 0;
+
+impl Sessions {
+    fn get(&self, id: &str, idle: std::time::Duration) -> Option<Arc<Session>> {
+        let mut map = self.map.lock().ok()?;
+        let s = map.get(id)?.clone();
+        if s.expired(idle) {
+            map.remove(id);
+            drop(map);
+            s.close();
+            return None;
+        }
+        s.touch();
+        Some(s)
+    }
+
+    fn remove(&self, id: &str) -> Option<Arc<Session>> {
+        self.map.lock().ok()?.remove(id)
+    }
+
+    /// Drops expired sessions; returns them so the service hears of it.
+    fn reap(&self, idle: std::time::Duration) -> Vec<Arc<Session>> {
+        let Ok(mut map) = self.map.lock() else {
+            return Vec::new();
+        };
+        let dead: Vec<Arc<str>> = map
+            .iter()
+            .filter(|(_, s)| s.expired(idle))
+            .map(|(k, _)| k.clone())
+            .collect();
+        dead.iter().filter_map(|k| map.remove(k)).collect()
+    }
+
+    fn len(&self) -> usize {
+        self.map.lock().map(|m| m.len()).unwrap_or(usize::MAX)
+    }
+
+    fn insert(&self, s: Arc<Session>) {
+        if let Ok(mut map) = self.map.lock() {
+            map.insert(s.id.clone(), s);
+        }
+    }
+}
+
+/// A fresh session id: 16 random bytes, hex (2025-03-26 §Session Management: globally
+/// unique, cryptographically secure, visible ASCII).
+pub(crate) fn new_session_id() -> Option<String> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).ok()?;
+    Some(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+impl Session {
+    fn touch(&self) {
+        if let Ok(mut t) = self.last_seen.lock() {
+            *t = Instant::now();
+        }
+    }
+
+    fn get_connected(&self) -> bool {
+        self.log.lock().is_ok_and(|l| {
+            l.streams
+                .get(&GET_STREAM)
+                .and_then(|s| s.tx.as_ref())
+                .is_some_and(|tx| !tx.is_closed())
+        })
+    }
+
+    fn expired(&self, idle: std::time::Duration) -> bool {
+        let stale = self.last_seen.lock().is_ok_and(|t| t.elapsed() > idle);
+        stale && !self.get_connected()
+    }
+
+    /// Ends the session: streams close, pending requests fail, in-flight requests are
+    /// cancelled (the client ended the session; nothing can be delivered any more).
+    fn close(&self) {
+        self.closed.cancel();
+        self.peer.pending.close_all();
+        self.inflight.cancel_all();
+        if let Ok(mut l) = self.log.lock() {
+            l.streams.clear();
+        }
+    }
+
+    /// A new POST stream.
+    fn open_stream(&self) -> u64 {
+        let Ok(mut l) = self.log.lock() else {
+            return u64::MAX;
+        };
+        let n = l.next_stream;
+        l.next_stream += 1;
+        l.streams.insert(
+            n,
+            Slot {
+                next_seq: 0,
+                tx: None,
+            },
+        );
+        n
+    }
+
+    /// Attaches a new connection to `stream`: queues the priming event (fresh streams
+    /// of revisions with `sse_priming`) or the replay of buffered events after
+    /// `after`, then live events. A stream that is no longer live ends after the
+    /// replay.
+    fn attach(&self, stream: u64, after: Option<u64>, prime: bool) -> mpsc::Receiver<Bytes> {
+        let (tx, rx) = mpsc::channel(self.channel_capacity);
+        let Ok(mut l) = self.log.lock() else {
+            return rx;
+        };
+        if let Some(after) = after {
+            for b in l
+                .buffer
+                .iter()
+                .filter(|b| b.stream == stream && b.seq > after)
+            {
+                let _ = tx.try_send(b.event.clone());
+            }
+        }
+        if stream == GET_STREAM {
+            l.get_opened = true;
+        }
+        if let Some(slot) = l.streams.get_mut(&stream) {
+            if prime {
+                // 2025-11-25 basic/transports §Resumability and Redelivery: "an SSE event
+                // consisting of an event ID and an empty data field".
+                let id = format!("{stream}-{}", slot.next_seq);
+                slot.next_seq += 1;
+                let _ = tx.try_send(sse_event(None, Some(&id), ""));
+            }
+            slot.tx = Some(tx);
+        }
+        rx
+    }
+
+    /// Assigns `data` the next id of `stream`, buffers it, and sends it to the
+    /// stream's connection if one is attached.
+    async fn emit(&self, stream: u64, data: &str) {
+        let target = {
+            let Ok(mut l) = self.log.lock() else {
+                return;
+            };
+            if stream == GET_STREAM && !l.get_opened {
+                tracing::info!(
+                    session = %self.id,
+                    "no GET stream was ever opened; dropping a server message"
+                );
+                return;
+            }
+            let cap = l.cap;
+            let Some(slot) = l.streams.get_mut(&stream) else {
+                return;
+            };
+            let seq = slot.next_seq;
+            slot.next_seq += 1;
+            let event = sse_event(None, Some(&format!("{stream}-{seq}")), data);
+            let tx = slot.tx.clone();
+            if cap > 0 {
+                l.buffer.push_back(Buffered {
+                    stream,
+                    seq,
+                    event: event.clone(),
+                });
+                while l.buffer.len() > cap {
+                    l.buffer.pop_front();
+                }
+            }
+            tx.map(|tx| (tx, event))
+        };
+        if let Some((tx, event)) = target {
+            // A closed connection is not cancellation (B-C6): the event stays buffered.
+            let _ = tx.send(event).await;
+        }
+    }
+
+    /// The stream is complete: its connection ends after what is queued.
+    fn end(&self, stream: u64) {
+        if let Ok(mut l) = self.log.lock() {
+            l.streams.remove(&stream);
+        }
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn rejection_response(r: &Rejection, id: Option<&Id>) -> Response {
+    let status = StatusCode::from_u16(r.http_status).unwrap_or(StatusCode::BAD_REQUEST);
+    json_response(status, r.to_response(id).into_string())
+}
+
+fn bad_request(id: Option<&Id>, msg: &str) -> Response {
+    error_response(StatusCode::BAD_REQUEST, id, INVALID_REQUEST, msg)
+}
+
+fn session_not_found(id: Option<&Id>) -> Response {
+    error_response(
+        StatusCode::NOT_FOUND,
+        id,
+        INVALID_REQUEST,
+        "session not found (it expired or was terminated); start a new one with initialize",
+    )
+}
+
+/// `POST {path}`.
+pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
+    let headers = req.headers().clone();
+    if !is_json_content_type(&headers) {
+        return error_response(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            INVALID_REQUEST,
+            "Content-Type must be application/json",
+        );
+    }
+    // Every revision's §Sending Messages: the client lists both types. Lenient: a
+    // missing Accept is fine; one that admits neither is 406.
+    if !accepts(&headers, &["application/json", "text/event-stream"]) {
+        return error_response(
+            StatusCode::NOT_ACCEPTABLE,
+            None,
+            INVALID_REQUEST,
+            "Accept must admit application/json or text/event-stream",
+        );
+    }
+    let cfg = &app.config;
+    let bytes = match read_body(req, cfg.max_body_bytes, cfg.body_timeout).await {
+        Ok(b) => b,
+        Err(e) => return e.to_response(),
+    };
+    let decoded = match codec::decode_bytes(bytes, &cfg.limits) {
+        Ok(d) => d,
+        Err(e) => {
+            let status = match e.kind {
+                codec::DecodeErrorKind::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            return json_response(status, e.to_response().into_string());
+        }
+    };
+    let protocol_version = header_str(&headers, mcp_header::PROTOCOL_VERSION);
+    let session_id = header_str(&headers, mcp_header::SESSION_ID);
+    let frame = match decoded {
+        Decoded::Single(f) => f,
+        batch @ Decoded::Batch(_) => {
+            return post_batch(&app, batch, protocol_version, session_id).await;
+        }
+    };
+    let verdict = match classify_http(&HttpRequest {
+        method: HttpMethod::Post,
+        protocol_version,
+        session_id,
+        body: Some(&frame),
+    }) {
+        Ok(v) => v,
+        Err(r) => return rejection_response(&r, frame.id()),
+    };
+    match verdict {
+        Verdict::Modern { .. } => modern_post(&app, &headers, frame, verdict).await,
+        Verdict::Legacy { .. } => {
+            legacy_post(&app, frame, verdict, protocol_version, session_id).await
+        }
+    }
+}
+
+/// The session a legacy message belongs to, or the answer it gets instead.
+fn legacy_session<S: Service>(
+    app: &App<S>,
+    session_id: Option<&str>,
+    protocol_version: Option<&str>,
+    id: Option<&Id>,
+) -> Result<Arc<Session>, Box<Response>> {
+    let Some(sid) = session_id else {
+        return Err(Box::new(bad_request(
+            id,
+            "missing Mcp-Session-Id: send initialize first (2025-03-26+ basic/transports §Session Management)",
+        )));
+    };
+    let Some(session) = app.sessions.get(sid, app.config.session_idle_timeout) else {
+        return Err(Box::new(session_not_found(id)));
+    };
+    if let Some(h) = protocol_version.map(str::trim)
+        && Revision::from_wire(h) != Some(session.peer.revision)
+    {
+        return Err(Box::new(bad_request(
+            id,
+            &format!(
+                "MCP-Protocol-Version {h:?} does not match the session's negotiated revision {}",
+                session.peer.revision
+            ),
+        )));
+    }
+    Ok(session)
+}
+
+async fn legacy_post<S: Service>(
+    app: &Arc<App<S>>,
+    frame: Frame,
+    verdict: Verdict,
+    protocol_version: Option<&str>,
+    session_id: Option<&str>,
+) -> Response {
+    if let Verdict::Legacy {
+        initialize: true, ..
+    } = verdict
+    {
+        return initialize(app, frame, verdict).await;
+    }
+    if session_id.is_none() && frame.kind() == Kind::Request && frame.method() == Some("ping") {
+        // basic/lifecycle §Initialization: pings are allowed before initialisation.
+        let (tx, _rx) = mpsc::channel(1);
+        let ctx = RequestCtx::new(CancellationToken::new(), Related(tx), None);
+        let response = app.service.request(Incoming { frame, verdict }, ctx).await;
+        return json_response(StatusCode::OK, response.into_string());
+    }
+    let session = match legacy_session(app, session_id, protocol_version, frame.id()) {
+        Ok(s) => s,
+        Err(r) => return *r,
+    };
+    let verdict = Verdict::Legacy {
+        revision: session.peer.revision,
+        initialize: false,
+    };
+    match frame.kind() {
+        Kind::Request => legacy_request(app, session, frame, verdict).await,
+        Kind::Notification => {
+            if let Some(id) = (frame.method() == Some("notifications/cancelled"))
+                .then(|| cancelled_request_id(&frame))
+                .flatten()
+            {
+                session.inflight.cancel(&id);
+            }
+            let peer = session.peer.clone();
+            app.service
+                .notification(Incoming { frame, verdict }, Some(peer))
+                .await;
+            accepted()
+        }
+        Kind::Result | Kind::Error => {
+            if let Err(f) = session.peer.pending.complete(frame) {
+                tracing::warn!(frame = %f, "dropped a response to no pending request");
+            }
+            accepted()
+        }
+    }
+}
+
+/// `initialize`: answered with JSON; a successful result opens a session at the
+/// revision it names (every legacy basic/lifecycle §Version Negotiation).
+async fn initialize<S: Service>(app: &Arc<App<S>>, frame: Frame, verdict: Verdict) -> Response {
+    let cfg = &app.config;
+    for dead in app.sessions.reap(cfg.session_idle_timeout) {
+        dead.close();
+        app.service.session_closed(&dead.peer);
+    }
+    if app.sessions.len() >= cfg.max_sessions {
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            frame.id(),
+            INTERNAL_ERROR,
+            &format!("too many sessions (limit {})", cfg.max_sessions),
+        );
+    }
+    let Some(sid) = new_session_id() else {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            frame.id(),
+            INTERNAL_ERROR,
+            "no randomness for a session id",
+        );
+    };
+    let (tx, mut rx) = mpsc::channel::<Frame>(RELATED_QUEUE);
+    // Related frames before the initialize result have no stream to go to.
+    let drain = tokio::spawn(async move {
+        while let Some(f) = rx.recv().await {
+            tracing::info!(frame = %f, "dropped a message sent before the initialize result");
+        }
+    });
+    let ctx = RequestCtx::new(CancellationToken::new(), Related(tx), None);
+    let initialize_params: Option<Arc<str>> = frame.params().map(Arc::from);
+    let response = app.service.request(Incoming { frame, verdict }, ctx).await;
+    drain.abort();
+    let revision = response
+        .result()
+        .and_then(|r| member(r, "protocolVersion"))
+        .and_then(|v| serde_json::from_str::<String>(v).ok())
+        .and_then(|v| Revision::from_wire(&v));
+    let Some(revision) = revision else {
+        return json_response(StatusCode::OK, response.into_string());
+    };
+    let sid: Arc<str> = sid.into();
+    let (out_tx, mut out_rx) = mpsc::channel::<Frame>(RELATED_QUEUE);
+    let mut streams = HashMap::new();
+    streams.insert(
+        GET_STREAM,
+        Slot {
+            next_seq: 0,
+            tx: None,
+        },
+    );
+    let session = Arc::new(Session {
+        id: sid.clone(),
+        peer: Peer {
+            revision,
+            session_id: Some(sid.clone()),
+            outbound: out_tx,
+            pending: Arc::new(Pending::new(cfg.max_pending)),
+            initialize_params,
+        },
+        inflight: InFlight::default(),
+        log: Mutex::new(Log {
+            cap: cfg.replay_buffer,
+            buffer: VecDeque::new(),
+            streams,
+            next_stream: 1,
+            get_opened: false,
+        }),
+        last_seen: Mutex::new(Instant::now()),
+        closed: CancellationToken::new(),
+        channel_capacity: cfg.replay_buffer + RELATED_QUEUE,
+    });
+    // The GET stream's pump: Peer::notify/request frames become stream-0 events.
+    {
+        let session = session.clone();
+        let max = cfg.max_sse_event_bytes;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    f = out_rx.recv() => match f {
+                        Some(f) => {
+                            if let Some(f) = fit_event(f, max) {
+                                session.emit(GET_STREAM, f.as_str()).await;
+                            }
+                        }
+                        None => break,
+                    },
+                    () = session.closed.cancelled() => break,
+                }
+            }
+        });
+    }
+    app.sessions.insert(session);
+    let mut resp = json_response(StatusCode::OK, response.into_string());
+    if let Ok(v) = HeaderValue::from_str(&sid) {
+        resp.headers_mut().insert(mcp_header::SESSION_ID, v);
+    }
+    resp
+}
+
+/// What a service produced first for a request.
+enum First {
+    Related(Frame),
+    Response(Result<Frame, oneshot::error::RecvError>),
+}
+
+/// Starts the service on a request; returns the related frames and the response.
+fn spawn_request<S: Service>(
+    app: &Arc<App<S>>,
+    frame: Frame,
+    verdict: Verdict,
+    token: CancellationToken,
+    peer: Option<Peer>,
+    on_done: impl FnOnce() + Send + 'static,
+) -> (mpsc::Receiver<Frame>, oneshot::Receiver<Frame>) {
+    let (rtx, rrx) = mpsc::channel::<Frame>(RELATED_QUEUE);
+    let (done_tx, done_rx) = oneshot::channel();
+    let ctx = RequestCtx::new(token, Related(rtx), peer);
+    let service = app.service.clone();
+    tokio::spawn(async move {
+        let response = service.request(Incoming { frame, verdict }, ctx).await;
+        on_done();
+        let _ = done_tx.send(response);
+    });
+    (rrx, done_rx)
+}
+
+async fn first(rrx: &mut mpsc::Receiver<Frame>, done: &mut oneshot::Receiver<Frame>) -> First {
+    tokio::select! {
+        biased;
+        Some(f) = rrx.recv() => First::Related(f),
+        r = done => First::Response(r),
+    }
+}
+
+fn lost_response(id: &Id) -> Response {
+    error_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Some(id),
+        INTERNAL_ERROR,
+        "the request's handler failed without a response",
+    )
+}
+
+async fn legacy_request<S: Service>(
+    app: &Arc<App<S>>,
+    session: Arc<Session>,
+    frame: Frame,
+    verdict: Verdict,
+) -> Response {
+    let Some(id) = frame.id().cloned() else {
+        return bad_request(None, "a request without an id");
+    };
+    let Some(token) = session.inflight.start(&id) else {
+        return json_response(
+            StatusCode::OK,
+            Frame::error_response(
+                Some(&id),
+                INVALID_REQUEST,
+                &format!("request id {id} is already in flight"),
+                None,
+            )
+            .into_string(),
+        );
+    };
+    let done = {
+        let (session, id) = (session.clone(), id.clone());
+        move || session.inflight.finish(&id)
+    };
+    let (mut rrx, mut done_rx) =
+        spawn_request(app, frame, verdict, token, Some(session.peer.clone()), done);
+    let f = match first(&mut rrx, &mut done_rx).await {
+        First::Response(Ok(r)) => return json_response(StatusCode::OK, r.into_string()),
+        First::Response(Err(_)) => return lost_response(&id),
+        First::Related(f) => f,
+    };
+    let stream = session.open_stream();
+    let prime = session.peer.revision.facts().sse_priming;
+    let rx = session.attach(stream, None, prime);
+    let max = app.config.max_sse_event_bytes;
+    {
+        let session = session.clone();
+        tokio::spawn(async move {
+            if let Some(f) = fit_event(f, max) {
+                session.emit(stream, f.as_str()).await;
+            }
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(f) = rrx.recv() => {
+                        if let Some(f) = fit_event(f, max) {
+                            session.emit(stream, f.as_str()).await;
+                        }
+                    }
+                    r = &mut done_rx => {
+                        let r = r.unwrap_or_else(|_| {
+                            Frame::error_response(
+                                Some(&id),
+                                INTERNAL_ERROR,
+                                "the request's handler failed without a response",
+                                None,
+                            )
+                        });
+                        // The response ends the stream.
+                        if let Some(r) = fit_event(r, max) {
+                            session.emit(stream, r.as_str()).await;
+                        }
+                        break;
+                    }
+                }
+            }
+            session.end(stream);
+        });
+    }
+    sse_response(
+        rx,
+        app.config.keep_alive,
+        app.shutdown.clone(),
+        OnDrop::none(),
+    )
+}
+
+async fn modern_post<S: Service>(
+    app: &Arc<App<S>>,
+    headers: &HeaderMap,
+    frame: Frame,
+    verdict: Verdict,
+) -> Response {
+    let rev = verdict.revision();
+    match frame.kind() {
+        Kind::Result | Kind::Error => {
+            // 2026-07-28 §Sending Messages: "The client MUST NOT send JSON-RPC responses."
+            return bad_request(
+                None,
+                "modern (2026-07-28) clients never send JSON-RPC responses",
+            );
+        }
+        Kind::Notification => {
+            if let Err(r) = mcp_header::validate(&frame, |n| header_str(headers, n), &[]) {
+                return rejection_response(&r, None);
+            }
+            app.service
+                .notification(Incoming { frame, verdict }, None)
+                .await;
+            return accepted();
+        }
+        Kind::Request => {}
+    }
+    let Some(id) = frame.id().cloned() else {
+        return bad_request(None, "a request without an id");
+    };
+    if let Err(r) = mcp_header::validate(&frame, |n| header_str(headers, n), &[]) {
+        return rejection_response(&r, Some(&id));
+    }
+    let method = frame.method().unwrap_or_default();
+    if !client_may_send(method, rev) {
+        // 2026-07-28 streamable-http §Protocol Version Header: an unknown method "MUST
+        // respond with 404 Not Found and a JSON-RPC error with code -32601" (H10).
+        return error_response(
+            StatusCode::NOT_FOUND,
+            Some(&id),
+            METHOD_NOT_FOUND,
+            &format!("method not found in {rev}: {method}"),
+        );
+    }
+    let token = CancellationToken::new();
+    let (mut rrx, mut done_rx) = spawn_request(app, frame, verdict, token.clone(), None, || {});
+    // 2026-07-28 streamable-http §Cancellation (H3): the client going away before the
+    // response cancels the request. Until the response leaves, dropping this handler
+    // (the connection closed) fires the token.
+    let guard = token.clone().drop_guard();
+    let f = match first(&mut rrx, &mut done_rx).await {
+        First::Response(Ok(r)) => {
+            guard.disarm();
+            return json_response(StatusCode::OK, r.into_string());
+        }
+        First::Response(Err(_)) => {
+            guard.disarm();
+            return lost_response(&id);
+        }
+        First::Related(f) => f,
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(RELATED_QUEUE);
+    let max = app.config.max_sse_event_bytes;
+    // From here the pump owns the cancellation: it fires when the stream closes early.
+    guard.disarm();
+    tokio::spawn(async move {
+        let send = |f: Frame| {
+            let tx = tx.clone();
+            async move {
+                match fit_event(f, max) {
+                    // 2026-07-28 §Receiving Messages: no event ids, no resumption.
+                    Some(f) => tx.send(sse_event(None, None, f.as_str())).await.is_ok(),
+                    None => true,
+                }
+            }
+        };
+        let mut open = send(f).await;
+        while open {
+            tokio::select! {
+                biased;
+                () = tx.closed() => open = false,
+                Some(f) = rrx.recv() => open = send(f).await,
+                r = &mut done_rx => {
+                    if let Ok(r) = r {
+                        let _ = send(r).await;
+                    }
+                    return;
+                }
+            }
+        }
+        tracing::debug!("modern response stream closed before the response: cancelling");
+        token.cancel();
+    });
+    sse_response(
+        rx,
+        app.config.keep_alive,
+        app.shutdown.clone(),
+        OnDrop::none(),
+    )
+}
+
+/// A batch POST: 2025-03-26 only.
+async fn post_batch<S: Service>(
+    app: &Arc<App<S>>,
+    batch: Decoded,
+    protocol_version: Option<&str>,
+    session_id: Option<&str>,
+) -> Response {
+    let verdict = match classify_http(&HttpRequest {
+        method: HttpMethod::Post,
+        protocol_version,
+        session_id,
+        body: None,
+    }) {
+        Ok(v) => v,
+        Err(r) => return rejection_response(&r, None),
+    };
+    let session = match verdict {
+        Verdict::Legacy { .. } => match legacy_session(app, session_id, protocol_version, None) {
+            Ok(s) => Some(s),
+            Err(r) => return *r,
+        },
+        Verdict::Modern { .. } => None,
+    };
+    let rev = session
+        .as_ref()
+        .map_or(verdict.revision(), |s| s.peer.revision);
+    let items = match codec::admit(batch, rev) {
+        Ok(items) => items,
+        Err(e) => return json_response(StatusCode::BAD_REQUEST, e.to_response().into_string()),
+    };
+    // Only a 2025-03-26 session gets here (the one revision with batches).
+    let Some(session) = session else {
+        return bad_request(None, "batches need a legacy session");
+    };
+    let verdict = Verdict::Legacy {
+        revision: rev,
+        initialize: false,
+    };
+    let mut responses: Vec<String> = Vec::new();
+    let mut requests = Vec::new();
+    for item in items {
+        match item {
+            Err(e) => responses.push(e.to_response().into_string()),
+            Ok(f) if f.kind() == Kind::Request => requests.push(f),
+            Ok(f) => {
+                let sid = session.id.clone();
+                let _ = legacy_post(app, f, verdict, None, Some(&sid)).await;
+            }
+        }
+    }
+    let futures = requests.into_iter().map(|frame| {
+        let session = session.clone();
+        let app = app.clone();
+        async move {
+            let id = frame.id().cloned()?;
+            let Some(token) = session.inflight.start(&id) else {
+                return Some(Frame::error_response(
+                    Some(&id),
+                    INVALID_REQUEST,
+                    &format!("request id {id} is already in flight"),
+                    None,
+                ));
+            };
+            // Related frames of batched requests travel on the GET stream.
+            let ctx = RequestCtx::new(
+                token,
+                Related(session.peer.outbound.clone()),
+                Some(session.peer.clone()),
+            );
+            let r = app.service.request(Incoming { frame, verdict }, ctx).await;
+            session.inflight.finish(&id);
+            Some(r)
+        }
+    });
+    let answered: Vec<Option<Frame>> = futures_util::future::join_all(futures).await;
+    responses.extend(answered.into_iter().flatten().map(Frame::into_string));
+    if responses.is_empty() {
+        return accepted();
+    }
+    json_response(StatusCode::OK, format!("[{}]", responses.join(",")))
+}
+
+/// `GET {path}`: the legacy session's server stream.
+pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
+    let headers = req.headers();
+    let protocol_version = header_str(headers, mcp_header::PROTOCOL_VERSION);
+    let session_id = header_str(headers, mcp_header::SESSION_ID);
+    let verdict = classify_http(&HttpRequest {
+        method: HttpMethod::Get,
+        protocol_version,
+        session_id,
+        body: None,
+    });
+    if matches!(verdict, Ok(Verdict::Modern { .. })) || session_id.is_none() {
+        // 2026-07-28 §Earlier Streamable HTTP Revisions: GET is 405 for modern
+        // clients; legacy §Listening for Messages: 405 where no stream is offered
+        // (without a session there is none).
+        return method_not_allowed();
+    }
+    if !accepts(headers, &["text/event-stream"]) {
+        return error_response(
+            StatusCode::NOT_ACCEPTABLE,
+            None,
+            INVALID_REQUEST,
+            "Accept must admit text/event-stream",
+        );
+    }
+    let session = match legacy_session(&app, session_id, protocol_version, None) {
+        Ok(s) => s,
+        Err(r) => return *r,
+    };
+    // 2025-03-26+ §Resumability and Redelivery, where the revision has it.
+    let resumable = session.peer.revision.facts().resumable_sse;
+    let last = header_str(headers, LAST_EVENT_ID)
+        .filter(|_| resumable)
+        .and_then(|v| {
+            let (s, n) = v.trim().split_once('-')?;
+            Some((s.parse::<u64>().ok()?, n.parse::<u64>().ok()?))
+        });
+    let rx = match last {
+        Some((stream, seq)) => session.attach(stream, Some(seq), false),
+        None => {
+            if session.get_connected() {
+                return error_response(
+                    StatusCode::CONFLICT,
+                    None,
+                    INVALID_REQUEST,
+                    "this session's GET stream is already open",
+                );
+            }
+            let prime = session.peer.revision.facts().sse_priming;
+            session.attach(GET_STREAM, None, prime)
+        }
+    };
+    sse_response(
+        rx,
+        app.config.keep_alive,
+        app.shutdown.clone(),
+        OnDrop::none(),
+    )
+}
+
+/// `DELETE {path}`: ends a legacy session (2025-03-26+ §Session Management).
+pub(crate) async fn delete<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
+    let headers = req.headers();
+    let protocol_version = header_str(headers, mcp_header::PROTOCOL_VERSION);
+    let session_id = header_str(headers, mcp_header::SESSION_ID);
+    let verdict = classify_http(&HttpRequest {
+        method: HttpMethod::Delete,
+        protocol_version,
+        session_id,
+        body: None,
+    });
+    if matches!(verdict, Ok(Verdict::Modern { .. })) {
+        return method_not_allowed();
+    }
+    let Some(sid) = session_id else {
+        return bad_request(None, "missing Mcp-Session-Id");
+    };
+    match app.sessions.remove(sid) {
+        Some(session) => {
+            session.close();
+            app.service.session_closed(&session.peer);
+            axum::response::IntoResponse::into_response(StatusCode::NO_CONTENT)
+        }
+        None => session_not_found(None),
+    }
+}
+
+fn method_not_allowed() -> Response {
+    let mut r = error_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        None,
+        INVALID_REQUEST,
+        "no server stream is offered here: GET and DELETE exist only for legacy sessions",
+    );
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    r
+}

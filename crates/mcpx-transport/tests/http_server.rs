@@ -1,0 +1,886 @@
+//! The HTTP server end to end: a real listener on 127.0.0.1:0 serving the echo service,
+//! driven by reqwest and raw TCP. Every JSON-RPC frame the server sends is validated
+//! with the schema tap against the receiving client's revision.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../examples/echo/service.rs"]
+mod echo;
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use mcpx_protocol::codec::{Limits, parse_frame};
+use mcpx_protocol::{Frame, Revision};
+use mcpx_testkit::tap::tap;
+use mcpx_transport::streamable_http::{HttpServerConfig, serve};
+use mcpx_transport::{Incoming, Peer, RequestCtx, Service};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+const R0326: Revision = Revision::V2025_03_26;
+const R0618: Revision = Revision::V2025_06_18;
+const R1125: Revision = Revision::V2025_11_25;
+const R2026: Revision = Revision::V2026_07_28;
+
+/// The echo service, recording each request's outcome and the last legacy peer.
+#[derive(Default)]
+struct Recorder {
+    echo: echo::Echo,
+    /// (method, cancelled) per finished request.
+    done: Mutex<Vec<(String, bool)>>,
+    peer: Mutex<Option<Peer>>,
+}
+
+impl Service for Recorder {
+    async fn request(&self, req: Incoming, ctx: RequestCtx) -> Frame {
+        let token = ctx.cancelled().clone();
+        let method = req.frame.method().unwrap_or_default().to_owned();
+        let r = self.echo.request(req, ctx).await;
+        self.done
+            .lock()
+            .unwrap()
+            .push((method, token.is_cancelled()));
+        r
+    }
+    async fn notification(&self, n: Incoming, peer: Option<Peer>) {
+        if peer.is_some() {
+            *self.peer.lock().unwrap() = peer.clone();
+        }
+        self.echo.notification(n, peer).await;
+    }
+}
+
+struct Server {
+    addr: SocketAddr,
+    http: reqwest::Client,
+    svc: Arc<Recorder>,
+    stop: CancellationToken,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn config() -> HttpServerConfig {
+    HttpServerConfig {
+        keep_alive: Duration::from_millis(200),
+        header_timeout: Duration::from_secs(2),
+        body_timeout: Duration::from_millis(300),
+        shutdown_grace: Duration::from_millis(100),
+        max_body_bytes: 64 * 1024,
+        ..HttpServerConfig::default()
+    }
+}
+
+async fn start_with(config: HttpServerConfig) -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let svc = Arc::new(Recorder::default());
+    let stop = CancellationToken::new();
+    tokio::spawn(serve(listener, svc.clone(), config, stop.clone()));
+    Server {
+        addr,
+        http: reqwest::Client::new(),
+        svc,
+        stop,
+    }
+}
+
+async fn start() -> Server {
+    start_with(config()).await
+}
+
+impl Server {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn post(&self, body: impl Into<String>) -> reqwest::RequestBuilder {
+        self.http
+            .post(self.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.into())
+    }
+
+    /// A legacy POST in a session; `header` is the MCP-Protocol-Version to send.
+    fn legacy(&self, sid: &str, header: Option<Revision>, body: Value) -> reqwest::RequestBuilder {
+        let mut b = self.post(body.to_string()).header("mcp-session-id", sid);
+        if let Some(r) = header {
+            b = b.header("mcp-protocol-version", r.as_str());
+        }
+        b
+    }
+
+    /// initialize + notifications/initialized; returns the session id.
+    async fn initialize(&self, rev: Revision) -> String {
+        let resp = self
+            .post(
+                json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+                "protocolVersion": rev.as_str(), "capabilities": {"roots": {}},
+                "clientInfo": {"name":"t","version":"1"}}})
+                .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(content_type(&resp), "application/json");
+        let sid = resp
+            .headers()
+            .get("mcp-session-id")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(sid.len(), 32);
+        assert!(sid.bytes().all(|b| b.is_ascii_hexdigit()));
+        let text = resp.text().await.unwrap();
+        tap().validate_response(rev, "initialize", &text).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["result"]["protocolVersion"], rev.as_str());
+        let resp = self
+            .legacy(
+                &sid,
+                header_for(rev),
+                json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 202);
+        assert!(resp.bytes().await.unwrap().is_empty());
+        sid
+    }
+
+    /// A modern POST with the headers a 2026-07-28 client sends.
+    fn modern(&self, body: &Value) -> reqwest::RequestBuilder {
+        let text = body.to_string();
+        let frame = parse_frame(text.clone(), &Limits::default()).unwrap();
+        let mut b = self.post(text);
+        for (k, v) in mcpx_protocol::header::build(&frame, R2026.as_str(), &[]) {
+            b = b.header(k, v);
+        }
+        b
+    }
+}
+
+/// 2025-03-26 clients send no MCP-Protocol-Version (B-C8); later ones do.
+fn header_for(rev: Revision) -> Option<Revision> {
+    (rev != R0326).then_some(rev)
+}
+
+fn content_type(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+fn modern_req(id: i64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name":"t","version":"1"}
+    });
+    json!({"jsonrpc":"2.0","id":id,"method":method,"params":params})
+}
+
+/// Checks an HTTP error answer: status and JSON-RPC code; validates the body for
+/// `rev` (id-less bodies only where the revision allows them, A-C4).
+async fn expect_error(resp: reqwest::Response, status: u16, code: i64, rev: Revision) -> Value {
+    assert_eq!(resp.status(), status);
+    let text = resp.text().await.unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["error"]["code"], code, "{text}");
+    if v.get("id").is_some() || rev.facts().error_id_optional {
+        tap().validate_frame(rev, &text).unwrap();
+    }
+    v
+}
+
+#[derive(Debug, Default)]
+struct Event {
+    event: Option<String>,
+    id: Option<String>,
+    data: String,
+}
+
+struct Sse {
+    body: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
+    buf: String,
+    comments: usize,
+}
+
+impl Sse {
+    fn new(resp: reqwest::Response) -> Self {
+        assert_eq!(content_type(&resp), "text/event-stream");
+        assert_eq!(resp.headers()["cache-control"], "no-cache");
+        assert_eq!(resp.headers()["x-accel-buffering"], "no");
+        Sse {
+            body: Box::pin(resp.bytes_stream()),
+            buf: String::new(),
+            comments: 0,
+        }
+    }
+
+    /// The next event (comments counted and skipped); `None` at the end.
+    async fn next(&mut self) -> Option<Event> {
+        tokio::time::timeout(Duration::from_secs(3), self.next_inner())
+            .await
+            .expect("an SSE event within 3 s")
+    }
+
+    async fn next_inner(&mut self) -> Option<Event> {
+        loop {
+            while let Some(i) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..i + 2).collect();
+                let mut ev = Event::default();
+                let mut data = Vec::new();
+                let mut any = false;
+                for line in block.lines() {
+                    if line.starts_with(':') {
+                        self.comments += 1;
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
+                        any = true;
+                    } else if let Some(v) = line.strip_prefix("id:") {
+                        ev.id = Some(v.trim().to_owned());
+                        any = true;
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        ev.event = Some(v.trim().to_owned());
+                        any = true;
+                    }
+                }
+                if any {
+                    ev.data = data.join("\n");
+                    return Some(ev);
+                }
+            }
+            match self.body.next().await {
+                Some(Ok(b)) => self.buf.push_str(std::str::from_utf8(&b).unwrap()),
+                _ => return None,
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn legacy_sessions_in_each_revision() {
+    let s = start().await;
+    for rev in [R0326, R0618, R1125] {
+        let sid = s.initialize(rev).await;
+        let h = header_for(rev);
+        let resp = s
+            .legacy(
+                &sid,
+                h,
+                json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(content_type(&resp), "application/json");
+        tap()
+            .validate_response(rev, "tools/list", &resp.text().await.unwrap())
+            .unwrap();
+        let resp = s
+            .legacy(
+                &sid,
+                h,
+                json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
+                       "params":{"name":"echo","arguments":{"text":"hi"}}}),
+            )
+            .send()
+            .await
+            .unwrap();
+        let text = resp.text().await.unwrap();
+        tap().validate_response(rev, "tools/call", &text).unwrap();
+        assert!(text.contains("\"hi\""));
+
+        // Unknown session: 404. No session: 400.
+        let resp = s
+            .legacy(
+                "00ff",
+                h,
+                json!({"jsonrpc":"2.0","id":3,"method":"tools/list"}),
+            )
+            .send()
+            .await
+            .unwrap();
+        expect_error(resp, 404, -32600, rev).await;
+        let resp = s
+            .post(json!({"jsonrpc":"2.0","id":4,"method":"tools/list"}).to_string())
+            .send()
+            .await
+            .unwrap();
+        expect_error(resp, 400, -32600, rev).await;
+
+        // DELETE: 204, then the session is gone.
+        let del = || {
+            s.http
+                .delete(s.url("/mcp"))
+                .header("mcp-session-id", sid.as_str())
+        };
+        assert_eq!(del().send().await.unwrap().status(), 204);
+        assert_eq!(del().send().await.unwrap().status(), 404);
+        let resp = s
+            .legacy(
+                &sid,
+                h,
+                json!({"jsonrpc":"2.0","id":5,"method":"tools/list"}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 404);
+    }
+}
+
+#[tokio::test]
+async fn get_stream_priming_notify_conflict_and_replay() {
+    let s = start().await;
+    let sid = s.initialize(R1125).await;
+    let get = |last: Option<&str>| {
+        let mut b = s
+            .http
+            .get(s.url("/mcp"))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", sid.as_str())
+            .header("mcp-protocol-version", R1125.as_str());
+        if let Some(l) = last {
+            b = b.header("last-event-id", l);
+        }
+        b
+    };
+    let resp = get(None).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = Sse::new(resp);
+    // 2025-11-25: the priming event (an id and empty data) comes first.
+    let prime = sse.next().await.unwrap();
+    assert_eq!(prime.id.as_deref(), Some("0-0"));
+    assert_eq!(prime.data, "");
+    // A second GET while one is open: 409.
+    assert_eq!(get(None).send().await.unwrap().status(), 409);
+
+    let peer = s.svc.peer.lock().unwrap().clone().unwrap();
+    assert_eq!(peer.revision(), R1125);
+    assert_eq!(peer.session_id(), Some(sid.as_str()));
+    let changed = Frame::notification("notifications/tools/list_changed", None);
+    peer.notify(changed.clone()).await.unwrap();
+    let ev = sse.next().await.unwrap();
+    assert_eq!(ev.id.as_deref(), Some("0-1"));
+    tap().validate_frame(R1125, &ev.data).unwrap();
+    // Quiet streams get keep-alive comments.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    peer.notify(changed.clone()).await.unwrap();
+    let ev = sse.next().await.unwrap();
+    assert_eq!(ev.id.as_deref(), Some("0-2"));
+    assert!(sse.comments >= 1, "no keep-alive comment");
+    drop(sse);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    // Sent while disconnected: buffered, replayed after Last-Event-ID.
+    peer.notify(changed.clone()).await.unwrap();
+    peer.notify(changed).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let resp = get(Some("0-1")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = Sse::new(resp);
+    for want in ["0-2", "0-3", "0-4"] {
+        let ev = sse.next().await.unwrap();
+        assert_eq!(ev.id.as_deref(), Some(want));
+        tap().validate_frame(R1125, &ev.data).unwrap();
+    }
+
+    // GET without a session: 405; unknown session: 404.
+    let resp = s
+        .http
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 405);
+    let resp = s
+        .http
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", "abcd")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+}
+
+#[tokio::test]
+async fn ask_travels_on_the_post_stream_and_the_answer_completes_it() {
+    let s = start().await;
+    let sid = s.initialize(R0618).await;
+    let resp = s
+        .legacy(
+            &sid,
+            Some(R0618),
+            json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask","arguments":{}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = Sse::new(resp);
+    let ev = sse.next().await.unwrap();
+    assert!(ev.id.is_some(), "legacy stream events carry ids");
+    tap().validate_frame(R0618, &ev.data).unwrap();
+    let req: Value = serde_json::from_str(&ev.data).unwrap();
+    assert_eq!(req["method"], "roots/list");
+    let answer =
+        json!({"jsonrpc":"2.0","id":req["id"],"result":{"roots":[{"uri":"file:///w","name":"w"}]}});
+    let resp = s.legacy(&sid, Some(R0618), answer).send().await.unwrap();
+    assert_eq!(resp.status(), 202);
+    let ev = sse.next().await.unwrap();
+    tap()
+        .validate_response(R0618, "tools/call", &ev.data)
+        .unwrap();
+    assert!(ev.data.contains("file:///w"));
+    assert!(sse.next().await.is_none(), "the response ends the stream");
+}
+
+#[tokio::test]
+async fn legacy_progress_stream_primes_and_disconnect_does_not_cancel() {
+    let s = start().await;
+    let sid = s.initialize(R1125).await;
+    let call = |id: i64, steps: u64| {
+        s.legacy(
+            &sid,
+            Some(R1125),
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+                   "params":{"name":"slow","arguments":{"steps":steps},"_meta":{"progressToken":"p"}}}),
+        )
+    };
+    let mut sse = Sse::new(call(1, 2).send().await.unwrap());
+    let prime = sse.next().await.unwrap();
+    assert_eq!(prime.data, "");
+    let p = sse.next().await.unwrap();
+    assert!(p.id.is_some());
+    assert!(p.data.contains("notifications/progress"));
+    tap().validate_frame(R1125, &p.data).unwrap();
+    tap()
+        .validate_frame(R1125, &sse.next().await.unwrap().data)
+        .unwrap();
+    let last = sse.next().await.unwrap();
+    tap()
+        .validate_response(R1125, "tools/call", &last.data)
+        .unwrap();
+
+    // Closing the stream mid-call does not cancel (B-C6).
+    let mut sse = Sse::new(call(2, 4).send().await.unwrap());
+    sse.next().await.unwrap();
+    sse.next().await.unwrap();
+    drop(sse);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let done = s.svc.done.lock().unwrap().clone();
+    assert!(
+        done.iter().filter(|(m, c)| m == "tools/call" && !c).count() == 2,
+        "{done:?}"
+    );
+}
+
+#[tokio::test]
+async fn batches_only_in_2025_03_26() {
+    let s = start().await;
+    let sid = s.initialize(R0326).await;
+    let batch = json!([
+        {"jsonrpc":"2.0","id":1,"method":"tools/list"},
+        {"jsonrpc":"2.0","method":"notifications/roots/list_changed"},
+        {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"b"}}}
+    ]);
+    let resp = s.legacy(&sid, None, batch.clone()).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let arr: Vec<Value> = resp.json_value().await;
+    assert_eq!(arr.len(), 2);
+    for r in &arr {
+        let method = if r["id"] == 1 {
+            "tools/list"
+        } else {
+            "tools/call"
+        };
+        tap()
+            .validate_response(R0326, method, &r.to_string())
+            .unwrap();
+    }
+    let notes = json!([{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]);
+    let resp = s.legacy(&sid, None, notes).send().await.unwrap();
+    assert_eq!(resp.status(), 202);
+
+    let sid = s.initialize(R0618).await;
+    let resp = s.legacy(&sid, Some(R0618), batch).send().await.unwrap();
+    expect_error(resp, 400, -32600, R0618).await;
+}
+
+trait JsonValue {
+    async fn json_value<T: serde::de::DeserializeOwned>(self) -> T;
+}
+
+impl JsonValue for reqwest::Response {
+    async fn json_value<T: serde::de::DeserializeOwned>(self) -> T {
+        serde_json::from_str(&self.text().await.unwrap()).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn modern_requests_json_and_errors() {
+    let s = start().await;
+    let resp = s
+        .modern(&modern_req(1, "tools/list", json!({})))
+        .header("mcp-session-id", "ignored")
+        .header("last-event-id", "0-3")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(content_type(&resp), "application/json");
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    tap()
+        .validate_response(R2026, "tools/list", &resp.text().await.unwrap())
+        .unwrap();
+    let resp = s
+        .modern(&modern_req(2, "server/discover", json!({})))
+        .send()
+        .await
+        .unwrap();
+    tap()
+        .validate_response(R2026, "server/discover", &resp.text().await.unwrap())
+        .unwrap();
+
+    let call = modern_req(
+        3,
+        "tools/call",
+        json!({"name":"echo","arguments":{"text":"x"}}),
+    );
+    let raw = |headers: &[(&str, &str)]| {
+        let mut b = s
+            .post(call.to_string())
+            .header("mcp-protocol-version", "2026-07-28");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b
+    };
+    // Mcp-Method missing or wrong, Mcp-Name missing or wrong: 400 -32020.
+    for hs in [
+        vec![("mcp-name", "echo")],
+        vec![("mcp-method", "tools/list"), ("mcp-name", "echo")],
+        vec![("mcp-method", "tools/call")],
+        vec![("mcp-method", "tools/call"), ("mcp-name", "slow")],
+        vec![
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?c2xvdw==?="),
+        ],
+    ] {
+        let resp = raw(&hs).send().await.unwrap();
+        expect_error(resp, 400, -32020, R2026).await;
+    }
+    // The Base64 form of the right name is accepted.
+    let resp = raw(&[
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "=?base64?ZWNobw==?="),
+    ])
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    tap()
+        .validate_response(R2026, "tools/call", &resp.text().await.unwrap())
+        .unwrap();
+
+    // Unsupported version: 400 -32022.
+    let resp = s
+        .post(modern_req(4, "tools/list", json!({})).to_string())
+        .header("mcp-protocol-version", "2099-01-01")
+        .header("mcp-method", "tools/list")
+        .send()
+        .await
+        .unwrap();
+    expect_error(resp, 400, -32022, R2026).await;
+    // Missing _meta: 400 -32602.
+    let resp = s
+        .post(json!({"jsonrpc":"2.0","id":5,"method":"tools/list","params":{}}).to_string())
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
+        .send()
+        .await
+        .unwrap();
+    expect_error(resp, 400, -32602, R2026).await;
+    // Methods 2026-07-28 lacks: 404 -32601 (H10), never reaching the service.
+    let before = s.svc.done.lock().unwrap().len();
+    for m in ["initialize", "ping", "no/such"] {
+        let resp = s.modern(&modern_req(6, m, json!({}))).send().await.unwrap();
+        expect_error(resp, 404, -32601, R2026).await;
+    }
+    assert_eq!(s.svc.done.lock().unwrap().len(), before);
+    // GET and DELETE: 405.
+    for m in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let resp = s
+            .http
+            .request(m, s.url("/mcp"))
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 405);
+    }
+    // A notification: 202.
+    let n = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,
+        "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}});
+    let resp = s.modern(&n).send().await.unwrap();
+    assert_eq!(resp.status(), 202);
+}
+
+#[tokio::test]
+async fn modern_progress_stream_and_close_cancels() {
+    let s = start().await;
+    let slow = |id: i64, steps: u64| {
+        let mut req = modern_req(
+            id,
+            "tools/call",
+            json!({"name":"slow","arguments":{"steps":steps}}),
+        );
+        req["params"]["_meta"]["progressToken"] = json!(id);
+        s.modern(&req)
+    };
+    let mut sse = Sse::new(slow(1, 2).send().await.unwrap());
+    for _ in 0..2 {
+        let ev = sse.next().await.unwrap();
+        assert!(ev.id.is_none(), "no event ids in 2026-07-28");
+        assert!(ev.data.contains("notifications/progress"));
+        tap().validate_frame(R2026, &ev.data).unwrap();
+    }
+    let ev = sse.next().await.unwrap();
+    tap()
+        .validate_response(R2026, "tools/call", &ev.data)
+        .unwrap();
+    assert!(sse.next().await.is_none());
+
+    let mut sse = Sse::new(slow(2, 40).send().await.unwrap());
+    sse.next().await.unwrap();
+    drop(sse);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let done = s.svc.done.lock().unwrap().clone();
+    assert!(done.contains(&("tools/call".into(), true)), "{done:?}");
+
+    // Without a progress token the answer would be JSON: dropping the connection
+    // while waiting for it cancels too.
+    let req = modern_req(
+        3,
+        "tools/call",
+        json!({"name":"slow","arguments":{"steps":40}}),
+    );
+    let r = s
+        .modern(&req)
+        .timeout(Duration::from_millis(150))
+        .send()
+        .await;
+    assert!(r.is_err());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let done = s.svc.done.lock().unwrap().clone();
+    assert_eq!(
+        done.iter()
+            .filter(|d| **d == ("tools/call".into(), true))
+            .count(),
+        2,
+        "{done:?}"
+    );
+}
+
+#[tokio::test]
+async fn http_sse_transport() {
+    let s = start().await;
+    let resp = s
+        .http
+        .get(s.url("/sse"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = Sse::new(resp);
+    let ep = sse.next().await.unwrap();
+    assert_eq!(ep.event.as_deref(), Some("endpoint"));
+    assert!(ep.data.starts_with("/messages?sessionId="));
+    let post = |body: Value| {
+        s.http
+            .post(s.url(&ep.data))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+    };
+    let rev = Revision::V2024_11_05;
+    let resp = post(
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 202);
+    let ev = sse.next().await.unwrap();
+    assert_eq!(ev.event.as_deref(), Some("message"));
+    tap()
+        .validate_response(rev, "initialize", &ev.data)
+        .unwrap();
+    let resp = post(json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let resp = post(json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let ev = sse.next().await.unwrap();
+    tap()
+        .validate_response(rev, "tools/list", &ev.data)
+        .unwrap();
+    // Unknown session: 404.
+    let resp = s
+        .http
+        .post(s.url("/messages?sessionId=nope"))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+}
+
+#[tokio::test]
+async fn edge_guards() {
+    let s = start().await;
+    let list = json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}).to_string();
+    let resp = s
+        .post(list.clone())
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    let v = expect_error(resp, 403, -32600, R1125).await;
+    assert!(v["error"]["message"].as_str().unwrap().contains("Origin"));
+    let resp = s
+        .post(list.clone())
+        .header("origin", "http://localhost:5173")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400, "allowed origin reaches the endpoint");
+
+    // A foreign Host (DNS rebinding), over raw TCP to control the header.
+    let reply = raw(
+        s.addr,
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: evil.example\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{list}",
+            list.len()
+        ),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 403"), "{reply}");
+    assert!(reply.contains("Host"));
+
+    // Oversize body: 413 naming the limit.
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(70 * 1024)
+    );
+    let resp = s.post(big).send().await.unwrap();
+    let v = expect_error(resp, 413, -32600, R1125).await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&(64 * 1024).to_string())
+    );
+    // Malformed JSON: 400 -32700.
+    let resp = s.post("{not json").send().await.unwrap();
+    expect_error(resp, 400, -32700, R1125).await;
+    // Wrong content type: 415; an Accept admitting neither type: 406.
+    let resp = s
+        .http
+        .post(s.url("/mcp"))
+        .header("content-type", "text/plain")
+        .body(list.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 415);
+    let resp = s
+        .http
+        .post(s.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "text/html")
+        .body(list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 406);
+}
+
+async fn raw(addr: SocketAddr, request: String) -> String {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(3), tcp.read(&mut buf)).await {
+            Ok(Ok(0)) | Err(_) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => {
+                out.extend_from_slice(&buf[..n]);
+                if out.windows(4).any(|w| w == b"\r\n\r\n") && out.ends_with(b"}") {
+                    break;
+                }
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn a_stalled_body_is_cut_off_without_stalling_others() {
+    let s = start().await;
+    let mut tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let started = std::time::Instant::now();
+    tcp.write_all(
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\":",
+            s.addr
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    // Another client is served meanwhile.
+    let sid = s.initialize(R1125).await;
+    assert!(!sid.is_empty());
+    assert!(started.elapsed() < Duration::from_millis(300));
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(2), tcp.read(&mut buf)).await {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+        if out.ends_with(b"}") {
+            break;
+        }
+    }
+    let reply = String::from_utf8_lossy(&out);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
