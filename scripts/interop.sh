@@ -1,27 +1,39 @@
 #!/usr/bin/env bash
 # Interop with external MCP peers, installed at pinned versions by scripts/peers.sh:
-# the MCP Inspector CLI (npm, run on Node 22) and the Python `mcp` SDK 2.3.0 (PyPI,
-# in a venv under target/peers). Each check prints one line, PASS or FAIL; the last
-# line is "N passed, M failed". Exit status 0 only when nothing failed.
+# the MCP Inspector CLI (npm, run on Node 22) and the Python `mcp` SDK 2.3.0 (PyPI, in
+# a venv under target/peers).
 #
-#   scripts/interop.sh            build mcpx's binaries and run every check
+#  1. Real clients -> a minimal echo server built on mcpx-transport
+#     (crates/mcpx-transport/examples/echo_server.rs), over stdio, Streamable HTTP
+#     and HTTP+SSE: the Inspector CLI (a legacy client) and the Python SDK client in
+#     its three modes (legacy handshake, discover-first, modern only).
+#  2. mcpx-transport's clients -> the Python SDK's server, over the same three
+#     (crates/mcpx-transport/examples/client_probe.rs).
 #
-# Everything listens on 127.0.0.1 only.
+# Each check prints one line, PASS or FAIL; the last line is "N passed, M failed".
+# Exit status 0 only when nothing failed. Everything listens on 127.0.0.1 only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
+# shellcheck source=scripts/peers.sh
 source scripts/peers.sh
 
 passed=0
 failed=0
 log_dir="$repo/target/interop"
+rm -rf "$log_dir"
 mkdir -p "$log_dir"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; }
+trap cleanup EXIT
 
-# check NAME EXPECTED_SUBSTRING CMD...: runs CMD (30 s limit); passes when it exits 0
-# and its stdout contains EXPECTED_SUBSTRING.
+bail() { echo "FAIL $1"; echo "$passed passed, $((failed + 1)) failed"; exit 1; }
+
+# check NAME EXPECTED CMD...: runs CMD (60 s limit); passes when it exits 0 and its
+# output contains EXPECTED (a fixed string).
 check() {
   local name="$1" want="$2"; shift 2
-  local out="$log_dir/${name//[^A-Za-z0-9_.-]/_}.log"
+  local out="$log_dir/$name.log"
   if timeout --kill-after=5 60 "$@" >"$out" 2>&1 && grep -qF -- "$want" "$out"; then
     echo "PASS $name"; passed=$((passed + 1))
   else
@@ -29,25 +41,86 @@ check() {
   fi
 }
 
+free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 150); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+
 echo "== building"
-cargo build --locked -q -p mcpx-transport --example echo_server || { echo "0 passed, 1 failed"; exit 1; }
+cargo build --locked -q -p mcpx-transport --example echo_server --example client_probe || bail build
 echo_server="$repo/target/debug/examples/echo_server"
+probe="$repo/target/debug/examples/client_probe"
 
 echo "== installing pinned peers"
-node22=$(peers_node22) || { echo "0 passed, 1 failed"; exit 1; }
-inspector=$(peers_inspector_cli) || { echo "0 passed, 1 failed"; exit 1; }
-py=$(peers_python_mcp) || { echo "0 passed, 1 failed"; exit 1; }
-echo "node: $("$node22" --version); python mcp: $("$py" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
-
+node22=$(peers_node22) || bail install-node22
+inspector=$(peers_inspector_cli) || bail install-inspector-cli
+py=$(peers_python_mcp) || bail install-python-mcp
+echo "node $("$node22" --version); inspector-cli ${PEERS_INSPECTOR_CLI_VERSION}; python mcp $("$py" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
 # Commands as arrays, so `timeout` can run them (peers.sh quotes words with %q).
-eval "run_inspector=($inspector)"
+eval "inspector_cmd=($inspector)"
 py_client=("$py" "$repo/scripts/interop/py_client.py")
 
-echo "== real clients -> echo server built on mcpx-transport"
-check inspector-stdio-tools-list '"name": "echo"' "${run_inspector[@]}" "$echo_server" --method tools/list
-check inspector-stdio-tools-call '"text": "hello"' "${run_inspector[@]}" "$echo_server" --method tools/call --tool-name echo --tool-arg text=hello
+echo "== real clients -> echo server on mcpx-transport"
+port=$(free_port)
+"$echo_server" --http "127.0.0.1:$port" >"$log_dir/echo-http-server.log" 2>&1 &
+pids+=($!)
+wait_port "$port" || bail echo-server-http-start
+mcp_url="http://127.0.0.1:$port/mcp"
+sse_url="http://127.0.0.1:$port/sse"
+
+check inspector-stdio-tools-list '"name": "echo"' "${inspector_cmd[@]}" "$echo_server" --method tools/list
+check inspector-stdio-tools-call '"text": "hello"' "${inspector_cmd[@]}" "$echo_server" --method tools/call --tool-name echo --tool-arg text=hello
+check inspector-http-tools-list '"name": "echo"' "${inspector_cmd[@]}" "$mcp_url" --transport http --method tools/list
+check inspector-http-tools-call '"text": "hello"' "${inspector_cmd[@]}" "$mcp_url" --transport http --method tools/call --tool-name echo --tool-arg text=hello
+check inspector-sse-tools-list '"name": "echo"' "${inspector_cmd[@]}" "$sse_url" --transport sse --method tools/list
+check inspector-sse-tools-call '"text": "hello"' "${inspector_cmd[@]}" "$sse_url" --transport sse --method tools/call --tool-name echo --tool-arg text=hello
+# py_client.py exits 0 only when the echo came back; each mode must land in its era.
 for mode in legacy auto 2026-07-28; do
-  check "python-$mode-stdio" '"ok": true' "${py_client[@]}" "$mode" stdio "$echo_server"
+  want='"protocol_version": "2026-07-28"'
+  [[ $mode == legacy ]] && want='"protocol_version": "2025-11-25"'
+  check "python-$mode-stdio" "$want" "${py_client[@]}" "$mode" stdio "$echo_server"
+  check "python-$mode-http" "$want" "${py_client[@]}" "$mode" http "$mcp_url"
+done
+# The SDK's HTTP+SSE client speaks the legacy handshake (the transport is 2024-11-05's).
+check python-legacy-sse '"protocol_version": "2025-11-25"' "${py_client[@]}" legacy sse "$sse_url"
+
+echo "== mcpx-transport clients -> Python SDK server"
+server_py="$log_dir/py_server.py"
+cat >"$server_py" <<'PYEOF'
+import sys
+from mcp.server.mcpserver import MCPServer
+app = MCPServer("interop")
+
+@app.tool()
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+if len(sys.argv) > 1:
+    app.run(sys.argv[1], host="127.0.0.1", port=int(sys.argv[2]))
+else:
+    app.run()
+PYEOF
+check client-stdio-legacy 'tools/call' "$probe" stdio "$py" "$server_py"
+port=$(free_port)
+"$py" "$server_py" streamable-http "$port" >"$log_dir/py-http-server.log" 2>&1 &
+pids+=($!)
+wait_port "$port" || bail py-server-http-start
+check client-http-legacy 'tools/call' "$probe" http "http://127.0.0.1:$port/mcp"
+check client-http-modern 'tools/call' "$probe" modern "http://127.0.0.1:$port/mcp"
+port=$(free_port)
+"$py" "$server_py" sse "$port" >"$log_dir/py-sse-server.log" 2>&1 &
+pids+=($!)
+wait_port "$port" || bail py-server-sse-start
+check client-sse-legacy 'tools/call' "$probe" sse "http://127.0.0.1:$port/sse"
+# The tool answered with the non-ASCII text it was sent.
+for name in client-stdio-legacy client-http-legacy client-http-modern client-sse-legacy; do
+  if grep -qE 'tools/call .*h(é|\\u00e9)llo' "$log_dir/$name.log"; then
+    echo "PASS $name-echo"; passed=$((passed + 1))
+  else
+    echo "FAIL $name-echo"; failed=$((failed + 1))
+  fi
 done
 
 echo "$passed passed, $failed failed"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (the README's second command; .ci/run calls it).
-# Installs nothing by hand: cargo fetches the crates; the tests read the spec from the
-# read-only shared/ folder beside the repository (or $MCPX_SHARED_DIR).
+# Installs what it needs: cargo fetches the crates, scripts/peers.sh the pinned external
+# peers (npm, PyPI) under target/peers. The tests read the spec from the read-only
+# shared/ folder beside the repository (or $MCPX_SHARED_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,3 +14,6 @@ if [[ ! -f "$shared/requirements/items.tsv" ]]; then
 fi
 
 cargo test --workspace --locked "$@"
+
+# External peers (Inspector CLI, Python mcp SDK), installed by scripts/peers.sh.
+scripts/interop.sh

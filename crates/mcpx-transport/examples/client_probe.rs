@@ -2,7 +2,7 @@
 //! server with one of mcpx's client transports and prints one JSON line per result.
 //! Legacy: initialize (2025-11-25; 2024-11-05 for `sse`) + tools/list + tools/call echo.
 //! Modern: server/discover + tools/list + tools/call echo with `_meta`
-//! (protocolVersion 2026-07-28). Used by `scripts/interop_clients.sh`.
+//! (protocolVersion 2026-07-28). Used by `scripts/interop.sh`.
 #![allow(missing_docs)]
 
 use std::time::Duration;
