@@ -1,0 +1,70 @@
+//! One type for every client transport, so a connection can hold whichever it probed.
+
+use mcpx_protocol::Frame;
+use mcpx_transport::TransportError;
+use mcpx_transport::child::ChildUpstream;
+use mcpx_transport::http_sse_client::SseUpstream;
+use mcpx_transport::streamable_http::client::HttpUpstream;
+use mcpx_transport::upstream::{Exchange, Upstream};
+
+/// A connection over stdio, Streamable HTTP or HTTP+SSE.
+#[derive(Debug)]
+pub enum AnyUpstream {
+    /// A child process.
+    Child(ChildUpstream),
+    /// Streamable HTTP.
+    Http(HttpUpstream),
+    /// 2024-11-05 HTTP+SSE.
+    Sse(SseUpstream),
+}
+
+impl AnyUpstream {
+    /// The transport's name, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AnyUpstream::Child(_) => "stdio",
+            AnyUpstream::Http(_) => "Streamable HTTP",
+            AnyUpstream::Sse(_) => "HTTP+SSE",
+        }
+    }
+
+    /// Whether this is Streamable HTTP, where closing a modern request's stream is its
+    /// cancellation (register C-C3).
+    pub fn is_streamable_http(&self) -> bool {
+        matches!(self, AnyUpstream::Http(_))
+    }
+
+    /// The tail of a child's stderr, for error messages.
+    pub fn stderr_tail(&self) -> Option<String> {
+        match self {
+            AnyUpstream::Child(c) => Some(c.stderr_tail()).filter(|s| !s.is_empty()),
+            _ => None,
+        }
+    }
+}
+
+impl Upstream for AnyUpstream {
+    async fn request(&self, frame: Frame) -> Result<Exchange, TransportError> {
+        match self {
+            AnyUpstream::Child(u) => u.request(frame).await,
+            AnyUpstream::Http(u) => u.request(frame).await,
+            AnyUpstream::Sse(u) => u.request(frame).await,
+        }
+    }
+
+    async fn send(&self, frame: Frame) -> Result<(), TransportError> {
+        match self {
+            AnyUpstream::Child(u) => u.send(frame).await,
+            AnyUpstream::Http(u) => u.send(frame).await,
+            AnyUpstream::Sse(u) => u.send(frame).await,
+        }
+    }
+
+    async fn close(&self) {
+        match self {
+            AnyUpstream::Child(u) => u.close().await,
+            AnyUpstream::Http(u) => u.close().await,
+            AnyUpstream::Sse(u) => u.close().await,
+        }
+    }
+}

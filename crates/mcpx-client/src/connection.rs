@@ -1,0 +1,689 @@
+//! One live connection to an upstream, in the era and revision the handshake found.
+//!
+//! [`Connection::call`] sends a request written the way the upstream's revision wants
+//! it (modern: the `_meta` envelope on every request; legacy: the session's
+//! conventions), relays what belongs to the request back to the caller as
+//! [`CallEvent`]s (progress, logs, and the upstream's requests to the client), and
+//! returns the response. Progress resets the call's timeout; a hard limit bounds it
+//! anyway. Cancelling follows the upstream's era and transport: `notifications/cancelled`
+//! on stdio and legacy HTTP, closing the stream on modern Streamable HTTP (register
+//! C-C3). A legacy session that expired (HTTP 404) is re-initialised and the request
+//! retried once (H10); a modern request whose stream broke is re-issued with a new id
+//! only when that is safe (B-C10).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcpx_protocol::jsonrpc::Kind;
+use mcpx_protocol::{Era, Frame, Id, Revision, SpecPolicy, meta};
+use mcpx_transport::TransportError;
+use mcpx_transport::upstream::{Exchange, Unsolicited, Upstream};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::any::AnyUpstream;
+use crate::error::ClientError;
+
+/// What the handshake learnt about the upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerFacts {
+    /// The era.
+    pub era: Era,
+    /// The revision spoken.
+    pub revision: Revision,
+    /// `ServerCapabilities`.
+    pub capabilities: Value,
+    /// The server's `Implementation`, if it said.
+    pub info: Value,
+    /// Instructions for the model, if any.
+    pub instructions: Option<String>,
+}
+
+impl ServerFacts {
+    /// Whether the upstream declared capability `name` (e.g. `"tools"`).
+    pub fn has(&self, name: &str) -> bool {
+        self.capabilities.get(name).is_some_and(|v| !v.is_null())
+    }
+}
+
+/// Something that happened while a call was in flight, for the caller to relay.
+#[derive(Debug)]
+pub enum CallEvent {
+    /// `notifications/progress` for this call.
+    Progress {
+        /// Progress so far.
+        progress: f64,
+        /// Total, if known.
+        total: Option<f64>,
+        /// Message, if any.
+        message: Option<String>,
+    },
+    /// `notifications/message` for this call.
+    Log {
+        /// The level (wire name).
+        level: String,
+        /// The logger, if named.
+        logger: Option<String>,
+        /// The payload.
+        data: Value,
+    },
+    /// The upstream asks the client something (sampling, elicitation, roots): answer
+    /// through `reply` with the result, or an error object.
+    Ask {
+        /// The method.
+        method: String,
+        /// Its params.
+        params: Option<Value>,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<Value, (i64, String)>>,
+    },
+}
+
+/// How to make one call.
+#[derive(Debug, Clone)]
+pub struct CallOptions {
+    /// Where [`CallEvent`]s go; `None` when the caller wants none (then asks are refused).
+    pub events: Option<mpsc::Sender<CallEvent>>,
+    /// Ask the upstream for progress (a `progressToken` of mcpx's own).
+    pub progress: bool,
+    /// The log level to request from a modern upstream (`_meta` logLevel).
+    pub log_level: Option<String>,
+    /// The client capabilities declared on a modern request.
+    pub client_capabilities: Value,
+    /// How long to wait without news; progress restarts it.
+    pub timeout: Duration,
+    /// How long to wait at most, whatever progress comes.
+    pub max_time: Duration,
+    /// Fires when the caller cancels.
+    pub cancel: CancellationToken,
+    /// Safe to re-issue if a modern stream breaks (B-C10).
+    pub idempotent: bool,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions {
+            events: None,
+            progress: false,
+            log_level: None,
+            client_capabilities: json!({}),
+            timeout: Duration::from_secs(60),
+            max_time: Duration::from_secs(600),
+            cancel: CancellationToken::new(),
+            idempotent: false,
+        }
+    }
+}
+
+/// Methods whose re-issue is always safe: they only read (B-C10).
+fn idempotent_method(method: &str) -> bool {
+    matches!(
+        method,
+        "server/discover"
+            | "tools/list"
+            | "prompts/list"
+            | "prompts/get"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+            | "completion/complete"
+            | "ping"
+    )
+}
+
+/// Frames the dispatcher routes to one call.
+type CallRoute = mpsc::Sender<Frame>;
+
+#[derive(Debug, Default)]
+struct Routes {
+    /// Our progress tokens, to the call that owns them.
+    progress: HashMap<String, CallRoute>,
+    /// Calls in flight, by request id.
+    calls: HashMap<i64, CallRoute>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) name: String,
+    pub(crate) up: AnyUpstream,
+    pub(crate) facts: Mutex<ServerFacts>,
+    next_id: AtomicI64,
+    routes: Mutex<Routes>,
+    pub(crate) policy: SpecPolicy,
+    pub(crate) client_info: Value,
+    changes: broadcast::Sender<Frame>,
+    /// Re-runs the legacy handshake after a session expired.
+    pub(crate) legacy_capabilities: Value,
+}
+
+/// A connection to one upstream.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Connection {
+    pub(crate) fn new(
+        name: String,
+        up: AnyUpstream,
+        unsolicited: Unsolicited,
+        facts: ServerFacts,
+        policy: SpecPolicy,
+        client_info: Value,
+        legacy_capabilities: Value,
+        first_id: i64,
+    ) -> Connection {
+        let (changes, _) = broadcast::channel(256);
+        let inner = Arc::new(Inner {
+            name,
+            up,
+            facts: Mutex::new(facts),
+            next_id: AtomicI64::new(first_id),
+            routes: Mutex::new(Routes::default()),
+            policy,
+            client_info,
+            changes,
+            legacy_capabilities,
+        });
+        tokio::spawn(dispatch(Arc::downgrade(&inner), unsolicited));
+        Connection { inner }
+    }
+
+    /// The upstream's configured name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// What the handshake learnt.
+    pub fn facts(&self) -> ServerFacts {
+        self.inner
+            .facts
+            .lock()
+            .map(|f| f.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Notifications that are about the upstream, not a request: list_changed,
+    /// resources/updated. Each subscriber sees each one.
+    pub fn changes(&self) -> broadcast::Receiver<Frame> {
+        self.inner.changes.subscribe()
+    }
+
+    /// Closes the connection (a legacy HTTP session ends with DELETE; a child process
+    /// is stopped).
+    pub async fn close(&self) {
+        self.inner.up.close().await;
+    }
+
+    fn next_id(&self) -> i64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn transport_err(&self, source: TransportError) -> ClientError {
+        let source = match (source, self.inner.up.stderr_tail()) {
+            (TransportError::Closed { detail }, Some(tail)) if !detail.contains("stderr") => {
+                TransportError::Closed {
+                    detail: format!("{detail}; stderr: {tail}"),
+                }
+            }
+            (s, _) => s,
+        };
+        ClientError::Transport {
+            upstream: self.inner.name.clone(),
+            source,
+        }
+    }
+
+    /// The request frame for `method`, written for the upstream's revision.
+    fn build(
+        &self,
+        id: i64,
+        method: &str,
+        params: Option<&str>,
+        opts: &CallOptions,
+        progress_token: Option<&str>,
+    ) -> Result<Frame, ClientError> {
+        let facts = self.facts();
+        let mut obj: Map<String, Value> = match params {
+            None => Map::new(),
+            Some(p) => serde_json::from_str(p).map_err(|e| ClientError::Protocol {
+                upstream: self.inner.name.clone(),
+                message: format!("params for {method} are not a JSON object: {e}"),
+            })?,
+        };
+        let needs_meta = facts.era == Era::Modern || progress_token.is_some();
+        if needs_meta {
+            let m = obj
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(m) = m.as_object_mut() {
+                if facts.era == Era::Modern {
+                    // 2026-07-28 basic/index §_meta: required on every request (A-C12).
+                    m.insert(meta::PROTOCOL_VERSION.into(), json!(facts.revision.as_str()));
+                    m.insert(
+                        meta::CLIENT_CAPABILITIES.into(),
+                        opts.client_capabilities.clone(),
+                    );
+                    m.insert(meta::CLIENT_INFO.into(), self.inner.client_info.clone());
+                    match &opts.log_level {
+                        Some(l) => {
+                            m.insert(meta::LOG_LEVEL.into(), json!(l));
+                        }
+                        None => {
+                            m.remove(meta::LOG_LEVEL);
+                        }
+                    }
+                }
+                match progress_token {
+                    Some(t) => {
+                        m.insert(meta::PROGRESS_TOKEN.into(), json!(t));
+                    }
+                    None => {
+                        // The host's own token means nothing upstream.
+                        m.remove(meta::PROGRESS_TOKEN);
+                    }
+                }
+            }
+        } else if let Some(Value::Object(m)) = obj.get_mut("_meta") {
+            m.remove(meta::PROGRESS_TOKEN);
+        }
+        let raw = RawValue::from_string(Value::Object(obj).to_string()).map_err(|e| {
+            ClientError::Protocol {
+                upstream: self.inner.name.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        Ok(Frame::request(&Id::Number(id), method, Some(&raw)))
+    }
+
+    /// Sends a notification (in the upstream's revision: `_meta` added on modern).
+    pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), ClientError> {
+        let raw = params
+            .map(|p| RawValue::from_string(p.to_string()))
+            .transpose()
+            .map_err(|e| ClientError::Protocol {
+                upstream: self.inner.name.clone(),
+                message: e.to_string(),
+            })?;
+        self.inner
+            .up
+            .send(Frame::notification(method, raw.as_deref()))
+            .await
+            .map_err(|e| self.transport_err(e))
+    }
+
+    /// Calls `method` with raw JSON `params` (an object, or none) and returns the
+    /// response frame: a result or an error response. Transport problems, timeouts and
+    /// cancellation are `Err`.
+    pub async fn call(
+        &self,
+        method: &str,
+        params: Option<&str>,
+        opts: CallOptions,
+    ) -> Result<Frame, ClientError> {
+        let mut reissued = false;
+        let mut reinitialised = false;
+        loop {
+            match self.call_once(method, params, &opts).await {
+                Err(Attempt::SessionExpired) if !reinitialised => {
+                    // H10, B-C7: "MUST start a new session": initialise again, retry once.
+                    reinitialised = true;
+                    crate::probe::reinitialise(self).await?;
+                }
+                Err(Attempt::StreamBroke(e)) if !reissued => {
+                    let modern = self.facts().era == Era::Modern;
+                    if modern && (opts.idempotent || idempotent_method(method)) {
+                        // 2026-07-28 changelog: re-issue "as a new request with a new
+                        // request ID" (B-C10), only where that is safe.
+                        reissued = true;
+                        tracing::info!(upstream = %self.inner.name, method, "re-issuing after a broken stream");
+                        continue;
+                    }
+                    if modern {
+                        return Err(ClientError::ResultUnknown {
+                            upstream: self.inner.name.clone(),
+                            method: method.to_owned(),
+                        });
+                    }
+                    return Err(self.transport_err(e));
+                }
+                Err(Attempt::SessionExpired) => {
+                    return Err(self.transport_err(TransportError::SessionExpired));
+                }
+                Err(Attempt::StreamBroke(e)) => return Err(self.transport_err(e)),
+                Err(Attempt::Failed(e)) => return Err(e),
+                Ok(frame) => return Ok(frame),
+            }
+        }
+    }
+
+    async fn call_once(
+        &self,
+        method: &str,
+        params: Option<&str>,
+        opts: &CallOptions,
+    ) -> Result<Frame, Attempt> {
+        let id = self.next_id();
+        let token = opts
+            .progress
+            .then(|| format!("mcpx-{}-{id}", self.inner.name));
+        let frame = self
+            .build(id, method, params, opts, token.as_deref())
+            .map_err(Attempt::Failed)?;
+        let (route_tx, mut route_rx) = mpsc::channel::<Frame>(64);
+        {
+            let mut routes = self.inner.routes.lock().map_err(|_| {
+                Attempt::Failed(ClientError::Protocol {
+                    upstream: self.inner.name.clone(),
+                    message: "internal lock poisoned".into(),
+                })
+            })?;
+            routes.calls.insert(id, route_tx.clone());
+            if let Some(t) = &token {
+                routes.progress.insert(t.clone(), route_tx);
+            }
+        }
+        let _cleanup = RouteGuard {
+            inner: self.inner.clone(),
+            id,
+            token: token.clone(),
+        };
+        let exchange = match self.inner.up.request(frame).await {
+            Ok(x) => x,
+            Err(TransportError::SessionExpired) => return Err(Attempt::SessionExpired),
+            Err(e @ TransportError::Closed { .. }) => return Err(Attempt::StreamBroke(e)),
+            Err(e) => return Err(Attempt::Failed(self.transport_err(e))),
+        };
+        self.drive(id, method, exchange, &mut route_rx, opts).await
+    }
+
+    /// Runs one exchange to its response, relaying events, honouring the timeouts and
+    /// cancellation.
+    async fn drive(
+        &self,
+        id: i64,
+        method: &str,
+        mut exchange: Exchange,
+        routed: &mut mpsc::Receiver<Frame>,
+        opts: &CallOptions,
+    ) -> Result<Frame, Attempt> {
+        let start = Instant::now();
+        let hard = start + opts.max_time;
+        let mut deadline = (start + opts.timeout).min(hard);
+        loop {
+            let frame = tokio::select! {
+                item = exchange.next() => match item {
+                    Some(Ok(f)) => f,
+                    Some(Err(e @ TransportError::Closed { .. })) => return Err(Attempt::StreamBroke(e)),
+                    Some(Err(TransportError::SessionExpired)) => return Err(Attempt::SessionExpired),
+                    Some(Err(e)) => return Err(Attempt::Failed(self.transport_err(e))),
+                    None => return Err(Attempt::StreamBroke(TransportError::Closed {
+                        detail: "the stream ended before the response".into(),
+                    })),
+                },
+                Some(f) = routed.recv() => f,
+                () = opts.cancel.cancelled() => {
+                    self.cancel(id, "cancelled by the host").await;
+                    return Err(Attempt::Failed(ClientError::Cancelled {
+                        upstream: self.inner.name.clone(),
+                        method: method.to_owned(),
+                    }));
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    self.cancel(id, "timed out").await;
+                    return Err(Attempt::Failed(ClientError::Timeout {
+                        upstream: self.inner.name.clone(),
+                        method: method.to_owned(),
+                        after: deadline - start,
+                    }));
+                }
+            };
+            match frame.kind() {
+                Kind::Result | Kind::Error => return Ok(frame),
+                Kind::Notification => {
+                    if self.relay(&frame, opts).await {
+                        // Progress restarts the clock (register A-C18), within `max_time`.
+                        deadline = (Instant::now() + opts.timeout).min(hard);
+                    }
+                }
+                Kind::Request => self.answer_ask(frame, opts).await,
+            }
+        }
+    }
+
+    /// Relays a notification that belongs to a call. Returns whether it was progress.
+    async fn relay(&self, frame: &Frame, opts: &CallOptions) -> bool {
+        let Some(events) = &opts.events else {
+            return frame.method() == Some("notifications/progress");
+        };
+        let params: Value = frame
+            .params()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or(Value::Null);
+        match frame.method() {
+            Some("notifications/progress") => {
+                let _ = events
+                    .send(CallEvent::Progress {
+                        progress: params.get("progress").and_then(Value::as_f64).unwrap_or(0.0),
+                        total: params.get("total").and_then(Value::as_f64),
+                        message: params
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                    })
+                    .await;
+                true
+            }
+            Some("notifications/message") => {
+                let _ = events
+                    .send(CallEvent::Log {
+                        level: params
+                            .get("level")
+                            .and_then(Value::as_str)
+                            .unwrap_or("info")
+                            .to_owned(),
+                        logger: params
+                            .get("logger")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        data: params.get("data").cloned().unwrap_or(Value::Null),
+                    })
+                    .await;
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Answers a request the upstream sent to the client while a call was in flight.
+    async fn answer_ask(&self, frame: Frame, opts: &CallOptions) {
+        let Some(id) = frame.id().cloned() else {
+            return;
+        };
+        let method = frame.method().unwrap_or_default().to_owned();
+        if self.facts().era == Era::Modern && self.inner.policy.governs(Revision::V2026_07_28) {
+            // H2: "Servers MUST NOT initiate JSON-RPC requests" (2026-07-28 basic/patterns);
+            // dropped while 2026-07-28 is held strictly.
+            tracing::warn!(upstream = %self.inner.name, %method, "dropped a request from a 2026-07-28 server (forbidden in that revision; allow with spec.lenient)");
+            return;
+        }
+        let answer = match (&method[..], &opts.events) {
+            ("ping", _) => Ok(json!({})),
+            (_, Some(events)) => {
+                let (tx, rx) = oneshot::channel();
+                let params = frame.params().and_then(|p| serde_json::from_str(p).ok());
+                if events
+                    .send(CallEvent::Ask {
+                        method: method.clone(),
+                        params,
+                        reply: tx,
+                    })
+                    .await
+                    .is_err()
+                {
+                    Err((-32603, format!("mcpx could not forward {method}: the host request is gone")))
+                } else {
+                    rx.await.unwrap_or_else(|_| {
+                        Err((-32603, format!("mcpx could not forward {method}: no answer from the host")))
+                    })
+                }
+            }
+            (_, None) => Err((
+                -32603,
+                format!("mcpx cannot forward {method} here: no host request can answer it"),
+            )),
+        };
+        let response = match answer {
+            Ok(v) => match RawValue::from_string(v.to_string()) {
+                Ok(raw) => Frame::result_response(&id, &raw),
+                Err(e) => Frame::error_response(Some(&id), -32603, &e.to_string(), None),
+            },
+            Err((code, msg)) => Frame::error_response(Some(&id), code, &msg, None),
+        };
+        if let Err(e) = self.inner.up.send(response).await {
+            tracing::warn!(upstream = %self.inner.name, "could not answer {method}: {e}");
+        }
+    }
+
+    /// Tells the upstream a request is cancelled, in its era's way. On modern Streamable
+    /// HTTP, dropping the exchange (which the caller does by returning) closes the
+    /// stream, and that is the signal (2026-07-28 basic/patterns/cancellation; C-C3).
+    async fn cancel(&self, id: i64, reason: &str) {
+        let modern = self.facts().era == Era::Modern;
+        if modern && self.inner.up.is_streamable_http() {
+            return;
+        }
+        let params = json!({ "requestId": id, "reason": reason });
+        if let Err(e) = self
+            .notify("notifications/cancelled", Some(params))
+            .await
+        {
+            tracing::debug!("could not send notifications/cancelled: {e}");
+        }
+    }
+
+    /// Every item of a paginated list (`tools/list` with key `"tools"`, ...). A missing
+    /// `nextCursor` ends the list in every revision; an empty string ends it only where
+    /// the revision says so (2026-07-28 server/utilities/pagination: "" is a valid
+    /// cursor; H8). At most `max_pages` pages are fetched.
+    pub async fn list_all(
+        &self,
+        method: &str,
+        key: &str,
+        opts: CallOptions,
+        max_pages: usize,
+    ) -> Result<Vec<Value>, ClientError> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..max_pages.max(1) {
+            let params = match &cursor {
+                Some(c) => json!({ "cursor": c }).to_string(),
+                None => "{}".to_owned(),
+            };
+            let frame = self.call(method, Some(&params), opts.clone()).await?;
+            if let Some(e) = frame.error() {
+                return Err(ClientError::Remote {
+                    upstream: self.inner.name.clone(),
+                    error: e.clone(),
+                });
+            }
+            let result: Value = frame
+                .result()
+                .and_then(|r| serde_json::from_str(r).ok())
+                .unwrap_or(Value::Null);
+            match result.get(key) {
+                Some(Value::Array(a)) => items.extend(a.iter().cloned()),
+                _ => {
+                    return Err(ClientError::Protocol {
+                        upstream: self.inner.name.clone(),
+                        message: format!("{method} result has no `{key}` array"),
+                    });
+                }
+            }
+            let next = result.get("nextCursor").and_then(Value::as_str);
+            let revision = self.facts().revision;
+            cursor = match next {
+                None => return Ok(items),
+                Some("") if !revision.facts().empty_cursor_is_cursor => return Ok(items),
+                Some(c) => Some(c.to_owned()),
+            };
+        }
+        Err(ClientError::Protocol {
+            upstream: self.inner.name.clone(),
+            message: format!("{method} did not end after {max_pages} pages"),
+        })
+    }
+}
+
+/// How one attempt at a call ended, when it did not produce a response.
+#[derive(Debug)]
+enum Attempt {
+    SessionExpired,
+    StreamBroke(TransportError),
+    Failed(ClientError),
+}
+
+/// Forgets a call's routes when it ends, however it ends.
+struct RouteGuard {
+    inner: Arc<Inner>,
+    id: i64,
+    token: Option<String>,
+}
+
+impl Drop for RouteGuard {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.inner.routes.lock() {
+            r.calls.remove(&self.id);
+            if let Some(t) = &self.token {
+                r.progress.remove(t);
+            }
+        }
+    }
+}
+
+/// Routes frames that arrive outside any exchange (stdio, the legacy GET stream).
+async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
+    while let Some(frame) = rx.recv().await {
+        let Some(inner) = inner.upgrade() else { return };
+        let route = {
+            let Ok(routes) = inner.routes.lock() else { return };
+            match (frame.kind(), frame.method()) {
+                (Kind::Notification, Some("notifications/progress")) => frame
+                    .params()
+                    .and_then(|p| mcpx_protocol::jsonrpc::member(p, "progressToken"))
+                    .and_then(|t| serde_json::from_str::<String>(t).ok())
+                    .and_then(|t| routes.progress.get(&t).cloned()),
+                // stdio cannot tie logs or asks to a request; when exactly one call is
+                // in flight it is the only candidate, otherwise nothing is attributed.
+                (Kind::Notification, Some("notifications/message")) | (Kind::Request, _) => {
+                    (routes.calls.len() == 1)
+                        .then(|| routes.calls.values().next().cloned())
+                        .flatten()
+                }
+                (Kind::Notification, Some("notifications/cancelled")) => None,
+                (Kind::Notification, _) => {
+                    let _ = inner.changes.send(frame.clone());
+                    None
+                }
+                _ => None,
+            }
+        };
+        match route {
+            Some(tx) => {
+                let _ = tx.send(frame).await;
+            }
+            None if frame.kind() == Kind::Request => {
+                let conn = Connection {
+                    inner: inner.clone(),
+                };
+                conn.answer_ask(frame, &CallOptions::default()).await;
+            }
+            None => {}
+        }
+    }
+}

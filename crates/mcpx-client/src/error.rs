@@ -1,0 +1,70 @@
+//! Why a call to an upstream failed, in words a host can act on.
+
+use std::time::Duration;
+
+use mcpx_protocol::jsonrpc::ErrorObject;
+use mcpx_transport::TransportError;
+
+/// A failed call or connection. Every variant names the upstream.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClientError {
+    /// The transport failed (the process died, the connection broke, an HTTP error).
+    #[error("upstream {upstream}: {source}")]
+    Transport {
+        /// The upstream's name.
+        upstream: String,
+        /// What happened.
+        source: TransportError,
+    },
+    /// No answer within the timeout (which progress resets).
+    #[error("upstream {upstream} did not answer {method} within {after:?}")]
+    Timeout {
+        /// The upstream's name.
+        upstream: String,
+        /// The method.
+        method: String,
+        /// How long mcpx waited.
+        after: Duration,
+    },
+    /// The caller cancelled.
+    #[error("upstream {upstream}: {method} was cancelled")]
+    Cancelled {
+        /// The upstream's name.
+        upstream: String,
+        /// The method.
+        method: String,
+    },
+    /// Connecting or the handshake failed.
+    #[error("upstream {upstream}: {message}")]
+    Handshake {
+        /// The upstream's name.
+        upstream: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A modern request's stream broke and re-issuing it would not be safe (register
+    /// B-C10): its result is unknown.
+    #[error("upstream {upstream}: the connection broke during {method}; it was not re-issued because it may have side effects, so its result is unknown")]
+    ResultUnknown {
+        /// The upstream's name.
+        upstream: String,
+        /// The method.
+        method: String,
+    },
+    /// The upstream answered with a JSON-RPC error.
+    #[error("upstream {upstream}: error {}: {}", .error.code, .error.message)]
+    Remote {
+        /// The upstream's name.
+        upstream: String,
+        /// The error it sent.
+        error: ErrorObject,
+    },
+    /// The upstream sent something unusable.
+    #[error("upstream {upstream}: {message}")]
+    Protocol {
+        /// The upstream's name.
+        upstream: String,
+        /// What was wrong.
+        message: String,
+    },
+}

@@ -1,0 +1,547 @@
+//! Connecting: starting the transport and finding the upstream's era.
+//!
+//! Under the default preference mcpx probes `server/discover` first, the SHOULD for
+//! dual-era clients (2026-07-28 server/discover §When to Call; register D-C10):
+//!
+//! * a `DiscoverResult` listing 2026-07-28 means modern;
+//! * on HTTP, a 4xx whose body is a recognised modern JSON-RPC error (-32020, -32021,
+//!   -32022, or -32601 with 404) also means modern (A-C14, B-C9);
+//! * any other error, any other 4xx (except 401 and 403, which are reported, not
+//!   probed past), or no answer within the probe timeout means legacy: `initialize`,
+//!   offering the newest legacy revision and accepting the server's counter-offer when
+//!   mcpx supports it (A-C6: otherwise mcpx disconnects and says why);
+//! * on HTTP, an `initialize` POST answered 400, 404 or 405 falls back to the
+//!   2024-11-05 HTTP+SSE transport at the same URL (B-C9).
+//!
+//! The era found is remembered per server identity ([`EraCache`]); a cached era is
+//! tried first and, if it fails, the upstream is probed afresh.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mcpx_protocol::jsonrpc::{Kind, member};
+use mcpx_protocol::{Era, Frame, Id, Limits, Revision, SpecPolicy, meta};
+use mcpx_transport::TransportError;
+use mcpx_transport::child::{ChildConfig, ChildUpstream};
+use mcpx_transport::http_sse_client::{SseClientConfig, SseUpstream};
+use mcpx_transport::streamable_http::client::{HttpClientConfig, HttpUpstream};
+use mcpx_transport::upstream::{Unsolicited, Upstream};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use crate::any::AnyUpstream;
+use crate::connection::{Connection, ServerFacts};
+use crate::error::ClientError;
+
+/// Which era to speak to an upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtocolPreference {
+    /// `server/discover` first, legacy when that fails (default).
+    #[default]
+    PreferModern,
+    /// `initialize` first, modern when the server refuses it as a modern server does.
+    PreferLegacy,
+    /// Modern only.
+    Modern,
+    /// Legacy only.
+    Legacy,
+}
+
+/// How to reach an upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetTransport {
+    /// A child process.
+    Stdio {
+        /// Program.
+        command: String,
+        /// Arguments.
+        args: Vec<String>,
+        /// Extra environment.
+        env: Vec<(String, String)>,
+        /// Working directory.
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP.
+    Http {
+        /// Endpoint URL.
+        url: String,
+        /// Extra headers.
+        headers: Vec<(String, String)>,
+    },
+    /// HTTP+SSE (2024-11-05).
+    Sse {
+        /// SSE URL.
+        url: String,
+        /// Extra headers.
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl TargetTransport {
+    /// What identifies the server for the era cache.
+    pub fn identity(&self) -> String {
+        match self {
+            TargetTransport::Stdio { command, args, .. } => {
+                format!("stdio:{command} {}", args.join(" "))
+            }
+            TargetTransport::Http { url, .. } => format!("http:{url}"),
+            TargetTransport::Sse { url, .. } => format!("sse:{url}"),
+        }
+    }
+}
+
+/// Everything needed to connect to one upstream.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The configured name (used in every message about it).
+    pub name: String,
+    /// How to reach it.
+    pub transport: TargetTransport,
+    /// Which era to try.
+    pub preference: ProtocolPreference,
+    /// How long the `server/discover` probe waits before deciding "legacy" (default 10 s).
+    pub probe_timeout: Duration,
+    /// How long each handshake request may take (default 30 s).
+    pub handshake_timeout: Duration,
+    /// Frame limits.
+    pub limits: Limits,
+    /// mcpx's `Implementation`.
+    pub client_info: Value,
+    /// Capabilities mcpx declares to a legacy upstream at `initialize`.
+    pub legacy_capabilities: Value,
+    /// The spec policy.
+    pub policy: SpecPolicy,
+}
+
+impl Target {
+    /// A target with default timeouts.
+    pub fn new(name: impl Into<String>, transport: TargetTransport) -> Target {
+        Target {
+            name: name.into(),
+            transport,
+            preference: ProtocolPreference::default(),
+            probe_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(30),
+            limits: Limits::default(),
+            client_info: json!({ "name": "mcpx", "version": env!("CARGO_PKG_VERSION") }),
+            legacy_capabilities: json!({}),
+            policy: SpecPolicy::default(),
+        }
+    }
+}
+
+/// The era of each server identity, remembered on disk (`$XDG_CACHE_HOME/mcpx/eras.json`
+/// or `~/.cache/mcpx/eras.json`).
+#[derive(Debug, Clone, Default)]
+pub struct EraCache {
+    path: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+struct CachedEra {
+    era: Era,
+    revision: Revision,
+}
+
+impl EraCache {
+    /// The cache at the default place, or none when no home directory is known.
+    pub fn default_location() -> EraCache {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+        EraCache {
+            path: base.map(|b| b.join("mcpx").join("eras.json")),
+        }
+    }
+
+    /// A cache in a given file.
+    pub fn at(path: PathBuf) -> EraCache {
+        EraCache { path: Some(path) }
+    }
+
+    /// No cache.
+    pub fn disabled() -> EraCache {
+        EraCache { path: None }
+    }
+
+    fn read(&self) -> BTreeMap<String, CachedEra> {
+        self.path
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+
+    /// The cached era of `identity`.
+    pub fn get(&self, identity: &str) -> Option<(Era, Revision)> {
+        self.read().get(identity).map(|c| (c.era, c.revision))
+    }
+
+    /// Remembers the era of `identity`. Failures are logged, never fatal.
+    pub fn put(&self, identity: &str, era: Era, revision: Revision) {
+        let Some(path) = &self.path else { return };
+        let mut all = self.read();
+        if all.get(identity) == Some(&CachedEra { era, revision }) {
+            return;
+        }
+        all.insert(identity.to_owned(), CachedEra { era, revision });
+        let write = || -> std::io::Result<()> {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            std::fs::write(&tmp, serde_json::to_vec_pretty(&all)?)?;
+            std::fs::rename(&tmp, path)
+        };
+        if let Err(e) = write() {
+            tracing::debug!("era cache {}: {e}", path.display());
+        }
+    }
+
+    /// Forgets `identity` (its cached era failed).
+    pub fn forget(&self, identity: &str) {
+        let Some(path) = &self.path else { return };
+        let mut all = self.read();
+        if all.remove(identity).is_some() {
+            let _ = serde_json::to_vec_pretty(&all).map(|b| std::fs::write(path, b));
+        }
+    }
+}
+
+fn handshake_err(target: &Target, message: impl Into<String>) -> ClientError {
+    ClientError::Handshake {
+        upstream: target.name.clone(),
+        message: message.into(),
+    }
+}
+
+fn transport_err(target: &Target, source: TransportError) -> ClientError {
+    ClientError::Transport {
+        upstream: target.name.clone(),
+        source,
+    }
+}
+
+async fn open(target: &Target) -> Result<(AnyUpstream, Unsolicited), ClientError> {
+    match &target.transport {
+        TargetTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut c = ChildConfig::new(command.clone(), args.clone());
+            c.env = env.clone();
+            c.cwd = cwd.clone();
+            c.limits = target.limits;
+            ChildUpstream::spawn(c)
+                .map(|(u, rx)| (AnyUpstream::Child(u), rx))
+                .map_err(|e| transport_err(target, e))
+        }
+        TargetTransport::Http { url, headers } => {
+            let mut c = HttpClientConfig::new(url.clone());
+            c.headers = headers.clone();
+            c.limits = target.limits;
+            HttpUpstream::new(c)
+                .map(|(u, rx)| (AnyUpstream::Http(u), rx))
+                .map_err(|e| transport_err(target, e))
+        }
+        TargetTransport::Sse { url, headers } => open_sse(target, url, headers).await,
+    }
+}
+
+async fn open_sse(
+    target: &Target,
+    url: &str,
+    headers: &[(String, String)],
+) -> Result<(AnyUpstream, Unsolicited), ClientError> {
+    let mut c = SseClientConfig::new(url.to_owned());
+    c.headers = headers.to_vec();
+    c.limits = target.limits;
+    SseUpstream::connect(c)
+        .await
+        .map(|(u, rx)| (AnyUpstream::Sse(u), rx))
+        .map_err(|e| transport_err(target, e))
+}
+
+/// One handshake request/response, bounded by `timeout`.
+async fn exchange(
+    up: &AnyUpstream,
+    id: i64,
+    method: &str,
+    params: &Value,
+    timeout: Duration,
+) -> Result<Frame, Probe> {
+    let raw = RawValue::from_string(params.to_string()).map_err(|e| Probe::Fatal(e.to_string()))?;
+    let frame = Frame::request(&Id::Number(id), method, Some(&raw));
+    let work = async {
+        let x = up.request(frame).await?;
+        x.response(|f| tracing::debug!(frame = %f, "ignored during the handshake"))
+            .await
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Err(_) => Err(Probe::Timeout),
+        Ok(Err(e)) => Err(Probe::Transport(e)),
+        Ok(Ok(f)) => Ok(f),
+    }
+}
+
+#[derive(Debug)]
+enum Probe {
+    Timeout,
+    Transport(TransportError),
+    Fatal(String),
+}
+
+/// What a `server/discover` probe concluded.
+enum Discovered {
+    Modern(ServerFacts),
+    Legacy,
+}
+
+async fn discover(target: &Target, up: &AnyUpstream, id: i64) -> Result<Discovered, ClientError> {
+    let params = json!({ "_meta": {
+        meta::PROTOCOL_VERSION: Revision::NEWEST.as_str(),
+        meta::CLIENT_CAPABILITIES: {},
+        meta::CLIENT_INFO: target.client_info,
+    }});
+    match exchange(up, id, "server/discover", &params, target.probe_timeout).await {
+        Ok(f) if f.kind() == Kind::Result => {
+            let r: Value = f.result().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null);
+            let supported: Vec<&str> = r
+                .get("supportedVersions")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let revision = supported
+                .iter()
+                .filter_map(|v| Revision::from_wire(v))
+                .filter(|r| r.era() == Era::Modern)
+                .max();
+            match revision {
+                Some(revision) => Ok(Discovered::Modern(ServerFacts {
+                    era: Era::Modern,
+                    revision,
+                    capabilities: r.get("capabilities").cloned().unwrap_or(json!({})),
+                    info: r
+                        .pointer(&format!("/_meta/{}", meta::SERVER_INFO.replace('/', "~1")))
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                    instructions: r.get("instructions").and_then(Value::as_str).map(str::to_owned),
+                })),
+                None if supported.is_empty() => Ok(Discovered::Legacy),
+                None => Err(handshake_err(
+                    target,
+                    format!(
+                        "the server supports {} and mcpx supports {} (modern) and the legacy revisions",
+                        supported.join(", "),
+                        Revision::NEWEST
+                    ),
+                )),
+            }
+        }
+        // A recognised modern error: the server is modern but refused this version.
+        Ok(f) if f.error().is_some_and(|e| e.code == mcpx_protocol::error::UNSUPPORTED_PROTOCOL_VERSION) => {
+            let e = f.error().map(|e| e.message.clone()).unwrap_or_default();
+            Err(handshake_err(target, format!("the server refused protocol version {}: {e}", Revision::NEWEST)))
+        }
+        // Any other error, or no answer: legacy (2026-07-28 basic/versioning: "Do not
+        // key on one error code").
+        Ok(_) | Err(Probe::Timeout) => Ok(Discovered::Legacy),
+        Err(Probe::Transport(e)) if e.is_recognised_modern_error() => Ok(Discovered::Modern(ServerFacts {
+            era: Era::Modern,
+            revision: Revision::NEWEST,
+            capabilities: json!({}),
+            info: Value::Null,
+            instructions: None,
+        })),
+        Err(Probe::Transport(e)) => match e.http_status() {
+            Some(401 | 403) => Err(transport_err(target, e)),
+            Some(s) if (400..500).contains(&s) => Ok(Discovered::Legacy),
+            _ => Err(transport_err(target, e)),
+        },
+        Err(Probe::Fatal(m)) => Err(handshake_err(target, m)),
+    }
+}
+
+/// Runs the legacy handshake on `up`. `Ok(None)` means the transport refused the POST in
+/// a way that calls for the HTTP+SSE fallback.
+async fn initialize(target: &Target, up: &AnyUpstream, id: i64) -> Result<Option<ServerFacts>, ClientError> {
+    let params = json!({
+        "protocolVersion": Revision::NEWEST_LEGACY.as_str(),
+        "capabilities": target.legacy_capabilities,
+        "clientInfo": target.client_info,
+    });
+    let f = match exchange(up, id, "initialize", &params, target.handshake_timeout).await {
+        Ok(f) => f,
+        Err(Probe::Timeout) => {
+            return Err(handshake_err(
+                target,
+                format!("no answer to initialize within {:?}", target.handshake_timeout),
+            ));
+        }
+        Err(Probe::Transport(e)) if matches!(e.http_status(), Some(400 | 404 | 405)) => return Ok(None),
+        Err(Probe::Transport(e)) => return Err(transport_err(target, e)),
+        Err(Probe::Fatal(m)) => return Err(handshake_err(target, m)),
+    };
+    if let Some(e) = f.error() {
+        return Err(handshake_err(
+            target,
+            format!("initialize was refused: error {}: {}", e.code, e.message),
+        ));
+    }
+    let r: Value = f.result().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null);
+    let offered = r.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
+    let Some(revision) = Revision::from_wire(offered).filter(|r| r.era() == Era::Legacy) else {
+        // A-C6: the schema's MUST: disconnect when the offered version is unsupported.
+        return Err(handshake_err(
+            target,
+            format!(
+                "the server offered protocol version {offered:?}; mcpx supports {}",
+                Revision::wire_names_newest_first().join(", ")
+            ),
+        ));
+    };
+    up.send(Frame::notification("notifications/initialized", None))
+        .await
+        .map_err(|e| transport_err(target, e))?;
+    Ok(Some(ServerFacts {
+        era: Era::Legacy,
+        revision,
+        capabilities: r.get("capabilities").cloned().unwrap_or(json!({})),
+        info: r.get("serverInfo").cloned().unwrap_or(Value::Null),
+        instructions: r.get("instructions").and_then(Value::as_str).map(str::to_owned),
+    }))
+}
+
+/// Legacy over `up`, or, on HTTP, over HTTP+SSE when the POST was refused.
+async fn legacy(
+    target: &Target,
+    up: AnyUpstream,
+    rx: Unsolicited,
+    id: i64,
+) -> Result<(AnyUpstream, Unsolicited, ServerFacts), ClientError> {
+    if let Some(facts) = initialize(target, &up, id).await? {
+        if let AnyUpstream::Http(h) = &up {
+            // The session's GET stream carries server notifications and requests.
+            if let Err(e) = h.open_server_stream().await {
+                tracing::debug!(upstream = %target.name, "no GET stream: {e}");
+            }
+        }
+        return Ok((up, rx, facts));
+    }
+    let TargetTransport::Http { url, headers } = &target.transport else {
+        return Err(handshake_err(target, "initialize was refused by the transport"));
+    };
+    // B-C9: the 2024-11-05 HTTP+SSE transport at the same URL is the last fallback.
+    tracing::info!(upstream = %target.name, "Streamable HTTP refused initialize; trying HTTP+SSE");
+    up.close().await;
+    let (sse, rx) = open_sse(target, url, headers).await?;
+    match initialize(target, &sse, id + 1).await? {
+        Some(facts) => Ok((sse, rx, facts)),
+        None => Err(handshake_err(target, "neither Streamable HTTP nor HTTP+SSE accepted initialize")),
+    }
+}
+
+/// Connects to `target`, finding its era.
+pub async fn connect(target: &Target, cache: &EraCache) -> Result<Connection, ClientError> {
+    let identity = target.transport.identity();
+    let cached = cache.get(&identity).map(|(era, _)| era);
+    let first = match (target.preference, cached) {
+        (ProtocolPreference::Modern, _) => Era::Modern,
+        (ProtocolPreference::Legacy, _) => Era::Legacy,
+        (_, Some(era)) => era,
+        (ProtocolPreference::PreferModern, None) => Era::Modern,
+        (ProtocolPreference::PreferLegacy, None) => Era::Legacy,
+    };
+    let attempt = try_era(target, first).await;
+    let (up, rx, facts) = match attempt {
+        Ok(x) => x,
+        Err(e) if cached.is_some() && !matches!(target.preference, ProtocolPreference::Modern | ProtocolPreference::Legacy) => {
+            // The cached era failed: forget it and probe afresh, the other era first.
+            tracing::info!(upstream = %target.name, "cached era failed ({e}); probing again");
+            cache.forget(&identity);
+            let other = if first == Era::Modern { Era::Legacy } else { Era::Modern };
+            try_era(target, other).await?
+        }
+        Err(e) => return Err(e),
+    };
+    cache.put(&identity, facts.era, facts.revision);
+    Ok(Connection::new(
+        target.name.clone(),
+        up,
+        rx,
+        facts,
+        target.policy.clone(),
+        target.client_info.clone(),
+        target.legacy_capabilities.clone(),
+        10,
+    ))
+}
+
+/// Opens the transport and tries `era` first; under a "prefer" preference the other
+/// era follows when the probe says so.
+async fn try_era(target: &Target, era: Era) -> Result<(AnyUpstream, Unsolicited, ServerFacts), ClientError> {
+    let (up, rx) = open(target).await?;
+    match era {
+        Era::Modern => match discover(target, &up, 1).await? {
+            Discovered::Modern(facts) => Ok((up, rx, facts)),
+            Discovered::Legacy if target.preference == ProtocolPreference::Modern => {
+                up.close().await;
+                Err(handshake_err(target, "the server is not a modern (2026-07-28) server, and protocol is \"modern\""))
+            }
+            Discovered::Legacy => legacy(target, up, rx, 2).await,
+        },
+        Era::Legacy => match legacy(target, up, rx, 1).await {
+            Ok(x) => Ok(x),
+            Err(e) if target.preference == ProtocolPreference::Legacy => Err(e),
+            Err(_) => {
+                // PreferLegacy: initialize failed; a modern-only server refuses it.
+                let (up, rx) = open(target).await?;
+                match discover(target, &up, 1).await? {
+                    Discovered::Modern(facts) => Ok((up, rx, facts)),
+                    Discovered::Legacy => {
+                        up.close().await;
+                        Err(handshake_err(target, "the server accepted neither initialize nor server/discover"))
+                    }
+                }
+            }
+        },
+    }
+}
+
+/// Runs the legacy handshake again on a connection whose session expired (H10).
+pub(crate) async fn reinitialise(conn: &Connection) -> Result<(), ClientError> {
+    let inner = &conn.inner;
+    let target = Target {
+        legacy_capabilities: inner.legacy_capabilities.clone(),
+        client_info: inner.client_info.clone(),
+        ..Target::new(inner.name.clone(), TargetTransport::Stdio {
+            command: String::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+        })
+    };
+    tracing::info!(upstream = %inner.name, "session expired; initialising again");
+    match initialize(&target, &inner.up, 0).await? {
+        Some(facts) => {
+            if let Ok(mut f) = inner.facts.lock() {
+                *f = facts;
+            }
+            Ok(())
+        }
+        None => Err(handshake_err(&target, "the server refused to initialise a new session")),
+    }
+}
+
+/// Reads `params.protocolVersion` of an initialize request (for tests and logs).
+pub fn requested_version(frame: &Frame) -> Option<String> {
+    frame
+        .params()
+        .and_then(|p| member(p, "protocolVersion"))
+        .and_then(|v| serde_json::from_str(v).ok())
+}
