@@ -246,10 +246,10 @@ pub(crate) fn tools(rev: Revision, dynamic: Dynamic) -> Vec<Value> {
             empty(),
         ));
     }
-    if f.tool_annotations {
-        if let Some(t) = v.first_mut() {
-            t["annotations"] = json!({"readOnlyHint": true, "openWorldHint": false});
-        }
+    if f.tool_annotations
+        && let Some(t) = v.first_mut()
+    {
+        t["annotations"] = json!({"readOnlyHint": true, "openWorldHint": false});
     }
     if structured != StructuredContent::Absent {
         let mut t = tool(

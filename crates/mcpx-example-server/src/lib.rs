@@ -181,7 +181,7 @@ fn hex(s: &str) -> String {
 }
 
 fn unhex(s: &str) -> Option<String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..s.len())
@@ -650,6 +650,8 @@ impl ExampleServer {
             .await;
         loop {
             let ev = tokio::select! {
+                // Cancellation first: nothing is delivered after the client cancelled.
+                biased;
                 () = c.ctx.cancelled().cancelled() => break,
                 ev = rx.recv() => match ev {
                     Ok(ev) => ev,
@@ -1292,10 +1294,10 @@ fn complete(c: &Call<'_>) -> Result<Value, RpcError> {
 /// `type` of each listed property.
 fn validate(schema: &Value, args: &Value) -> Result<(), String> {
     for r in schema["required"].as_array().into_iter().flatten() {
-        if let Some(k) = r.as_str() {
-            if args.get(k).is_none() {
-                return Err(format!("missing required argument {k:?}"));
-            }
+        if let Some(k) = r.as_str()
+            && args.get(k).is_none()
+        {
+            return Err(format!("missing required argument {k:?}"));
         }
     }
     let Some(props) = schema["properties"].as_object() else {
