@@ -514,6 +514,25 @@ async fn legacy_feature_tour_in_every_legacy_revision() {
             assert!(texts(&r["result"]).contains("u@example.com"));
         }
 
+        if mcpx_example_server::features::features(rev).rich_elicitation_schemas {
+            // SEP-1034 defaults, SEP-1330 enums and URL mode: the server's
+            // elicitation/create requests are schema-checked by `recv`.
+            for tool in [
+                "test_elicitation_sep1034_defaults",
+                "test_elicitation_sep1330_enums",
+                "test_elicitation_url",
+            ] {
+                let r = p
+                    .call_with("tools/call", json!({ "name": tool }), |req| {
+                        assert_eq!(req["method"], "elicitation/create");
+                        json!({"action": "accept", "content": {}})
+                    })
+                    .await;
+                assert!(r["result"]["content"].is_array(), "{tool}: {r}");
+            }
+            assert_eq!(p.take_notes("notifications/elicitation/complete").len(), 1);
+        }
+
         // Subscriptions and list_changed on the session.
         assert_eq!(
             p.result(
