@@ -264,7 +264,10 @@ impl Connection {
             if let Some(m) = m.as_object_mut() {
                 if facts.era == Era::Modern {
                     // 2026-07-28 basic/index §_meta: required on every request (A-C12).
-                    m.insert(meta::PROTOCOL_VERSION.into(), json!(facts.revision.as_str()));
+                    m.insert(
+                        meta::PROTOCOL_VERSION.into(),
+                        json!(facts.revision.as_str()),
+                    );
                     m.insert(
                         meta::CLIENT_CAPABILITIES.into(),
                         opts.client_capabilities.clone(),
@@ -469,7 +472,10 @@ impl Connection {
             Some("notifications/progress") => {
                 let _ = events
                     .send(CallEvent::Progress {
-                        progress: params.get("progress").and_then(Value::as_f64).unwrap_or(0.0),
+                        progress: params
+                            .get("progress")
+                            .and_then(Value::as_f64)
+                            .unwrap_or(0.0),
                         total: params.get("total").and_then(Value::as_f64),
                         message: params
                             .get("message")
@@ -526,10 +532,16 @@ impl Connection {
                     .await
                     .is_err()
                 {
-                    Err((-32603, format!("mcpx could not forward {method}: the host request is gone")))
+                    Err((
+                        -32603,
+                        format!("mcpx could not forward {method}: the host request is gone"),
+                    ))
                 } else {
                     rx.await.unwrap_or_else(|_| {
-                        Err((-32603, format!("mcpx could not forward {method}: no answer from the host")))
+                        Err((
+                            -32603,
+                            format!("mcpx could not forward {method}: no answer from the host"),
+                        ))
                     })
                 }
             }
@@ -559,10 +571,7 @@ impl Connection {
             return;
         }
         let params = json!({ "requestId": id, "reason": reason });
-        if let Err(e) = self
-            .notify("notifications/cancelled", Some(params))
-            .await
-        {
+        if let Err(e) = self.notify("notifications/cancelled", Some(params)).await {
             tracing::debug!("could not send notifications/cancelled: {e}");
         }
     }
@@ -651,7 +660,9 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
     while let Some(frame) = rx.recv().await {
         let Some(inner) = inner.upgrade() else { return };
         let route = {
-            let Ok(routes) = inner.routes.lock() else { return };
+            let Ok(routes) = inner.routes.lock() else {
+                return;
+            };
             match (frame.kind(), frame.method()) {
                 (Kind::Notification, Some("notifications/progress")) => frame
                     .params()

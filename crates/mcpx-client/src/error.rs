@@ -44,7 +44,9 @@ pub enum ClientError {
     },
     /// A modern request's stream broke and re-issuing it would not be safe (register
     /// B-C10): its result is unknown.
-    #[error("upstream {upstream}: the connection broke during {method}; it was not re-issued because it may have side effects, so its result is unknown")]
+    #[error(
+        "upstream {upstream}: the connection broke during {method}; it was not re-issued because it may have side effects, so its result is unknown"
+    )]
     ResultUnknown {
         /// The upstream's name.
         upstream: String,

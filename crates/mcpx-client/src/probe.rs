@@ -310,7 +310,10 @@ async fn discover(target: &Target, up: &AnyUpstream, id: i64) -> Result<Discover
     }});
     match exchange(up, id, "server/discover", &params, target.probe_timeout).await {
         Ok(f) if f.kind() == Kind::Result => {
-            let r: Value = f.result().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null);
+            let r: Value = f
+                .result()
+                .and_then(|r| serde_json::from_str(r).ok())
+                .unwrap_or(Value::Null);
             let supported: Vec<&str> = r
                 .get("supportedVersions")
                 .and_then(Value::as_array)
@@ -330,7 +333,10 @@ async fn discover(target: &Target, up: &AnyUpstream, id: i64) -> Result<Discover
                         .pointer(&format!("/_meta/{}", meta::SERVER_INFO.replace('/', "~1")))
                         .cloned()
                         .unwrap_or(Value::Null),
-                    instructions: r.get("instructions").and_then(Value::as_str).map(str::to_owned),
+                    instructions: r
+                        .get("instructions")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
                 })),
                 None if supported.is_empty() => Ok(Discovered::Legacy),
                 None => Err(handshake_err(
@@ -344,20 +350,31 @@ async fn discover(target: &Target, up: &AnyUpstream, id: i64) -> Result<Discover
             }
         }
         // A recognised modern error: the server is modern but refused this version.
-        Ok(f) if f.error().is_some_and(|e| e.code == mcpx_protocol::error::UNSUPPORTED_PROTOCOL_VERSION) => {
+        Ok(f)
+            if f.error()
+                .is_some_and(|e| e.code == mcpx_protocol::error::UNSUPPORTED_PROTOCOL_VERSION) =>
+        {
             let e = f.error().map(|e| e.message.clone()).unwrap_or_default();
-            Err(handshake_err(target, format!("the server refused protocol version {}: {e}", Revision::NEWEST)))
+            Err(handshake_err(
+                target,
+                format!(
+                    "the server refused protocol version {}: {e}",
+                    Revision::NEWEST
+                ),
+            ))
         }
         // Any other error, or no answer: legacy (2026-07-28 basic/versioning: "Do not
         // key on one error code").
         Ok(_) | Err(Probe::Timeout) => Ok(Discovered::Legacy),
-        Err(Probe::Transport(e)) if e.is_recognised_modern_error() => Ok(Discovered::Modern(ServerFacts {
-            era: Era::Modern,
-            revision: Revision::NEWEST,
-            capabilities: json!({}),
-            info: Value::Null,
-            instructions: None,
-        })),
+        Err(Probe::Transport(e)) if e.is_recognised_modern_error() => {
+            Ok(Discovered::Modern(ServerFacts {
+                era: Era::Modern,
+                revision: Revision::NEWEST,
+                capabilities: json!({}),
+                info: Value::Null,
+                instructions: None,
+            }))
+        }
         Err(Probe::Transport(e)) => match e.http_status() {
             Some(401 | 403) => Err(transport_err(target, e)),
             Some(s) if (400..500).contains(&s) => Ok(Discovered::Legacy),
@@ -369,7 +386,11 @@ async fn discover(target: &Target, up: &AnyUpstream, id: i64) -> Result<Discover
 
 /// Runs the legacy handshake on `up`. `Ok(None)` means the transport refused the POST in
 /// a way that calls for the HTTP+SSE fallback.
-async fn initialize(target: &Target, up: &AnyUpstream, id: i64) -> Result<Option<ServerFacts>, ClientError> {
+async fn initialize(
+    target: &Target,
+    up: &AnyUpstream,
+    id: i64,
+) -> Result<Option<ServerFacts>, ClientError> {
     let params = json!({
         "protocolVersion": Revision::NEWEST_LEGACY.as_str(),
         "capabilities": target.legacy_capabilities,
@@ -380,10 +401,15 @@ async fn initialize(target: &Target, up: &AnyUpstream, id: i64) -> Result<Option
         Err(Probe::Timeout) => {
             return Err(handshake_err(
                 target,
-                format!("no answer to initialize within {:?}", target.handshake_timeout),
+                format!(
+                    "no answer to initialize within {:?}",
+                    target.handshake_timeout
+                ),
             ));
         }
-        Err(Probe::Transport(e)) if matches!(e.http_status(), Some(400 | 404 | 405)) => return Ok(None),
+        Err(Probe::Transport(e)) if matches!(e.http_status(), Some(400 | 404 | 405)) => {
+            return Ok(None);
+        }
         Err(Probe::Transport(e)) => return Err(transport_err(target, e)),
         Err(Probe::Fatal(m)) => return Err(handshake_err(target, m)),
     };
@@ -393,8 +419,14 @@ async fn initialize(target: &Target, up: &AnyUpstream, id: i64) -> Result<Option
             format!("initialize was refused: error {}: {}", e.code, e.message),
         ));
     }
-    let r: Value = f.result().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(Value::Null);
-    let offered = r.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
+    let r: Value = f
+        .result()
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or(Value::Null);
+    let offered = r
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let Some(revision) = Revision::from_wire(offered).filter(|r| r.era() == Era::Legacy) else {
         // A-C6: the schema's MUST: disconnect when the offered version is unsupported.
         return Err(handshake_err(
@@ -413,7 +445,10 @@ async fn initialize(target: &Target, up: &AnyUpstream, id: i64) -> Result<Option
         revision,
         capabilities: r.get("capabilities").cloned().unwrap_or(json!({})),
         info: r.get("serverInfo").cloned().unwrap_or(Value::Null),
-        instructions: r.get("instructions").and_then(Value::as_str).map(str::to_owned),
+        instructions: r
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     }))
 }
 
@@ -434,7 +469,10 @@ async fn legacy(
         return Ok((up, rx, facts));
     }
     let TargetTransport::Http { url, headers } = &target.transport else {
-        return Err(handshake_err(target, "initialize was refused by the transport"));
+        return Err(handshake_err(
+            target,
+            "initialize was refused by the transport",
+        ));
     };
     // B-C9: the 2024-11-05 HTTP+SSE transport at the same URL is the last fallback.
     tracing::info!(upstream = %target.name, "Streamable HTTP refused initialize; trying HTTP+SSE");
@@ -442,7 +480,10 @@ async fn legacy(
     let (sse, rx) = open_sse(target, url, headers).await?;
     match initialize(target, &sse, id + 1).await? {
         Some(facts) => Ok((sse, rx, facts)),
-        None => Err(handshake_err(target, "neither Streamable HTTP nor HTTP+SSE accepted initialize")),
+        None => Err(handshake_err(
+            target,
+            "neither Streamable HTTP nor HTTP+SSE accepted initialize",
+        )),
     }
 }
 
@@ -460,11 +501,21 @@ pub async fn connect(target: &Target, cache: &EraCache) -> Result<Connection, Cl
     let attempt = try_era(target, first).await;
     let (up, rx, facts) = match attempt {
         Ok(x) => x,
-        Err(e) if cached.is_some() && !matches!(target.preference, ProtocolPreference::Modern | ProtocolPreference::Legacy) => {
+        Err(e)
+            if cached.is_some()
+                && !matches!(
+                    target.preference,
+                    ProtocolPreference::Modern | ProtocolPreference::Legacy
+                ) =>
+        {
             // The cached era failed: forget it and probe afresh, the other era first.
             tracing::info!(upstream = %target.name, "cached era failed ({e}); probing again");
             cache.forget(&identity);
-            let other = if first == Era::Modern { Era::Legacy } else { Era::Modern };
+            let other = if first == Era::Modern {
+                Era::Legacy
+            } else {
+                Era::Modern
+            };
             try_era(target, other).await?
         }
         Err(e) => return Err(e),
@@ -484,14 +535,20 @@ pub async fn connect(target: &Target, cache: &EraCache) -> Result<Connection, Cl
 
 /// Opens the transport and tries `era` first; under a "prefer" preference the other
 /// era follows when the probe says so.
-async fn try_era(target: &Target, era: Era) -> Result<(AnyUpstream, Unsolicited, ServerFacts), ClientError> {
+async fn try_era(
+    target: &Target,
+    era: Era,
+) -> Result<(AnyUpstream, Unsolicited, ServerFacts), ClientError> {
     let (up, rx) = open(target).await?;
     match era {
         Era::Modern => match discover(target, &up, 1).await? {
             Discovered::Modern(facts) => Ok((up, rx, facts)),
             Discovered::Legacy if target.preference == ProtocolPreference::Modern => {
                 up.close().await;
-                Err(handshake_err(target, "the server is not a modern (2026-07-28) server, and protocol is \"modern\""))
+                Err(handshake_err(
+                    target,
+                    "the server is not a modern (2026-07-28) server, and protocol is \"modern\"",
+                ))
             }
             Discovered::Legacy => legacy(target, up, rx, 2).await,
         },
@@ -505,7 +562,10 @@ async fn try_era(target: &Target, era: Era) -> Result<(AnyUpstream, Unsolicited,
                     Discovered::Modern(facts) => Ok((up, rx, facts)),
                     Discovered::Legacy => {
                         up.close().await;
-                        Err(handshake_err(target, "the server accepted neither initialize nor server/discover"))
+                        Err(handshake_err(
+                            target,
+                            "the server accepted neither initialize nor server/discover",
+                        ))
                     }
                 }
             }
@@ -519,12 +579,15 @@ pub(crate) async fn reinitialise(conn: &Connection) -> Result<(), ClientError> {
     let target = Target {
         legacy_capabilities: inner.legacy_capabilities.clone(),
         client_info: inner.client_info.clone(),
-        ..Target::new(inner.name.clone(), TargetTransport::Stdio {
-            command: String::new(),
-            args: Vec::new(),
-            env: Vec::new(),
-            cwd: None,
-        })
+        ..Target::new(
+            inner.name.clone(),
+            TargetTransport::Stdio {
+                command: String::new(),
+                args: Vec::new(),
+                env: Vec::new(),
+                cwd: None,
+            },
+        )
     };
     tracing::info!(upstream = %inner.name, "session expired; initialising again");
     match initialize(&target, &inner.up, 0).await? {
@@ -534,7 +597,10 @@ pub(crate) async fn reinitialise(conn: &Connection) -> Result<(), ClientError> {
             }
             Ok(())
         }
-        None => Err(handshake_err(&target, "the server refused to initialise a new session")),
+        None => Err(handshake_err(
+            &target,
+            "the server refused to initialise a new session",
+        )),
     }
 }
 

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod conformance;
+mod example_server;
 
 use std::process::ExitCode;
 
@@ -22,11 +23,15 @@ enum Command {
     /// Show the dispositions registry: every item of the revision-conflict register,
     /// the behaviour mcpx chooses, where it is implemented and the tests that prove it.
     Conformance(conformance::Args),
+    /// Run the reference MCP server (every feature of every revision) on stdio, dual-era
+    /// or strict to one revision.
+    ExampleServer(example_server::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Conformance(args) => conformance::run(&args),
+        Command::ExampleServer(args) => example_server::run(&args),
     }
 }
