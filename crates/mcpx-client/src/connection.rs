@@ -168,27 +168,25 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// A connection over `up`, whose handshake found `facts`. Request ids start above
+    /// the handshake's.
     pub(crate) fn new(
-        name: String,
+        target: &crate::probe::Target,
         up: AnyUpstream,
         unsolicited: Unsolicited,
         facts: ServerFacts,
-        policy: SpecPolicy,
-        client_info: Value,
-        legacy_capabilities: Value,
-        first_id: i64,
     ) -> Connection {
         let (changes, _) = broadcast::channel(256);
         let inner = Arc::new(Inner {
-            name,
+            name: target.name.clone(),
             up,
             facts: Mutex::new(facts),
-            next_id: AtomicI64::new(first_id),
+            next_id: AtomicI64::new(10),
             routes: Mutex::new(Routes::default()),
-            policy,
-            client_info,
+            policy: target.policy.clone(),
+            client_info: target.client_info.clone(),
             changes,
-            legacy_capabilities,
+            legacy_capabilities: target.legacy_capabilities.clone(),
         });
         tokio::spawn(dispatch(Arc::downgrade(&inner), unsolicited));
         Connection { inner }

@@ -521,16 +521,7 @@ pub async fn connect(target: &Target, cache: &EraCache) -> Result<Connection, Cl
         Err(e) => return Err(e),
     };
     cache.put(&identity, facts.era, facts.revision);
-    Ok(Connection::new(
-        target.name.clone(),
-        up,
-        rx,
-        facts,
-        target.policy.clone(),
-        target.client_info.clone(),
-        target.legacy_capabilities.clone(),
-        10,
-    ))
+    Ok(Connection::new(target, up, rx, facts))
 }
 
 /// Opens the transport and tries `era` first; under a "prefer" preference the other
