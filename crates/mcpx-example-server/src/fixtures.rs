@@ -24,7 +24,7 @@
 //! | tools-call-elicitation | tool `test_elicitation` (`message`) → `elicitation/create` (2025-06-18+) |
 //! | elicitation-sep1034-defaults | tool `test_elicitation_sep1034_defaults` (2025-11-25+) |
 //! | elicitation-sep1330-enums | tool `test_elicitation_sep1330_enums` (2025-11-25+) |
-//! | json-schema-2020-12 | tool `json_schema_2020_12_tool` (`$schema`, `$defs.address`, `additionalProperties: false`; 2025-11-25+) |
+//! | json-schema-2020-12 | tool `json_schema_2020_12_tool` (`$schema`, `$defs.address` with `$anchor`, `allOf`/`anyOf`, `if`/`then`/`else`, `additionalProperties: false`; 2025-11-25+) |
 //! | resources-list | `resources/list` (paged, 2 per page) |
 //! | resources-read-text | resource `test://static-text` |
 //! | resources-read-binary | resource `test://static-binary` |
@@ -319,9 +319,14 @@ pub(crate) fn tools(rev: Revision, dynamic: Dynamic) -> Vec<Value> {
             json!({
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
                 "type": "object",
-                "$defs": {"address": {"type": "object", "properties": {
+                "$defs": {"address": {"$anchor": "address", "type": "object", "properties": {
                     "street": {"type": "string"}, "city": {"type": "string"}}}},
                 "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                // SEP-2106: composition, conditional and reference keywords survive.
+                "allOf": [{"anyOf": [{"required": ["name"]}, {"required": ["address"]}]}],
+                "if": {"properties": {"name": {"const": "with-address"}}},
+                "then": {"required": ["address"]},
+                "else": {},
                 "additionalProperties": false
             }),
         ));

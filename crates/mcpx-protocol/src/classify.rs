@@ -143,6 +143,35 @@ fn meta_version(frame: &Frame) -> MetaVersion {
     }
 }
 
+/// The first required 2026-07-28 request `_meta` key `frame` lacks (basic/index §_meta:
+/// "A request missing any required field is malformed"; register A-C12).
+fn missing_required_meta(frame: &Frame) -> Option<&'static str> {
+    if frame.kind() != Kind::Request {
+        return None;
+    }
+    meta::MODERN_REQUIRED_REQUEST_KEYS
+        .iter()
+        .copied()
+        .find(|k| frame.params_meta(k).is_none())
+}
+
+fn missing_meta_rejection(key: &str) -> Rejection {
+    // 2026-07-28 basic/index §_meta: -32602, and on HTTP status 400.
+    Rejection::new(
+        INVALID_PARAMS,
+        400,
+        format!("missing required _meta key {key:?}"),
+    )
+}
+
+/// A modern verdict for `frame`, unless it lacks a required `_meta` key.
+fn modern(frame: &Frame, revision: Revision) -> Result<Verdict, Rejection> {
+    match missing_required_meta(frame) {
+        Some(key) => Err(missing_meta_rejection(key)),
+        None => Ok(Verdict::Modern { revision }),
+    }
+}
+
 /// Classifies a message received on stdio.
 ///
 /// `process` is the legacy revision the process negotiated with `initialize`, if any:
@@ -162,7 +191,7 @@ pub fn classify_stdio(process: Option<Revision>, frame: &Frame) -> Result<Verdic
     };
     match frame.kind() {
         Kind::Request | Kind::Notification => match (meta_version(frame), process) {
-            (MetaVersion::Modern(revision), _) => Ok(Verdict::Modern { revision }),
+            (MetaVersion::Modern(revision), _) => modern(frame, revision),
             (MetaVersion::Absent | MetaVersion::Other(_), Some(rev)) => Ok(legacy(rev)),
             (MetaVersion::Other(v), None) if frame.kind() == Kind::Request => {
                 Err(Rejection::unsupported_version(&v))
@@ -280,13 +309,12 @@ pub fn classify_http(req: &HttpRequest<'_>) -> Result<Verdict, Rejection> {
         // 2026-07-28 basic/transports/streamable-http §Protocol Version Header: the header
         // must equal the body's `_meta` version; a missing `_meta` key is -32602.
         (Some(_), Some(rev)) if rev.era() == Era::Modern => match body_meta {
-            MetaVersion::Modern(m) if m == rev => Ok(Verdict::Modern { revision: rev }),
+            MetaVersion::Modern(m) if m == rev => match req.body {
+                Some(f) => modern(f, rev),
+                None => Ok(Verdict::Modern { revision: rev }),
+            },
             MetaVersion::Absent if req.body.is_some_and(|f| f.kind() == Kind::Request) => {
-                Err(Rejection::new(
-                    INVALID_PARAMS,
-                    400,
-                    format!("missing required _meta key {:?}", meta::PROTOCOL_VERSION),
-                ))
+                Err(missing_meta_rejection(meta::PROTOCOL_VERSION))
             }
             MetaVersion::Absent => Ok(Verdict::Modern { revision: rev }),
             MetaVersion::Modern(m) => Err(header_mismatch(&format!(

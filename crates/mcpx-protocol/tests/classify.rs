@@ -26,6 +26,13 @@ fn modern(method: &str, version: &str) -> Frame {
     ))
 }
 
+/// A 2026-07-28 request that lacks the required `clientCapabilities` (A-C12).
+fn modern_without_caps(method: &str) -> Frame {
+    frame(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}}}}"#
+    ))
+}
+
 fn plain(method: &str) -> Frame {
     frame(&format!(
         r#"{{"jsonrpc":"2.0","id":2,"method":"{method}","params":{{}}}}"#

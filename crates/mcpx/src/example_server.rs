@@ -1,16 +1,14 @@
-//! `mcpx example-server`: the reference upstream (`mcpx-example-server`) on stdio.
-//!
-//! `--http ADDR` and `--sse ADDR` (Streamable HTTP, and the 2024-11-05 HTTP+SSE
-//! transport) are added when the Streamable HTTP server lands
-//! (`mcpx_transport::streamable_http::server`).
+//! `mcpx example-server`: the reference upstream (`mcpx-example-server`) on stdio, or
+//! on HTTP (Streamable HTTP and HTTP+SSE on one listener).
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use mcpx_example_server::{ExampleServer, Mode};
 use mcpx_protocol::Revision;
 use mcpx_transport::stdio::{StdioConfig, serve};
-use tokio_util::sync::CancellationToken;
+use mcpx_transport::streamable_http::{self, HttpServerConfig};
 
 /// Arguments of `mcpx example-server`.
 #[derive(Debug, clap::Args)]
@@ -22,6 +20,13 @@ pub struct Args {
     /// Serve every revision: legacy after `initialize`, 2026-07-28 per request (the default).
     #[arg(long)]
     dual: bool,
+    /// Serve over HTTP on ADDR (e.g. 127.0.0.1:3921): Streamable HTTP at `/mcp` and the
+    /// 2024-11-05 HTTP+SSE transport at `/sse` on the same listener. Default: stdio.
+    #[arg(long, value_name = "ADDR", conflicts_with = "sse")]
+    http: Option<SocketAddr>,
+    /// Like `--http`; named for clients of the 2024-11-05 HTTP+SSE transport (`/sse`).
+    #[arg(long, value_name = "ADDR")]
+    sse: Option<SocketAddr>,
 }
 
 impl Args {
@@ -33,51 +38,36 @@ impl Args {
     }
 }
 
-/// Serves the example server on stdin/stdout until EOF or Ctrl-C. Logs go to stderr
-/// (`MCPX_LOG`, e.g. `MCPX_LOG=debug`).
+/// Serves the example server until EOF (stdio) or Ctrl-C. Logs go to stderr.
 pub fn run(args: &Args) -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPX_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("mcpx example-server: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let server = Arc::new(ExampleServer::new(args.mode()));
-    let result = runtime.block_on(async move {
-        let shutdown = CancellationToken::new();
-        let on_signal = shutdown.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                on_signal.cancel();
+    let http = args.http.or(args.sse);
+    crate::runtime::run("example-server", |shutdown| async move {
+        match http {
+            Some(bind) => {
+                let config = HttpServerConfig {
+                    bind,
+                    ..HttpServerConfig::default()
+                };
+                let listener = tokio::net::TcpListener::bind(bind).await?;
+                let addr = listener.local_addr()?;
+                // One listener serves both: Streamable HTTP at /mcp, HTTP+SSE at /sse.
+                eprintln!(
+                    "mcpx example-server: Streamable HTTP at http://{addr}{}, HTTP+SSE at http://{addr}{}",
+                    config.path, config.sse_path
+                );
+                streamable_http::serve(listener, server, config, shutdown).await
             }
-        });
-        serve(
-            server,
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            StdioConfig::default(),
-            shutdown,
-        )
-        .await
-    });
-    // Background tasks (a reader blocked on stdin) must not keep the process alive.
-    runtime.shutdown_background();
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("mcpx example-server: {e}");
-            ExitCode::FAILURE
+            None => {
+                serve(
+                    server,
+                    tokio::io::stdin(),
+                    tokio::io::stdout(),
+                    StdioConfig::default(),
+                    shutdown,
+                )
+                .await
+            }
         }
-    }
+    })
 }

@@ -4,6 +4,7 @@
 
 mod conformance;
 mod example_server;
+mod runtime;
 
 use std::process::ExitCode;
 
@@ -23,8 +24,8 @@ enum Command {
     /// Show the dispositions registry: every item of the revision-conflict register,
     /// the behaviour mcpx chooses, where it is implemented and the tests that prove it.
     Conformance(conformance::Args),
-    /// Run the reference MCP server (every feature of every revision) on stdio, dual-era
-    /// or strict to one revision.
+    /// Run the reference MCP server (every feature of every revision) on stdio or HTTP,
+    /// dual-era or strict to one revision.
     ExampleServer(example_server::Args),
 }
 

@@ -30,7 +30,8 @@
 //! * The session's revision governs its requests. **Choice:** a request in a session
 //!   without `MCP-Protocol-Version` is served in the session's revision (B-C8's
 //!   "assume 2025-03-26" is for clients that never send it, i.e. 2025-03-26
-//!   sessions); a header naming another legacy revision than the session's is 400.
+//!   sessions); a header naming another supported legacy revision than the session's
+//!   is served in the session's revision too (400 is for unsupported versions only).
 //! * Batches: 2025-03-26 only (`codec::admit`), answered with a JSON array, or 202 when
 //!   they held no request. Related messages of batched requests go to the GET stream.
 //! * `initialize` is always answered with JSON (it has no session yet to stream in);
@@ -400,13 +401,15 @@ fn legacy_session<S: Service>(
     if let Some(h) = protocol_version.map(str::trim)
         && Revision::from_wire(h) != Some(session.peer.revision)
     {
-        return Err(Box::new(bad_request(
-            id,
-            &format!(
-                "MCP-Protocol-Version {h:?} does not match the session's negotiated revision {}",
-                session.peer.revision
-            ),
-        )));
+        // 2025-11-25 basic/transports §Protocol Version Header: 400 is for an "invalid or
+        // unsupported" version, and classification has already refused those. A
+        // supported one that differs from the session's is served in the session's
+        // revision, which governs everything the session does.
+        tracing::debug!(
+            header = h,
+            session = %session.peer.revision,
+            "MCP-Protocol-Version differs from the session's revision; serving the session's"
+        );
     }
     Ok(session)
 }

@@ -1,0 +1,63 @@
+//! What every long-running command shares: logs on stderr, a tokio runtime, and a
+//! shutdown token that Ctrl-C (or SIGTERM) fires.
+
+use std::future::Future;
+use std::process::ExitCode;
+
+use tokio_util::sync::CancellationToken;
+
+/// Logs go to stderr only (stdout may be the MCP stream), filtered by `MCPX_LOG`
+/// (`warn` by default; e.g. `MCPX_LOG=debug` or `MCPX_LOG=mcpx_client=debug`).
+pub(crate) fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// Runs `main` on a multi-threaded runtime with a shutdown token fired by Ctrl-C or
+/// SIGTERM; reports an error on stderr as `mcpx <command>: <error>`.
+pub(crate) fn run<F, Fut, E>(command: &str, main: F) -> ExitCode
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcpx {command}: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                Some(()) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => {}
+            }
+            on_signal.cancel();
+        });
+        main(shutdown).await
+    });
+    // Background tasks (a reader blocked on stdin) must not keep the process alive.
+    runtime.shutdown_background();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcpx {command}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
