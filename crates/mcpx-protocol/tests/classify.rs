@@ -185,6 +185,12 @@ fn stdio_messages_classify() {
             Err(-32602),
         ),
         (
+            "modern without clientCapabilities",
+            None,
+            modern_without_caps("tools/list"),
+            Err(-32602),
+        ),
+        (
             "response with no legacy session",
             None,
             frame(r#"{"jsonrpc":"2.0","id":"s1","result":{}}"#),
@@ -337,6 +343,11 @@ fn http_requests_classify() {
         (
             "modern header, no _meta",
             post(Some("2026-07-28"), None, plain("tools/list")),
+            Err((-32602, 400)),
+        ),
+        (
+            "modern without clientCapabilities",
+            post(Some("2026-07-28"), None, modern_without_caps("tools/list")),
             Err((-32602, 400)),
         ),
         (
