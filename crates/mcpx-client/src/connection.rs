@@ -212,6 +212,20 @@ impl Connection {
         self.inner.changes.subscribe()
     }
 
+    /// Registers the `x-mcp-header` annotations of an upstream tool, so that calls to it
+    /// over Streamable HTTP mirror them into `Mcp-Param-*` headers (2026-07-28). A no-op
+    /// on other transports.
+    pub fn set_tool_param_headers(&self, tool: &str, headers: Vec<mcpx_protocol::header::ParamHeader>) {
+        if let AnyUpstream::Http(h) = &self.inner.up {
+            h.set_tool_param_headers(tool, headers);
+        }
+    }
+
+    /// The transport's name (stdio, Streamable HTTP, HTTP+SSE).
+    pub fn transport_kind(&self) -> &'static str {
+        self.inner.up.kind()
+    }
+
     /// Closes the connection (a legacy HTTP session ends with DELETE; a child process
     /// is stopped).
     pub async fn close(&self) {
@@ -460,6 +474,9 @@ impl Connection {
     /// Relays a notification that belongs to a call. Returns whether it was progress.
     async fn relay(&self, frame: &Frame, opts: &CallOptions) -> bool {
         let Some(events) = &opts.events else {
+            if frame.method().is_some_and(|m| m.ends_with("list_changed") || m == "notifications/resources/updated") {
+                let _ = self.inner.changes.send(frame.clone());
+            }
             return frame.method() == Some("notifications/progress");
         };
         let params: Value = frame
@@ -482,6 +499,16 @@ impl Connection {
                     })
                     .await;
                 true
+            }
+            Some(
+                "notifications/tools/list_changed"
+                | "notifications/prompts/list_changed"
+                | "notifications/resources/list_changed"
+                | "notifications/resources/updated",
+            ) => {
+                // On a subscriptions/listen stream (2026-07-28): news about the upstream.
+                let _ = self.inner.changes.send(frame.clone());
+                false
             }
             Some("notifications/message") => {
                 let _ = events

@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use mcpx_client::ProtocolPreference;
 use mcpx_protocol::SpecPolicy;
 use serde::Deserialize;
 
@@ -116,22 +117,6 @@ pub struct ServerConfig {
     pub disabled: bool,
     /// mcpx's per-server settings.
     pub mcpx: ServerSettings,
-}
-
-/// Which era to speak to an upstream (issue "The gateway": `protocol`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProtocolPreference {
-    /// Probe `server/discover` first, fall back to legacy (the spec's SHOULD for dual-era
-    /// clients, register D-C10).
-    #[default]
-    PreferModern,
-    /// `initialize` first, then modern.
-    PreferLegacy,
-    /// Modern only.
-    Modern,
-    /// Legacy only.
-    Legacy,
 }
 
 /// A name filter: an exact name, a glob (`*`, `?`) or a `/regex/`.

@@ -209,6 +209,8 @@ fn notification(method: &str, params: &Value) -> Frame {
 /// A feature request from a host, for the gateway.
 #[derive(Debug)]
 pub struct Call {
+    /// The host's request id.
+    pub id: Id,
     /// The method.
     pub method: String,
     /// The raw params as the host sent them.
@@ -225,6 +227,9 @@ pub struct Call {
     pub peer: Option<Peer>,
     /// The host's client capabilities (from `initialize` on legacy, from `_meta` on modern).
     pub client_capabilities: Value,
+    /// The request's context, for notifications related to it (a `subscriptions/listen`
+    /// stream) and its cancellation.
+    pub ctx: RequestCtx,
 }
 
 /// A result, as raw JSON written in `revision`.
@@ -470,6 +475,7 @@ impl<B: Backend> Seam<B> {
             threshold,
         });
         let call = Call {
+            id: id.clone(),
             method: method.clone(),
             params: frame.params().map(str::to_owned),
             host,
@@ -478,6 +484,7 @@ impl<B: Backend> Seam<B> {
             cancel: ctx.cancelled().clone(),
             peer: ctx.peer().cloned(),
             client_capabilities: caps,
+            ctx: ctx.clone(),
         };
         match self.backend.call(call).await {
             Ok(reply) => {
