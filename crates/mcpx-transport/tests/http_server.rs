@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use mcpx_protocol::codec::{Limits, parse_frame};
+use mcpx_protocol::header::{self, ParamHeader};
 use mcpx_protocol::{Frame, Revision};
 use mcpx_testkit::tap::tap;
 use mcpx_transport::streamable_http::{HttpServerConfig, serve};
@@ -27,19 +28,40 @@ const R0618: Revision = Revision::V2025_06_18;
 const R1125: Revision = Revision::V2025_11_25;
 const R2026: Revision = Revision::V2026_07_28;
 
-/// The echo service, recording each request's outcome and the last legacy peer.
+/// The echo service, recording each request's outcome, the last legacy peer and the
+/// sessions closed; plus a `big` tool: one progress notification, then the echo of
+/// `size` bytes (for the SSE event size limit).
 #[derive(Default)]
 struct Recorder {
     echo: echo::Echo,
     /// (method, cancelled) per finished request.
     done: Mutex<Vec<(String, bool)>>,
     peer: Mutex<Option<Peer>>,
+    /// Session ids `session_closed` was called with.
+    closed: Mutex<Vec<String>>,
 }
 
 impl Service for Recorder {
-    async fn request(&self, req: Incoming, ctx: RequestCtx) -> Frame {
+    async fn request(&self, mut req: Incoming, ctx: RequestCtx) -> Frame {
         let token = ctx.cancelled().clone();
         let method = req.frame.method().unwrap_or_default().to_owned();
+        let params: Value = req
+            .frame
+            .params()
+            .map(|p| serde_json::from_str(p).unwrap())
+            .unwrap_or(Value::Null);
+        if method == "tools/call" && params["name"] == "big" {
+            let p = json!({"progressToken": "big", "progress": 1});
+            let raw = serde_json::value::RawValue::from_string(p.to_string()).unwrap();
+            ctx.notify(Frame::notification("notifications/progress", Some(&raw)))
+                .await
+                .unwrap();
+            let size = params["arguments"]["size"].as_u64().unwrap() as usize;
+            let mut body: Value = serde_json::from_str(req.frame.as_str()).unwrap();
+            body["params"]["name"] = json!("echo");
+            body["params"]["arguments"] = json!({"text": "x".repeat(size)});
+            req.frame = parse_frame(body.to_string(), &Limits::default()).unwrap();
+        }
         let r = self.echo.request(req, ctx).await;
         self.done
             .lock()
@@ -52,6 +74,13 @@ impl Service for Recorder {
             *self.peer.lock().unwrap() = peer.clone();
         }
         self.echo.notification(n, peer).await;
+    }
+    fn session_closed(&self, peer: &Peer) {
+        let sid = peer.session_id().unwrap_or_default().to_owned();
+        self.closed.lock().unwrap().push(sid);
+    }
+    fn param_headers(&self, tool: &str) -> Vec<ParamHeader> {
+        self.echo.param_headers(tool)
     }
 }
 
@@ -883,4 +912,161 @@ async fn a_stalled_body_is_cut_off_without_stalling_others() {
     let reply = String::from_utf8_lossy(&out);
     assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
     assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+/// The headers a 2026-07-28 client sends with `body`, given the called tool's
+/// `x-mcp-header` annotations.
+fn modern_headers(body: &Value, params: &[ParamHeader]) -> Vec<(String, String)> {
+    let frame = parse_frame(body.to_string(), &Limits::default()).unwrap();
+    header::build(&frame, R2026.as_str(), params)
+}
+
+impl Server {
+    /// A POST of `body` with exactly `headers` (beside Content-Type and Accept).
+    fn post_with(&self, body: &Value, headers: &[(String, String)]) -> reqwest::RequestBuilder {
+        let mut b = self.post(body.to_string());
+        for (k, v) in headers {
+            b = b.header(k.as_str(), v.as_str());
+        }
+        b
+    }
+}
+
+#[tokio::test]
+async fn modern_mcp_param_headers_are_checked_against_the_body() {
+    let s = start().await;
+    // As a client does: the annotations come from the listed inputSchema.
+    let resp = s
+        .modern(&modern_req(1, "tools/list", json!({})))
+        .send()
+        .await
+        .unwrap();
+    let text = resp.text().await.unwrap();
+    tap().validate_response(R2026, "tools/list", &text).unwrap();
+    let list: Value = serde_json::from_str(&text).unwrap();
+    let tool = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "region")
+        .unwrap()
+        .clone();
+    let params = header::param_headers(&tool["inputSchema"]).unwrap();
+    assert_eq!(params.len(), 2);
+    assert_eq!(params, s.svc.param_headers("region"));
+    let call = |id: i64, args: Value| {
+        modern_req(
+            id,
+            "tools/call",
+            json!({"name": "region", "arguments": args}),
+        )
+    };
+    let ok = |resp: reqwest::Response| async move {
+        assert_eq!(resp.status(), 200);
+        let text = resp.text().await.unwrap();
+        tap().validate_response(R2026, "tools/call", &text).unwrap();
+        text
+    };
+
+    // Matching headers: accepted.
+    let body = call(2, json!({"region": "us-west1", "n": 42}));
+    let hs = modern_headers(&body, &params);
+    assert!(hs.contains(&("Mcp-Param-Region".into(), "us-west1".into())));
+    assert!(hs.contains(&("Mcp-Param-N".into(), "42".into())));
+    let text = ok(s.post_with(&body, &hs).send().await.unwrap()).await;
+    assert!(text.contains("us-west1"), "{text}");
+    // A non-ASCII value travels Base64-encoded (§Value Encoding) and is decoded
+    // before the comparison; `n` absent, so no Mcp-Param-N.
+    let body = call(3, json!({"region": "Zürich, 世界"}));
+    let hs = modern_headers(&body, &params);
+    let region = hs.iter().find(|(k, _)| k == "Mcp-Param-Region").unwrap();
+    assert!(region.1.starts_with("=?base64?"), "{region:?}");
+    assert!(!hs.iter().any(|(k, _)| k == "Mcp-Param-N"));
+    ok(s.post_with(&body, &hs).send().await.unwrap()).await;
+    // Integers compare numerically (§Server Validation): `42.0` matches 42.
+    let body = call(4, json!({"region": "r", "n": 42}));
+    let mut hs = modern_headers(&body, &[]);
+    hs.push(("Mcp-Param-Region".into(), "r".into()));
+    hs.push(("Mcp-Param-N".into(), "42.0".into()));
+    ok(s.post_with(&body, &hs).send().await.unwrap()).await;
+    // A null argument: the header is not expected (§Server Behavior for Custom Headers).
+    let body = call(5, json!({"region": null, "n": 1}));
+    ok(s.post_with(&body, &modern_headers(&body, &params))
+        .send()
+        .await
+        .unwrap())
+    .await;
+
+    // 400 -32020: a header missing while the argument is present; a mismatching
+    // value (string, integer); a header whose argument is absent; invalid characters.
+    let base = call(6, json!({"region": "us-west1", "n": 42}));
+    let good = modern_headers(&base, &params);
+    let without = |name: &str| -> Vec<(String, String)> {
+        good.iter().filter(|(k, _)| k != name).cloned().collect()
+    };
+    let with = |name: &str, v: &str| -> Vec<(String, String)> {
+        let mut hs = without(name);
+        hs.push((name.into(), v.into()));
+        hs
+    };
+    let absent_n = call(7, json!({"region": "us-west1"}));
+    let mut extra_n = modern_headers(&absent_n, &params);
+    extra_n.push(("Mcp-Param-N".into(), "42".into()));
+    for (body, hs, why) in [
+        (&base, without("Mcp-Param-Region"), "missing"),
+        (&base, without("Mcp-Param-N"), "missing"),
+        (
+            &base,
+            with("Mcp-Param-Region", "eu-west1"),
+            "does not match",
+        ),
+        (&base, with("Mcp-Param-N", "43"), "does not match"),
+        (&base, with("Mcp-Param-N", "=?base64?!!?="), "Base64"),
+        (&absent_n, extra_n, "absent"),
+    ] {
+        let resp = s.post_with(body, &hs).send().await.unwrap();
+        let v = expect_error(resp, 400, -32020, R2026).await;
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(why), "{msg}");
+    }
+    // A raw non-ASCII byte is an invalid character, not a value.
+    let mut b = s.post(base.to_string());
+    for (k, v) in without("Mcp-Param-Region") {
+        b = b.header(k, v);
+    }
+    let resp = b
+        .header(
+            "mcp-param-region",
+            reqwest::header::HeaderValue::from_bytes(b"us-west\xff").unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    expect_error(resp, 400, -32020, R2026).await;
+
+    // Unannotated tools: an unknown Mcp-Param-* header is ignored.
+    let body = modern_req(
+        8,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "t"}}),
+    );
+    let mut hs = modern_headers(&body, &[]);
+    hs.push(("Mcp-Param-Region".into(), "anything".into()));
+    ok(s.post_with(&body, &hs).send().await.unwrap()).await;
+    // Legacy sessions have no Mcp-Param-* headers (2026-07-28 only).
+    let sid = s.initialize(R1125).await;
+    let resp = s
+        .legacy(
+            &sid,
+            Some(R1125),
+            json!({"jsonrpc":"2.0","id":9,"method":"tools/call",
+                   "params":{"name":"region","arguments":{"region":"x","n":1}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    tap()
+        .validate_response(R1125, "tools/call", &resp.text().await.unwrap())
+        .unwrap();
 }
