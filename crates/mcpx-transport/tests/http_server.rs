@@ -1070,3 +1070,496 @@ async fn modern_mcp_param_headers_are_checked_against_the_body() {
         .validate_response(R1125, "tools/call", &resp.text().await.unwrap())
         .unwrap();
 }
+
+/// The JSON body of a raw HTTP/1.1 reply.
+fn raw_body(reply: &str) -> &str {
+    reply.split_once("\r\n\r\n").map_or("", |(_, b)| b)
+}
+
+#[tokio::test]
+async fn an_sse_response_over_the_event_limit_becomes_an_error() {
+    let s = start_with(HttpServerConfig {
+        max_sse_event_bytes: 2048,
+        ..config()
+    })
+    .await;
+    let big = |id: i64, size: usize| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+               "params":{"name":"big","arguments":{"size":size}}})
+    };
+    // Legacy: the progress notification opens an SSE stream; the response over the
+    // limit is replaced by -32603 for its request, which still ends the stream.
+    let sid = s.initialize(R1125).await;
+    let mut sse = Sse::new(
+        s.legacy(&sid, Some(R1125), big(1, 4096))
+            .send()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(sse.next().await.unwrap().data, "", "priming");
+    let p = sse.next().await.unwrap();
+    tap().validate_frame(R1125, &p.data).unwrap();
+    let e = sse.next().await.unwrap();
+    assert!(e.id.is_some());
+    tap().validate_frame(R1125, &e.data).unwrap();
+    let v: Value = serde_json::from_str(&e.data).unwrap();
+    assert_eq!(v["id"], 1);
+    assert_eq!(v["error"]["code"], -32603);
+    assert!(v["error"]["message"].as_str().unwrap().contains("2048"));
+    assert!(sse.next().await.is_none());
+    // Under the limit the same call is answered whole; the session still serves.
+    let mut sse = Sse::new(
+        s.legacy(&sid, Some(R1125), big(2, 100))
+            .send()
+            .await
+            .unwrap(),
+    );
+    sse.next().await.unwrap();
+    sse.next().await.unwrap();
+    let r = sse.next().await.unwrap();
+    tap()
+        .validate_response(R1125, "tools/call", &r.data)
+        .unwrap();
+    // A JSON answer is not an SSE event: no limit.
+    let resp = s
+        .legacy(
+            &sid,
+            Some(R1125),
+            json!({"jsonrpc":"2.0","id":3,"method":"tools/call",
+                   "params":{"name":"echo","arguments":{"text":"y".repeat(4096)}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(content_type(&resp), "application/json");
+    tap()
+        .validate_response(R1125, "tools/call", &resp.text().await.unwrap())
+        .unwrap();
+
+    // Modern: the same on a request-scoped stream.
+    let mut req = modern_req(
+        4,
+        "tools/call",
+        json!({"name":"big","arguments":{"size":4096}}),
+    );
+    req["params"]["_meta"]["progressToken"] = json!("big");
+    let mut sse = Sse::new(s.modern(&req).send().await.unwrap());
+    tap()
+        .validate_frame(R2026, &sse.next().await.unwrap().data)
+        .unwrap();
+    let e = sse.next().await.unwrap();
+    tap().validate_frame(R2026, &e.data).unwrap();
+    let v: Value = serde_json::from_str(&e.data).unwrap();
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(4), json!(-32603))
+    );
+    assert!(sse.next().await.is_none());
+    let resp = s
+        .modern(&modern_req(5, "tools/list", json!({})))
+        .send()
+        .await
+        .unwrap();
+    tap()
+        .validate_response(R2026, "tools/list", &resp.text().await.unwrap())
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_stalled_header_is_cut_off_without_stalling_others() {
+    let s = start_with(HttpServerConfig {
+        header_timeout: Duration::from_millis(300),
+        ..config()
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let mut half_line = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    half_line.write_all(b"POST /m").await.unwrap();
+    let mut half_headers = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    half_headers
+        .write_all(format!("POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Ty", s.addr).as_bytes())
+        .await
+        .unwrap();
+    // Another client is served meanwhile.
+    let sid = s.initialize(R1125).await;
+    assert!(!sid.is_empty());
+    assert!(started.elapsed() < Duration::from_millis(300));
+    for tcp in [&mut half_line, &mut half_headers] {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            match tokio::time::timeout(Duration::from_millis(1500), tcp.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+                Err(_) => panic!("still connected after {:?}", started.elapsed()),
+            }
+        }
+        // Closed, possibly after a 408.
+        let reply = String::from_utf8_lossy(&out);
+        assert!(
+            reply.is_empty() || reply.starts_with("HTTP/1.1 408"),
+            "{reply}"
+        );
+    }
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(250), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn max_sessions_refuses_initialize_until_one_ends() {
+    let s = start_with(HttpServerConfig {
+        max_sessions: 2,
+        ..config()
+    })
+    .await;
+    let a = s.initialize(R1125).await;
+    s.initialize(R0618).await;
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion": R1125.as_str(), "capabilities": {},
+        "clientInfo": {"name":"t","version":"1"}}});
+    let resp = s.post(init.to_string()).send().await.unwrap();
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    let v = expect_error(resp, 503, -32603, R1125).await;
+    assert_eq!(v["id"], 0);
+    assert!(v["error"]["message"].as_str().unwrap().contains('2'));
+    // The refused initialize opened nothing; the live sessions still serve.
+    let resp = s
+        .legacy(
+            &a,
+            Some(R1125),
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // After a DELETE there is room again.
+    let resp = s
+        .http
+        .delete(s.url("/mcp"))
+        .header("mcp-session-id", a.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    assert_eq!(*s.svc.closed.lock().unwrap(), vec![a]);
+    s.initialize(R1125).await;
+}
+
+#[tokio::test]
+async fn idle_sessions_expire_unless_used_or_streaming() {
+    let s = start_with(HttpServerConfig {
+        session_idle_timeout: Duration::from_millis(250),
+        ..config()
+    })
+    .await;
+    let idle = s.initialize(R1125).await;
+    let busy = s.initialize(R1125).await;
+    let streaming = s.initialize(R1125).await;
+    let list = |id: i64| json!({"jsonrpc":"2.0","id":id,"method":"tools/list"});
+    let resp = s
+        .http
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", streaming.as_str())
+        .header("mcp-protocol-version", R1125.as_str())
+        .send()
+        .await
+        .unwrap();
+    let mut sse = Sse::new(resp);
+    sse.next().await.unwrap();
+    for i in 0..5 {
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        let resp = s.legacy(&busy, Some(R1125), list(i)).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        resp.bytes().await.unwrap();
+    }
+    // 400 ms unused: 404, the client must initialise again (§Session Management).
+    let resp = s.legacy(&idle, Some(R1125), list(9)).send().await.unwrap();
+    expect_error(resp, 404, -32600, R1125).await;
+    assert_eq!(*s.svc.closed.lock().unwrap(), vec![idle.clone()]);
+    let resp = s.legacy(&idle, Some(R1125), list(9)).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+    // An open GET stream keeps its session alive.
+    let resp = s
+        .legacy(&streaming, Some(R1125), list(10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    tap()
+        .validate_response(R1125, "tools/list", &resp.text().await.unwrap())
+        .unwrap();
+    drop(sse);
+}
+
+#[tokio::test]
+async fn a_dropped_post_stream_resumes_with_get_and_last_event_id() {
+    let s = start().await;
+    let sid = s.initialize(R1125).await;
+    let call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
+        "params":{"name":"slow","arguments":{"steps":6},"_meta":{"progressToken":"p"}}});
+    let mut sse = Sse::new(s.legacy(&sid, Some(R1125), call).send().await.unwrap());
+    let prime = sse.next().await.unwrap();
+    assert_eq!(prime.data, "");
+    let p1 = sse.next().await.unwrap();
+    tap().validate_frame(R1125, &p1.data).unwrap();
+    let last = p1.id.clone().unwrap();
+    let (stream, seq) = last.split_once('-').unwrap();
+    let seq: u64 = seq.parse().unwrap();
+    drop(sse);
+    // Events sent while disconnected are kept for the stream they belong to.
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let resp = s
+        .http
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", sid.as_str())
+        .header("mcp-protocol-version", R1125.as_str())
+        .header("last-event-id", last.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = Sse::new(resp);
+    // 2025-11-25 §Resumability and Redelivery: the events after Last-Event-ID on that
+    // stream, in order, then the rest of it, ending with the response.
+    let mut progress = Vec::new();
+    let mut n = seq;
+    let response = loop {
+        let ev = sse
+            .next()
+            .await
+            .expect("the resumed stream ends with the response");
+        n += 1;
+        assert_eq!(ev.id.unwrap(), format!("{stream}-{n}"));
+        tap().validate_frame(R1125, &ev.data).unwrap();
+        let v: Value = serde_json::from_str(&ev.data).unwrap();
+        if v.get("id").is_some() {
+            break ev.data;
+        }
+        progress.push(v["params"]["progress"].as_u64().unwrap());
+    };
+    assert_eq!(progress, vec![2, 3, 4, 5, 6]);
+    tap()
+        .validate_response(R1125, "tools/call", &response)
+        .unwrap();
+    assert!(response.contains("done after 6 steps"));
+    assert!(sse.next().await.is_none(), "the response ends the stream");
+}
+
+#[tokio::test]
+async fn notifications_cancelled_cancels_a_legacy_request() {
+    let s = start().await;
+    let sid = s.initialize(R1125).await;
+    let cancel = |id: i64| {
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled",
+               "params":{"requestId":id,"reason":"test"}})
+    };
+    // On an SSE stream: it ends without the response.
+    let call = json!({"jsonrpc":"2.0","id":9,"method":"tools/call",
+        "params":{"name":"slow","arguments":{"steps":40},"_meta":{"progressToken":"p"}}});
+    let mut sse = Sse::new(s.legacy(&sid, Some(R1125), call).send().await.unwrap());
+    sse.next().await.unwrap();
+    tap()
+        .validate_frame(R1125, &sse.next().await.unwrap().data)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let resp = s.legacy(&sid, Some(R1125), cancel(9)).send().await.unwrap();
+    assert_eq!(resp.status(), 202);
+    assert!(resp.bytes().await.unwrap().is_empty());
+    while let Some(ev) = sse.next().await {
+        tap().validate_frame(R1125, &ev.data).unwrap();
+        let v: Value = serde_json::from_str(&ev.data).unwrap();
+        assert!(v.get("id").is_none(), "a response was sent: {}", ev.data);
+    }
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(
+        *s.svc.done.lock().unwrap().last().unwrap(),
+        ("tools/call".to_owned(), true)
+    );
+
+    // Awaiting a JSON answer: the POST gets an event stream with no response.
+    let call = json!({"jsonrpc":"2.0","id":10,"method":"tools/call",
+        "params":{"name":"slow","arguments":{"steps":40}}});
+    let pending = tokio::spawn(s.legacy(&sid, Some(R1125), call).send());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let resp = s
+        .legacy(&sid, Some(R1125), cancel(10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let resp = pending.await.unwrap().unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = Sse::new(resp);
+    assert!(sse.next().await.is_none());
+    let done = s.svc.done.lock().unwrap().clone();
+    assert_eq!(
+        done.iter()
+            .filter(|d| **d == ("tools/call".into(), true))
+            .count(),
+        2,
+        "{done:?}"
+    );
+    // The id is free again and the session serves on.
+    let resp = s
+        .legacy(
+            &sid,
+            Some(R1125),
+            json!({"jsonrpc":"2.0","id":10,"method":"tools/call",
+                   "params":{"name":"echo","arguments":{"text":"again"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    tap()
+        .validate_response(R1125, "tools/call", &resp.text().await.unwrap())
+        .unwrap();
+}
+
+/// Register B-C21: header names are compared case-insensitively. Raw TCP, so the
+/// spelling on the wire is exactly the one written here.
+#[tokio::test]
+async fn header_names_are_case_insensitive() {
+    let s = start().await;
+    let sid = s.initialize(R1125).await;
+    let req = |method: &str, headers: &[String], body: &str| {
+        format!(
+            "{method} /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{}Content-Length: {}\r\n\r\n{body}",
+            s.addr,
+            headers
+                .iter()
+                .map(|h| format!("{h}\r\n"))
+                .collect::<String>(),
+            body.len()
+        )
+    };
+    let list = json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}).to_string();
+    for (sid_name, pv_name) in [
+        ("mcp-session-id", "mcp-protocol-version"),
+        ("MCP-SESSION-ID", "MCP-PROTOCOL-VERSION"),
+        ("Mcp-Session-Id", "MCP-Protocol-Version"),
+        ("mCp-SeSsIoN-iD", "Mcp-Protocol-Version"),
+    ] {
+        let reply = raw(
+            s.addr,
+            req(
+                "POST",
+                &[
+                    format!("{sid_name}: {sid}"),
+                    format!("{pv_name}: 2025-11-25"),
+                ],
+                &list,
+            ),
+        )
+        .await;
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        tap()
+            .validate_response(R1125, "tools/list", raw_body(&reply))
+            .unwrap();
+        // A wrong version under any spelling is still seen (and refused).
+        let reply = raw(
+            s.addr,
+            req(
+                "POST",
+                &[
+                    format!("{sid_name}: {sid}"),
+                    format!("{pv_name}: 2025-06-18"),
+                ],
+                &list,
+            ),
+        )
+        .await;
+        assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    }
+    // Modern: Mcp-Method, Mcp-Name, Mcp-Param-* in any case.
+    let body = modern_req(
+        2,
+        "tools/call",
+        json!({"name":"region","arguments":{"region":"eu","n":7}}),
+    )
+    .to_string();
+    let reply = raw(
+        s.addr,
+        req(
+            "POST",
+            &[
+                "mcp-protocol-version: 2026-07-28".into(),
+                "MCP-METHOD: tools/call".into(),
+                "mcp-name: region".into(),
+                "MCP-PARAM-REGION: eu".into(),
+                "mcp-param-n: 7".into(),
+            ],
+            &body,
+        ),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    tap()
+        .validate_response(R2026, "tools/call", raw_body(&reply))
+        .unwrap();
+    // Header *values* stay case-sensitive (§Case Sensitivity).
+    let reply = raw(
+        s.addr,
+        req(
+            "POST",
+            &[
+                "MCP-Protocol-Version: 2026-07-28".into(),
+                "Mcp-Method: TOOLS/CALL".into(),
+                "Mcp-Name: region".into(),
+                "Mcp-Param-Region: eu".into(),
+                "Mcp-Param-N: 7".into(),
+            ],
+            &body,
+        ),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    tap().validate_frame(R2026, raw_body(&reply)).unwrap();
+    // DELETE with the session header in capitals.
+    let reply = raw(
+        s.addr,
+        req("DELETE", &[format!("MCP-SESSION-ID: {sid}")], ""),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 204"), "{reply}");
+}
+
+#[tokio::test]
+async fn foreign_host_with_allowed_origin_and_null_origin_are_refused() {
+    let s = start().await;
+    let list = json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}).to_string();
+    let req = |host: &str, origin: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{list}",
+            list.len()
+        )
+    };
+    for (host, origin, named) in [
+        ("evil.example", "http://localhost:5173", "Host"),
+        ("evil.example:80", "http://127.0.0.1", "Host"),
+        (&s.addr.to_string(), "null", "Origin"),
+        (&format!("localhost:{}", s.addr.port()), "null", "Origin"),
+    ] {
+        let reply = raw(s.addr, req(host, origin)).await;
+        assert!(
+            reply.starts_with("HTTP/1.1 403"),
+            "{host} {origin}: {reply}"
+        );
+        let body = raw_body(&reply);
+        let v: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], -32600);
+        assert!(v.get("id").is_none());
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(named),
+            "{body}"
+        );
+        // An id-less error body is valid where the revision allows it (A-C4).
+        tap().validate_frame(R1125, body).unwrap();
+    }
+    // The allowed pair reaches the endpoint (400: no session).
+    let reply = raw(s.addr, req(&s.addr.to_string(), "http://localhost:5173")).await;
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+}
