@@ -278,6 +278,7 @@ async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame:
                     .await;
                 return;
             };
+            let cancelled = token.clone();
             let ctx = RequestCtx::new(token, Related(session.out.clone()), peer);
             let initialize_params: Option<Arc<str>> = frame.params().map(Arc::from);
             let incoming = Incoming { frame, verdict };
@@ -307,7 +308,13 @@ async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame:
             tokio::spawn(async move {
                 let response = app.service.request(incoming, ctx).await;
                 session.inflight.finish(&id);
-                session.send(response).await;
+                // 2024-11-05 basic/utilities/cancellation: the receiver SHOULD "not send
+                // a response for the cancelled request".
+                if cancelled.is_cancelled() {
+                    tracing::debug!(%id, "request cancelled; its response is not sent");
+                } else {
+                    session.send(response).await;
+                }
             });
         }
         Kind::Notification => {

@@ -47,6 +47,18 @@ pub trait Service: Send + Sync + 'static {
 
     /// A legacy session ended (DELETE, expiry, end of stdio). Default: nothing.
     fn session_closed(&self, _peer: &Peer) {}
+
+    /// The `x-mcp-header` annotations of the tool this service offers under the name
+    /// `tool` (from its `inputSchema`, see `mcpx_protocol::header::param_headers`), so
+    /// the transport can check a modern `tools/call`'s `Mcp-Param-*` headers against
+    /// its body (2026-07-28 basic/transports/streamable-http §Custom Headers from Tool
+    /// Parameters, §Server Validation: a missing or mismatching header is 400 + -32020).
+    /// Default: none, so no `Mcp-Param-*` header is expected or checked. A service
+    /// that annotates its tools must return the same annotations it lists; a tool it
+    /// does not know has none.
+    fn param_headers(&self, _tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
+        Vec::new()
+    }
 }
 
 /// Where frames related to one request go: the request's SSE stream on HTTP, stdout on

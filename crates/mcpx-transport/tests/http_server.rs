@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use mcpx_protocol::codec::{Limits, parse_frame};
+use mcpx_protocol::header::{self, ParamHeader};
 use mcpx_protocol::{Frame, Revision};
 use mcpx_testkit::tap::tap;
 use mcpx_transport::streamable_http::{HttpServerConfig, serve};
@@ -27,19 +28,40 @@ const R0618: Revision = Revision::V2025_06_18;
 const R1125: Revision = Revision::V2025_11_25;
 const R2026: Revision = Revision::V2026_07_28;
 
-/// The echo service, recording each request's outcome and the last legacy peer.
+/// The echo service, recording each request's outcome, the last legacy peer and the
+/// sessions closed; plus a `big` tool: one progress notification, then the echo of
+/// `size` bytes (for the SSE event size limit).
 #[derive(Default)]
 struct Recorder {
     echo: echo::Echo,
     /// (method, cancelled) per finished request.
     done: Mutex<Vec<(String, bool)>>,
     peer: Mutex<Option<Peer>>,
+    /// Session ids `session_closed` was called with.
+    closed: Mutex<Vec<String>>,
 }
 
 impl Service for Recorder {
-    async fn request(&self, req: Incoming, ctx: RequestCtx) -> Frame {
+    async fn request(&self, mut req: Incoming, ctx: RequestCtx) -> Frame {
         let token = ctx.cancelled().clone();
         let method = req.frame.method().unwrap_or_default().to_owned();
+        let params: Value = req
+            .frame
+            .params()
+            .map(|p| serde_json::from_str(p).unwrap())
+            .unwrap_or(Value::Null);
+        if method == "tools/call" && params["name"] == "big" {
+            let p = json!({"progressToken": "big", "progress": 1});
+            let raw = serde_json::value::RawValue::from_string(p.to_string()).unwrap();
+            ctx.notify(Frame::notification("notifications/progress", Some(&raw)))
+                .await
+                .unwrap();
+            let size = params["arguments"]["size"].as_u64().unwrap() as usize;
+            let mut body: Value = serde_json::from_str(req.frame.as_str()).unwrap();
+            body["params"]["name"] = json!("echo");
+            body["params"]["arguments"] = json!({"text": "x".repeat(size)});
+            req.frame = parse_frame(body.to_string(), &Limits::default()).unwrap();
+        }
         let r = self.echo.request(req, ctx).await;
         self.done
             .lock()
@@ -52,6 +74,13 @@ impl Service for Recorder {
             *self.peer.lock().unwrap() = peer.clone();
         }
         self.echo.notification(n, peer).await;
+    }
+    fn session_closed(&self, peer: &Peer) {
+        let sid = peer.session_id().unwrap_or_default().to_owned();
+        self.closed.lock().unwrap().push(sid);
+    }
+    fn param_headers(&self, tool: &str) -> Vec<ParamHeader> {
+        self.echo.param_headers(tool)
     }
 }
 
@@ -883,4 +912,654 @@ async fn a_stalled_body_is_cut_off_without_stalling_others() {
     let reply = String::from_utf8_lossy(&out);
     assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
     assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+/// The headers a 2026-07-28 client sends with `body`, given the called tool's
+/// `x-mcp-header` annotations.
+fn modern_headers(body: &Value, params: &[ParamHeader]) -> Vec<(String, String)> {
+    let frame = parse_frame(body.to_string(), &Limits::default()).unwrap();
+    header::build(&frame, R2026.as_str(), params)
+}
+
+impl Server {
+    /// A POST of `body` with exactly `headers` (beside Content-Type and Accept).
+    fn post_with(&self, body: &Value, headers: &[(String, String)]) -> reqwest::RequestBuilder {
+        let mut b = self.post(body.to_string());
+        for (k, v) in headers {
+            b = b.header(k.as_str(), v.as_str());
+        }
+        b
+    }
+}
+
+#[tokio::test]
+async fn modern_mcp_param_headers_are_checked_against_the_body() {
+    let s = start().await;
+    // As a client does: the annotations come from the listed inputSchema.
+    let resp = s
+        .modern(&modern_req(1, "tools/list", json!({})))
+        .send()
+        .await
+        .unwrap();
+    let text = resp.text().await.unwrap();
+    tap().validate_response(R2026, "tools/list", &text).unwrap();
+    let list: Value = serde_json::from_str(&text).unwrap();
+    let tool = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "region")
+        .unwrap()
+        .clone();
+    let params = header::param_headers(&tool["inputSchema"]).unwrap();
+    assert_eq!(params.len(), 2);
+    assert_eq!(params, s.svc.param_headers("region"));
+    let call = |id: i64, args: Value| {
+        modern_req(
+            id,
+            "tools/call",
+            json!({"name": "region", "arguments": args}),
+        )
+    };
+    let ok = |resp: reqwest::Response| async move {
+        assert_eq!(resp.status(), 200);
+        let text = resp.text().await.unwrap();
+        tap().validate_response(R2026, "tools/call", &text).unwrap();
+        text
+    };
+
+    // Matching headers: accepted.
+    let body = call(2, json!({"region": "us-west1", "n": 42}));
+    let hs = modern_headers(&body, &params);
+    assert!(hs.contains(&("Mcp-Param-Region".into(), "us-west1".into())));
+    assert!(hs.contains(&("Mcp-Param-N".into(), "42".into())));
+    let text = ok(s.post_with(&body, &hs).send().await.unwrap()).await;
+    assert!(text.contains("us-west1"), "{text}");
+    // A non-ASCII value travels Base64-encoded (§Value Encoding) and is decoded
+    // before the comparison; `n` absent, so no Mcp-Param-N.
+    let body = call(3, json!({"region": "Zürich, 世界"}));
+    let hs = modern_headers(&body, &params);
+    let region = hs.iter().find(|(k, _)| k == "Mcp-Param-Region").unwrap();
+    assert!(region.1.starts_with("=?base64?"), "{region:?}");
+    assert!(!hs.iter().any(|(k, _)| k == "Mcp-Param-N"));
+    ok(s.post_with(&body, &hs).send().await.unwrap()).await;
+    // Integers compare numerically (§Server Validation): `42.0` matches 42.
+    let body = call(4, json!({"region": "r", "n": 42}));
+    let mut hs = modern_headers(&body, &[]);
+    hs.push(("Mcp-Param-Region".into(), "r".into()));
+    hs.push(("Mcp-Param-N".into(), "42.0".into()));
+    ok(s.post_with(&body, &hs).send().await.unwrap()).await;
+    // A null argument: the header is not expected (§Server Behavior for Custom Headers).
+    let body = call(5, json!({"region": null, "n": 1}));
+    ok(s.post_with(&body, &modern_headers(&body, &params))
+        .send()
+        .await
+        .unwrap())
+    .await;
+
+    // 400 -32020: a header missing while the argument is present; a mismatching
+    // value (string, integer); a header whose argument is absent; invalid characters.
+    let base = call(6, json!({"region": "us-west1", "n": 42}));
+    let good = modern_headers(&base, &params);
+    let without = |name: &str| -> Vec<(String, String)> {
+        good.iter().filter(|(k, _)| k != name).cloned().collect()
+    };
+    let with = |name: &str, v: &str| -> Vec<(String, String)> {
+        let mut hs = without(name);
+        hs.push((name.into(), v.into()));
+        hs
+    };
+    let absent_n = call(7, json!({"region": "us-west1"}));
+    let mut extra_n = modern_headers(&absent_n, &params);
+    extra_n.push(("Mcp-Param-N".into(), "42".into()));
+    for (body, hs, why) in [
+        (&base, without("Mcp-Param-Region"), "missing"),
+        (&base, without("Mcp-Param-N"), "missing"),
+        (
+            &base,
+            with("Mcp-Param-Region", "eu-west1"),
+            "does not match",
+        ),
+        (&base, with("Mcp-Param-N", "43"), "does not match"),
+        (&base, with("Mcp-Param-N", "=?base64?!!?="), "Base64"),
+        (&absent_n, extra_n, "absent"),
+    ] {
+        let resp = s.post_with(body, &hs).send().await.unwrap();
+        let v = expect_error(resp, 400, -32020, R2026).await;
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(why), "{msg}");
+    }
+    // A raw non-ASCII byte is an invalid character, not a value.
+    let mut b = s.post(base.to_string());
+    for (k, v) in without("Mcp-Param-Region") {
+        b = b.header(k, v);
+    }
+    let resp = b
+        .header(
+            "mcp-param-region",
+            reqwest::header::HeaderValue::from_bytes(b"us-west\xff").unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    expect_error(resp, 400, -32020, R2026).await;
+
+    // Unannotated tools: an unknown Mcp-Param-* header is ignored.
+    let body = modern_req(
+        8,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "t"}}),
+    );
+    let mut hs = modern_headers(&body, &[]);
+    hs.push(("Mcp-Param-Region".into(), "anything".into()));
+    ok(s.post_with(&body, &hs).send().await.unwrap()).await;
+    // Legacy sessions have no Mcp-Param-* headers (2026-07-28 only).
+    let sid = s.initialize(R1125).await;
+    let resp = s
+        .legacy(
+            &sid,
+            Some(R1125),
+            json!({"jsonrpc":"2.0","id":9,"method":"tools/call",
+                   "params":{"name":"region","arguments":{"region":"x","n":1}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    tap()
+        .validate_response(R1125, "tools/call", &resp.text().await.unwrap())
+        .unwrap();
+}
+
+/// The JSON body of a raw HTTP/1.1 reply.
+fn raw_body(reply: &str) -> &str {
+    reply.split_once("\r\n\r\n").map_or("", |(_, b)| b)
+}
+
+#[tokio::test]
+async fn an_sse_response_over_the_event_limit_becomes_an_error() {
+    let s = start_with(HttpServerConfig {
+        max_sse_event_bytes: 2048,
+        ..config()
+    })
+    .await;
+    let big = |id: i64, size: usize| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+               "params":{"name":"big","arguments":{"size":size}}})
+    };
+    // Legacy: the progress notification opens an SSE stream; the response over the
+    // limit is replaced by -32603 for its request, which still ends the stream.
+    let sid = s.initialize(R1125).await;
+    let mut sse = Sse::new(
+        s.legacy(&sid, Some(R1125), big(1, 4096))
+            .send()
+            .await
+            .unwrap(),
+    );
+    assert_eq!(sse.next().await.unwrap().data, "", "priming");
+    let p = sse.next().await.unwrap();
+    tap().validate_frame(R1125, &p.data).unwrap();
+    let e = sse.next().await.unwrap();
+    assert!(e.id.is_some());
+    tap().validate_frame(R1125, &e.data).unwrap();
+    let v: Value = serde_json::from_str(&e.data).unwrap();
+    assert_eq!(v["id"], 1);
+    assert_eq!(v["error"]["code"], -32603);
+    assert!(v["error"]["message"].as_str().unwrap().contains("2048"));
+    assert!(sse.next().await.is_none());
+    // Under the limit the same call is answered whole; the session still serves.
+    let mut sse = Sse::new(
+        s.legacy(&sid, Some(R1125), big(2, 100))
+            .send()
+            .await
+            .unwrap(),
+    );
+    sse.next().await.unwrap();
+    sse.next().await.unwrap();
+    let r = sse.next().await.unwrap();
+    tap()
+        .validate_response(R1125, "tools/call", &r.data)
+        .unwrap();
+    // A JSON answer is not an SSE event: no limit.
+    let resp = s
+        .legacy(
+            &sid,
+            Some(R1125),
+            json!({"jsonrpc":"2.0","id":3,"method":"tools/call",
+                   "params":{"name":"echo","arguments":{"text":"y".repeat(4096)}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(content_type(&resp), "application/json");
+    tap()
+        .validate_response(R1125, "tools/call", &resp.text().await.unwrap())
+        .unwrap();
+
+    // Modern: the same on a request-scoped stream.
+    let mut req = modern_req(
+        4,
+        "tools/call",
+        json!({"name":"big","arguments":{"size":4096}}),
+    );
+    req["params"]["_meta"]["progressToken"] = json!("big");
+    let mut sse = Sse::new(s.modern(&req).send().await.unwrap());
+    tap()
+        .validate_frame(R2026, &sse.next().await.unwrap().data)
+        .unwrap();
+    let e = sse.next().await.unwrap();
+    tap().validate_frame(R2026, &e.data).unwrap();
+    let v: Value = serde_json::from_str(&e.data).unwrap();
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(4), json!(-32603))
+    );
+    assert!(sse.next().await.is_none());
+    let resp = s
+        .modern(&modern_req(5, "tools/list", json!({})))
+        .send()
+        .await
+        .unwrap();
+    tap()
+        .validate_response(R2026, "tools/list", &resp.text().await.unwrap())
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_stalled_header_is_cut_off_without_stalling_others() {
+    let s = start_with(HttpServerConfig {
+        header_timeout: Duration::from_millis(300),
+        ..config()
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let mut half_line = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    half_line.write_all(b"POST /m").await.unwrap();
+    let mut half_headers = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    half_headers
+        .write_all(format!("POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Ty", s.addr).as_bytes())
+        .await
+        .unwrap();
+    // Another client is served meanwhile.
+    let sid = s.initialize(R1125).await;
+    assert!(!sid.is_empty());
+    assert!(started.elapsed() < Duration::from_millis(300));
+    for tcp in [&mut half_line, &mut half_headers] {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            match tokio::time::timeout(Duration::from_millis(1500), tcp.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+                Err(_) => panic!("still connected after {:?}", started.elapsed()),
+            }
+        }
+        // Closed, possibly after a 408.
+        let reply = String::from_utf8_lossy(&out);
+        assert!(
+            reply.is_empty() || reply.starts_with("HTTP/1.1 408"),
+            "{reply}"
+        );
+    }
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(250), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn max_sessions_refuses_initialize_until_one_ends() {
+    let s = start_with(HttpServerConfig {
+        max_sessions: 2,
+        ..config()
+    })
+    .await;
+    let a = s.initialize(R1125).await;
+    s.initialize(R0618).await;
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion": R1125.as_str(), "capabilities": {},
+        "clientInfo": {"name":"t","version":"1"}}});
+    let resp = s.post(init.to_string()).send().await.unwrap();
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    let v = expect_error(resp, 503, -32603, R1125).await;
+    assert_eq!(v["id"], 0);
+    assert!(v["error"]["message"].as_str().unwrap().contains('2'));
+    // The refused initialize opened nothing; the live sessions still serve.
+    let resp = s
+        .legacy(
+            &a,
+            Some(R1125),
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // After a DELETE there is room again.
+    let resp = s
+        .http
+        .delete(s.url("/mcp"))
+        .header("mcp-session-id", a.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204);
+    assert_eq!(*s.svc.closed.lock().unwrap(), vec![a]);
+    s.initialize(R1125).await;
+}
+
+#[tokio::test]
+async fn idle_sessions_expire_unless_used_or_streaming() {
+    let s = start_with(HttpServerConfig {
+        session_idle_timeout: Duration::from_millis(250),
+        ..config()
+    })
+    .await;
+    let idle = s.initialize(R1125).await;
+    let busy = s.initialize(R1125).await;
+    let streaming = s.initialize(R1125).await;
+    let list = |id: i64| json!({"jsonrpc":"2.0","id":id,"method":"tools/list"});
+    let resp = s
+        .http
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", streaming.as_str())
+        .header("mcp-protocol-version", R1125.as_str())
+        .send()
+        .await
+        .unwrap();
+    let mut sse = Sse::new(resp);
+    sse.next().await.unwrap();
+    for i in 0..5 {
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        let resp = s.legacy(&busy, Some(R1125), list(i)).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        resp.bytes().await.unwrap();
+    }
+    // 400 ms unused: 404, the client must initialise again (§Session Management).
+    let resp = s.legacy(&idle, Some(R1125), list(9)).send().await.unwrap();
+    expect_error(resp, 404, -32600, R1125).await;
+    assert_eq!(*s.svc.closed.lock().unwrap(), vec![idle.clone()]);
+    let resp = s.legacy(&idle, Some(R1125), list(9)).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+    // An open GET stream keeps its session alive.
+    let resp = s
+        .legacy(&streaming, Some(R1125), list(10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    tap()
+        .validate_response(R1125, "tools/list", &resp.text().await.unwrap())
+        .unwrap();
+    drop(sse);
+}
+
+#[tokio::test]
+async fn a_dropped_post_stream_resumes_with_get_and_last_event_id() {
+    let s = start().await;
+    let sid = s.initialize(R1125).await;
+    let call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
+        "params":{"name":"slow","arguments":{"steps":6},"_meta":{"progressToken":"p"}}});
+    let mut sse = Sse::new(s.legacy(&sid, Some(R1125), call).send().await.unwrap());
+    let prime = sse.next().await.unwrap();
+    assert_eq!(prime.data, "");
+    let p1 = sse.next().await.unwrap();
+    tap().validate_frame(R1125, &p1.data).unwrap();
+    let last = p1.id.clone().unwrap();
+    let (stream, seq) = last.split_once('-').unwrap();
+    let seq: u64 = seq.parse().unwrap();
+    drop(sse);
+    // Events sent while disconnected are kept for the stream they belong to.
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let resp = s
+        .http
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", sid.as_str())
+        .header("mcp-protocol-version", R1125.as_str())
+        .header("last-event-id", last.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = Sse::new(resp);
+    // 2025-11-25 §Resumability and Redelivery: the events after Last-Event-ID on that
+    // stream, in order, then the rest of it, ending with the response.
+    let mut progress = Vec::new();
+    let mut n = seq;
+    let response = loop {
+        let ev = sse
+            .next()
+            .await
+            .expect("the resumed stream ends with the response");
+        n += 1;
+        assert_eq!(ev.id.unwrap(), format!("{stream}-{n}"));
+        tap().validate_frame(R1125, &ev.data).unwrap();
+        let v: Value = serde_json::from_str(&ev.data).unwrap();
+        if v.get("id").is_some() {
+            break ev.data;
+        }
+        progress.push(v["params"]["progress"].as_u64().unwrap());
+    };
+    assert_eq!(progress, vec![2, 3, 4, 5, 6]);
+    tap()
+        .validate_response(R1125, "tools/call", &response)
+        .unwrap();
+    assert!(response.contains("done after 6 steps"));
+    assert!(sse.next().await.is_none(), "the response ends the stream");
+}
+
+#[tokio::test]
+async fn notifications_cancelled_cancels_a_legacy_request() {
+    let s = start().await;
+    let sid = s.initialize(R1125).await;
+    let cancel = |id: i64| {
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled",
+               "params":{"requestId":id,"reason":"test"}})
+    };
+    // On an SSE stream: it ends without the response.
+    let call = json!({"jsonrpc":"2.0","id":9,"method":"tools/call",
+        "params":{"name":"slow","arguments":{"steps":40},"_meta":{"progressToken":"p"}}});
+    let mut sse = Sse::new(s.legacy(&sid, Some(R1125), call).send().await.unwrap());
+    sse.next().await.unwrap();
+    tap()
+        .validate_frame(R1125, &sse.next().await.unwrap().data)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let resp = s.legacy(&sid, Some(R1125), cancel(9)).send().await.unwrap();
+    assert_eq!(resp.status(), 202);
+    assert!(resp.bytes().await.unwrap().is_empty());
+    while let Some(ev) = sse.next().await {
+        tap().validate_frame(R1125, &ev.data).unwrap();
+        let v: Value = serde_json::from_str(&ev.data).unwrap();
+        assert!(v.get("id").is_none(), "a response was sent: {}", ev.data);
+    }
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(
+        *s.svc.done.lock().unwrap().last().unwrap(),
+        ("tools/call".to_owned(), true)
+    );
+
+    // Awaiting a JSON answer: the POST gets an event stream with no response.
+    let call = json!({"jsonrpc":"2.0","id":10,"method":"tools/call",
+        "params":{"name":"slow","arguments":{"steps":40}}});
+    let pending = tokio::spawn(s.legacy(&sid, Some(R1125), call).send());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let resp = s
+        .legacy(&sid, Some(R1125), cancel(10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let resp = pending.await.unwrap().unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = Sse::new(resp);
+    assert!(sse.next().await.is_none());
+    let done = s.svc.done.lock().unwrap().clone();
+    assert_eq!(
+        done.iter()
+            .filter(|d| **d == ("tools/call".into(), true))
+            .count(),
+        2,
+        "{done:?}"
+    );
+    // The id is free again and the session serves on.
+    let resp = s
+        .legacy(
+            &sid,
+            Some(R1125),
+            json!({"jsonrpc":"2.0","id":10,"method":"tools/call",
+                   "params":{"name":"echo","arguments":{"text":"again"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    tap()
+        .validate_response(R1125, "tools/call", &resp.text().await.unwrap())
+        .unwrap();
+}
+
+/// Register B-C21: header names are compared case-insensitively. Raw TCP, so the
+/// spelling on the wire is exactly the one written here.
+#[tokio::test]
+async fn header_names_are_case_insensitive() {
+    let s = start().await;
+    let sid = s.initialize(R1125).await;
+    let req = |method: &str, headers: &[String], body: &str| {
+        format!(
+            "{method} /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{}Content-Length: {}\r\n\r\n{body}",
+            s.addr,
+            headers
+                .iter()
+                .map(|h| format!("{h}\r\n"))
+                .collect::<String>(),
+            body.len()
+        )
+    };
+    let list = json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}).to_string();
+    for (sid_name, pv_name) in [
+        ("mcp-session-id", "mcp-protocol-version"),
+        ("MCP-SESSION-ID", "MCP-PROTOCOL-VERSION"),
+        ("Mcp-Session-Id", "MCP-Protocol-Version"),
+        ("mCp-SeSsIoN-iD", "Mcp-Protocol-Version"),
+    ] {
+        let reply = raw(
+            s.addr,
+            req(
+                "POST",
+                &[
+                    format!("{sid_name}: {sid}"),
+                    format!("{pv_name}: 2025-11-25"),
+                ],
+                &list,
+            ),
+        )
+        .await;
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        tap()
+            .validate_response(R1125, "tools/list", raw_body(&reply))
+            .unwrap();
+        // A wrong version under any spelling is still seen (and refused).
+        let reply = raw(
+            s.addr,
+            req(
+                "POST",
+                &[
+                    format!("{sid_name}: {sid}"),
+                    format!("{pv_name}: 2025-06-18"),
+                ],
+                &list,
+            ),
+        )
+        .await;
+        assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    }
+    // Modern: Mcp-Method, Mcp-Name, Mcp-Param-* in any case.
+    let body = modern_req(
+        2,
+        "tools/call",
+        json!({"name":"region","arguments":{"region":"eu","n":7}}),
+    )
+    .to_string();
+    let reply = raw(
+        s.addr,
+        req(
+            "POST",
+            &[
+                "mcp-protocol-version: 2026-07-28".into(),
+                "MCP-METHOD: tools/call".into(),
+                "mcp-name: region".into(),
+                "MCP-PARAM-REGION: eu".into(),
+                "mcp-param-n: 7".into(),
+            ],
+            &body,
+        ),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    tap()
+        .validate_response(R2026, "tools/call", raw_body(&reply))
+        .unwrap();
+    // Header *values* stay case-sensitive (§Case Sensitivity).
+    let reply = raw(
+        s.addr,
+        req(
+            "POST",
+            &[
+                "MCP-Protocol-Version: 2026-07-28".into(),
+                "Mcp-Method: TOOLS/CALL".into(),
+                "Mcp-Name: region".into(),
+                "Mcp-Param-Region: eu".into(),
+                "Mcp-Param-N: 7".into(),
+            ],
+            &body,
+        ),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    tap().validate_frame(R2026, raw_body(&reply)).unwrap();
+    // DELETE with the session header in capitals.
+    let reply = raw(
+        s.addr,
+        req("DELETE", &[format!("MCP-SESSION-ID: {sid}")], ""),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 204"), "{reply}");
+}
+
+#[tokio::test]
+async fn foreign_host_with_allowed_origin_and_null_origin_are_refused() {
+    let s = start().await;
+    let list = json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}).to_string();
+    let req = |host: &str, origin: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{list}",
+            list.len()
+        )
+    };
+    for (host, origin, named) in [
+        ("evil.example", "http://localhost:5173", "Host"),
+        ("evil.example:80", "http://127.0.0.1", "Host"),
+        (&s.addr.to_string(), "null", "Origin"),
+        (&format!("localhost:{}", s.addr.port()), "null", "Origin"),
+    ] {
+        let reply = raw(s.addr, req(host, origin)).await;
+        assert!(
+            reply.starts_with("HTTP/1.1 403"),
+            "{host} {origin}: {reply}"
+        );
+        let body = raw_body(&reply);
+        let v: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], -32600);
+        assert!(v.get("id").is_none());
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(named),
+            "{body}"
+        );
+        // An id-less error body is valid where the revision allows it (A-C4).
+        tap().validate_frame(R1125, body).unwrap();
+    }
+    // The allowed pair reaches the endpoint (400: no session).
+    let reply = raw(s.addr, req(&s.addr.to_string(), "http://localhost:5173")).await;
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
 }

@@ -1,12 +1,14 @@
 //! A minimal MCP server built directly on the transport layer: one `echo` tool, one
-//! `slow` tool (progress, honours cancellation) and one `ask` tool (asks the client for
-//! its roots, legacy only). It answers in the revision each request was classified in:
+//! `slow` tool (progress, honours cancellation), one `ask` tool (asks the client for
+//! its roots, legacy only) and one `region` tool whose arguments are mirrored into
+//! `Mcp-Param-*` headers (2026-07-28 `x-mcp-header`). It answers in the revision each request was classified in:
 //! `initialize` for legacy clients, `server/discover` and the modern result envelope
 //! for 2026-07-28 ones. Shared by the `echo_server` example and the transport tests.
 
 use std::time::Duration;
 
 use mcpx_protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
+use mcpx_protocol::header::{self, ParamHeader};
 use mcpx_protocol::jsonrpc::member;
 use mcpx_protocol::method::client_may_send;
 use mcpx_protocol::{Frame, Revision, Verdict};
@@ -33,8 +35,19 @@ fn tools() -> Value {
         {"name": "slow", "description": "Reports progress every 50 ms for `steps` steps; honours cancellation.",
          "inputSchema": {"type": "object", "properties": {"steps": {"type": "integer"}}}},
         {"name": "ask", "description": "Asks the client for its roots (legacy clients only).",
-         "inputSchema": {"type": "object"}}
+         "inputSchema": {"type": "object"}},
+        {"name": "region", "description": "Echoes its `region` and `n`, which modern clients mirror into Mcp-Param-Region and Mcp-Param-N.",
+         "inputSchema": region_schema()}
     ])
+}
+
+/// The `region` tool's input schema: two arguments annotated with `x-mcp-header`
+/// (2026-07-28 basic/transports/streamable-http §Custom Headers from Tool Parameters).
+fn region_schema() -> Value {
+    json!({"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "n": {"type": "integer", "x-mcp-header": "N"}
+    }})
 }
 
 /// Adds what every 2026-07-28 result carries: `resultType`, `serverInfo` in `_meta`,
@@ -144,6 +157,14 @@ impl Service for Echo {
                         }
                         Err(e) => err(-32603, &format!("could not ask the client: {e}")),
                     },
+                    "region" => {
+                        let region = args.get("region").and_then(Value::as_str);
+                        let n = args.get("n").and_then(Value::as_i64);
+                        ok(text_result(
+                            &format!("region {region:?}, n {n:?}"),
+                            req.verdict,
+                        ))
+                    }
                     other => err(INVALID_PARAMS, &format!("unknown tool: {other}")),
                 }
             }
@@ -152,4 +173,13 @@ impl Service for Echo {
     }
 
     async fn notification(&self, _n: Incoming, _peer: Option<Peer>) {}
+
+    fn param_headers(&self, tool: &str) -> Vec<ParamHeader> {
+        if tool != "region" {
+            return Vec::new();
+        }
+        // The annotations are ours and valid; an invalid set would make the tool
+        // invalid for clients (§Schema Extension), so none are checked then either.
+        header::param_headers(&region_schema()).unwrap_or_default()
+    }
 }

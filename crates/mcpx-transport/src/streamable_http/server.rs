@@ -26,7 +26,10 @@
 //! * 2025-11-25 §Sending Messages to the Server: a priming event (an id, empty data)
 //!   starts each new stream when the revision has `facts().sse_priming`.
 //! * Disconnect is not cancellation (register B-C6: "SHOULD NOT"); the request runs on
-//!   and its events are buffered for resumption. `notifications/cancelled` cancels.
+//!   and its events are buffered for resumption. `notifications/cancelled` cancels,
+//!   and the cancelled request's response is not sent (basic/utilities/cancellation:
+//!   "Not send a response for the cancelled request"): its SSE stream ends without
+//!   it, or, if nothing was streamed yet, the POST gets an empty event stream.
 //! * The session's revision governs its requests. **Choice:** a request in a session
 //!   without `MCP-Protocol-Version` is served in the session's revision (B-C8's
 //!   "assume 2025-03-26" is for clients that never send it, i.e. 2025-03-26
@@ -39,8 +42,9 @@
 //!
 //! **Modern** (2026-07-28 basic/transports/streamable-http): POST only (GET and DELETE
 //! are 405, §Earlier Streamable HTTP Revisions); `Mcp-Session-Id` and `Last-Event-ID`
-//! are ignored, no session is minted; `header::validate` checks `Mcp-Method`/`Mcp-Name`
-//! (400, -32020; `Mcp-Param-*` need the tool's schema and are left to the layer above);
+//! are ignored, no session is minted; `header::validate` checks `Mcp-Method`/`Mcp-Name`,
+//! and on `tools/call` the `Mcp-Param-*` headers the tool's `x-mcp-header` annotations
+//! name, as [`Service::param_headers`] reports them (400, -32020, §Server Validation);
 //! a method the revision lacks is 404 + -32601 (§Protocol Version Header, H10); the
 //! response is JSON or a request-scoped SSE stream without ids or priming; closing that
 //! stream or the connection before the response cancels the request (§Cancellation,
@@ -118,18 +122,32 @@ struct Slot {
 /// The GET stream's number.
 const GET_STREAM: u64 = 0;
 
+/// What looking a session up found.
+enum Lookup {
+    /// The session, now touched.
+    Live(Arc<Session>),
+    /// It had expired: it is now removed and closed; the service must hear of it.
+    Expired(Arc<Session>),
+    /// No such session.
+    Unknown,
+}
+
 impl Sessions {
-    fn get(&self, id: &str, idle: std::time::Duration) -> Option<Arc<Session>> {
-        let mut map = self.map.lock().ok()?;
-        let s = map.get(id)?.clone();
+    fn get(&self, id: &str, idle: std::time::Duration) -> Lookup {
+        let Ok(mut map) = self.map.lock() else {
+            return Lookup::Unknown;
+        };
+        let Some(s) = map.get(id).cloned() else {
+            return Lookup::Unknown;
+        };
         if s.expired(idle) {
             map.remove(id);
             drop(map);
             s.close();
-            return None;
+            return Lookup::Expired(s);
         }
         s.touch();
-        Some(s)
+        Lookup::Live(s)
     }
 
     fn remove(&self, id: &str) -> Option<Arc<Session>> {
@@ -303,6 +321,25 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// A header for `header::validate`, looked up case-insensitively (RFC 9110 field
+/// names; 2026-07-28 streamable-http §Case Sensitivity, register B-C21). A value that
+/// is not visible ASCII is passed on as a single DEL, which no body value matches and
+/// `decode_value` refuses: "Servers MUST reject requests with a recognized
+/// `Mcp-Param-{Name}` header that contains invalid characters" (§Server Behavior for
+/// Custom Headers).
+fn modern_header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).map(|v| v.to_str().unwrap_or("\u{7f}"))
+}
+
+/// The tool a `tools/call` names (`params.name`); `None` for other methods.
+fn tool_name(frame: &Frame) -> Option<String> {
+    if frame.method() != Some("tools/call") {
+        return None;
+    }
+    let raw = member(frame.params()?, "name")?;
+    serde_json::from_str::<String>(raw).ok()
+}
+
 fn rejection_response(r: &Rejection, id: Option<&Id>) -> Response {
     let status = StatusCode::from_u16(r.http_status).unwrap_or(StatusCode::BAD_REQUEST);
     json_response(status, r.to_response(id).into_string())
@@ -395,8 +432,14 @@ fn legacy_session<S: Service>(
             "missing Mcp-Session-Id: send initialize first (2025-03-26+ basic/transports §Session Management)",
         )));
     };
-    let Some(session) = app.sessions.get(sid, app.config.session_idle_timeout) else {
-        return Err(Box::new(session_not_found(id)));
+    let session = match app.sessions.get(sid, app.config.session_idle_timeout) {
+        Lookup::Live(s) => s,
+        Lookup::Expired(dead) => {
+            // An expired session ends like a deleted one (`Service::session_closed`).
+            app.service.session_closed(&dead.peer);
+            return Err(Box::new(session_not_found(id)));
+        }
+        Lookup::Unknown => return Err(Box::new(session_not_found(id))),
     };
     if let Some(h) = protocol_version.map(str::trim)
         && Revision::from_wire(h) != Some(session.peer.revision)
@@ -637,9 +680,24 @@ async fn legacy_request<S: Service>(
         let (session, id) = (session.clone(), id.clone());
         move || session.inflight.finish(&id)
     };
+    // Every revision's basic/utilities/cancellation: the receiver of a cancellation
+    // SHOULD "not send a response for the cancelled request" (as stdio does).
+    let cancelled = token.clone();
     let (mut rrx, mut done_rx) =
         spawn_request(app, frame, verdict, token, Some(session.peer.clone()), done);
     let f = match first(&mut rrx, &mut done_rx).await {
+        First::Response(Ok(_)) if cancelled.is_cancelled() => {
+            // The POST still needs an answer: an event stream that ends without the
+            // response (§Sending Messages to the Server allows SSE for any request).
+            tracing::debug!(%id, "request cancelled; its response is not sent");
+            let (_, rx) = mpsc::channel(1);
+            return sse_response(
+                rx,
+                app.config.keep_alive,
+                app.shutdown.clone(),
+                OnDrop::none(),
+            );
+        }
         First::Response(Ok(r)) => return json_response(StatusCode::OK, r.into_string()),
         First::Response(Err(_)) => return lost_response(&id),
         First::Related(f) => f,
@@ -671,8 +729,11 @@ async fn legacy_request<S: Service>(
                                 None,
                             )
                         });
-                        // The response ends the stream.
-                        if let Some(r) = fit_event(r, max) {
+                        // The response ends the stream; a cancelled request's response
+                        // is not sent (basic/utilities/cancellation), the stream just ends.
+                        if cancelled.is_cancelled() {
+                            tracing::debug!(%id, "request cancelled; its response is not sent");
+                        } else if let Some(r) = fit_event(r, max) {
                             session.emit(stream, r.as_str()).await;
                         }
                         break;
@@ -706,7 +767,7 @@ async fn modern_post<S: Service>(
             );
         }
         Kind::Notification => {
-            if let Err(r) = mcp_header::validate(&frame, |n| header_str(headers, n), &[]) {
+            if let Err(r) = mcp_header::validate(&frame, |n| modern_header(headers, n), &[]) {
                 return rejection_response(&r, None);
             }
             app.service
@@ -719,7 +780,13 @@ async fn modern_post<S: Service>(
     let Some(id) = frame.id().cloned() else {
         return bad_request(None, "a request without an id");
     };
-    if let Err(r) = mcp_header::validate(&frame, |n| header_str(headers, n), &[]) {
+    // 2026-07-28 streamable-http §Custom Headers from Tool Parameters: the called
+    // tool's `x-mcp-header` annotations name the `Mcp-Param-*` headers to check.
+    let params = match tool_name(&frame) {
+        Some(tool) => app.service.param_headers(&tool),
+        None => Vec::new(),
+    };
+    if let Err(r) = mcp_header::validate(&frame, |n| modern_header(headers, n), &params) {
         return rejection_response(&r, Some(&id));
     }
     let method = frame.method().unwrap_or_default();
@@ -853,6 +920,7 @@ async fn post_batch<S: Service>(
                     None,
                 ));
             };
+            let cancelled = token.clone();
             // Related frames of batched requests travel on the GET stream.
             let ctx = RequestCtx::new(
                 token,
@@ -861,7 +929,8 @@ async fn post_batch<S: Service>(
             );
             let r = app.service.request(Incoming { frame, verdict }, ctx).await;
             session.inflight.finish(&id);
-            Some(r)
+            // basic/utilities/cancellation: no response for a cancelled request.
+            (!cancelled.is_cancelled()).then_some(r)
         }
     });
     let answered: Vec<Option<Frame>> = futures_util::future::join_all(futures).await;
