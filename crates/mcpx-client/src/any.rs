@@ -1,5 +1,8 @@
 //! One type for every client transport, so a connection can hold whichever it probed.
 
+use std::io::Write;
+use std::sync::{Mutex, OnceLock};
+
 use mcpx_protocol::Frame;
 use mcpx_transport::TransportError;
 use mcpx_transport::child::ChildUpstream;
@@ -43,8 +46,28 @@ impl AnyUpstream {
     }
 }
 
+/// Where every frame sent upstream is also written, one JSON line each, when
+/// `MCPX_WIRE_LOG` names a file: a debugging aid, and how tests check that each frame
+/// mcpx sends is valid for the upstream's revision.
+fn wire_log(frame: &Frame) {
+    static LOG: OnceLock<Option<Mutex<std::fs::File>>> = OnceLock::new();
+    let log = LOG.get_or_init(|| {
+        let path = std::env::var_os("MCPX_WIRE_LOG")?;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok()
+            .map(Mutex::new)
+    });
+    if let Some(mut f) = log.as_ref().and_then(|file| file.lock().ok()) {
+        let _ = writeln!(f, "{}", frame.as_str().replace(['\n', '\r'], " "));
+    }
+}
+
 impl Upstream for AnyUpstream {
     async fn request(&self, frame: Frame) -> Result<Exchange, TransportError> {
+        wire_log(&frame);
         match self {
             AnyUpstream::Child(u) => u.request(frame).await,
             AnyUpstream::Http(u) => u.request(frame).await,
@@ -53,6 +76,7 @@ impl Upstream for AnyUpstream {
     }
 
     async fn send(&self, frame: Frame) -> Result<(), TransportError> {
+        wire_log(&frame);
         match self {
             AnyUpstream::Child(u) => u.send(frame).await,
             AnyUpstream::Http(u) => u.send(frame).await,

@@ -215,7 +215,11 @@ impl Connection {
     /// Registers the `x-mcp-header` annotations of an upstream tool, so that calls to it
     /// over Streamable HTTP mirror them into `Mcp-Param-*` headers (2026-07-28). A no-op
     /// on other transports.
-    pub fn set_tool_param_headers(&self, tool: &str, headers: Vec<mcpx_protocol::header::ParamHeader>) {
+    pub fn set_tool_param_headers(
+        &self,
+        tool: &str,
+        headers: Vec<mcpx_protocol::header::ParamHeader>,
+    ) {
         if let AnyUpstream::Http(h) = &self.inner.up {
             h.set_tool_param_headers(tool, headers);
         }
@@ -268,6 +272,22 @@ impl Connection {
                 message: format!("params for {method} are not a JSON object: {e}"),
             })?,
         };
+        // The caller's own envelope (a host's 2026 `_meta` keys, its progress token)
+        // means nothing upstream: mcpx writes the upstream's envelope itself.
+        if let Some(Value::Object(m)) = obj.get_mut("_meta") {
+            for k in [
+                meta::PROTOCOL_VERSION,
+                meta::CLIENT_CAPABILITIES,
+                meta::CLIENT_INFO,
+                meta::LOG_LEVEL,
+                meta::PROGRESS_TOKEN,
+            ] {
+                m.remove(k);
+            }
+            if m.is_empty() {
+                obj.remove("_meta");
+            }
+        }
         let needs_meta = facts.era == Era::Modern || progress_token.is_some();
         if needs_meta {
             let m = obj
@@ -285,27 +305,14 @@ impl Connection {
                         opts.client_capabilities.clone(),
                     );
                     m.insert(meta::CLIENT_INFO.into(), self.inner.client_info.clone());
-                    match &opts.log_level {
-                        Some(l) => {
-                            m.insert(meta::LOG_LEVEL.into(), json!(l));
-                        }
-                        None => {
-                            m.remove(meta::LOG_LEVEL);
-                        }
+                    if let Some(l) = &opts.log_level {
+                        m.insert(meta::LOG_LEVEL.into(), json!(l));
                     }
                 }
-                match progress_token {
-                    Some(t) => {
-                        m.insert(meta::PROGRESS_TOKEN.into(), json!(t));
-                    }
-                    None => {
-                        // The host's own token means nothing upstream.
-                        m.remove(meta::PROGRESS_TOKEN);
-                    }
+                if let Some(t) = progress_token {
+                    m.insert(meta::PROGRESS_TOKEN.into(), json!(t));
                 }
             }
-        } else if let Some(Value::Object(m)) = obj.get_mut("_meta") {
-            m.remove(meta::PROGRESS_TOKEN);
         }
         let raw = RawValue::from_string(Value::Object(obj).to_string()).map_err(|e| {
             ClientError::Protocol {
@@ -474,7 +481,9 @@ impl Connection {
     /// Relays a notification that belongs to a call. Returns whether it was progress.
     async fn relay(&self, frame: &Frame, opts: &CallOptions) -> bool {
         let Some(events) = &opts.events else {
-            if frame.method().is_some_and(|m| m.ends_with("list_changed") || m == "notifications/resources/updated") {
+            if frame.method().is_some_and(|m| {
+                m.ends_with("list_changed") || m == "notifications/resources/updated"
+            }) {
                 let _ = self.inner.changes.send(frame.clone());
             }
             return frame.method() == Some("notifications/progress");

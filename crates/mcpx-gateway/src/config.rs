@@ -233,6 +233,8 @@ pub struct Global {
     pub max_frame_bytes: usize,
     /// Longest a request may wait, whatever progress it makes (default 600 s).
     pub max_call_time: Duration,
+    /// Items per page of a merged list (default 100).
+    pub page_size: usize,
 }
 
 impl Default for Global {
@@ -242,6 +244,7 @@ impl Default for Global {
             max_name_len: 64,
             max_frame_bytes: 64 * 1024 * 1024,
             max_call_time: Duration::from_secs(600),
+            page_size: 100,
         }
     }
 }
@@ -330,6 +333,7 @@ struct FileNames {
 struct FileLimits {
     max_frame_bytes: Option<usize>,
     max_call_time_ms: Option<u64>,
+    page_size: Option<usize>,
 }
 
 /// Blanks out `//` and `/* */` comments and trailing commas, keeping every other byte
@@ -431,6 +435,12 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             .limits
             .max_call_time_ms
             .map_or(defaults.max_call_time, Duration::from_millis),
+        page_size: doc
+            .mcpx
+            .limits
+            .page_size
+            .unwrap_or(defaults.page_size)
+            .max(1),
     };
     if global.max_name_len < 16 {
         return Err(value_err(format!(

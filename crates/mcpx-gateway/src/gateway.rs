@@ -75,18 +75,11 @@ impl ListKind {
     }
 }
 
-/// One item of a merged list.
-#[derive(Debug, Clone)]
-struct Entry {
-    upstream: usize,
-    /// The definition as the host sees it (renamed where names are mapped).
-    def: Value,
-}
-
 /// The merged lists.
 #[derive(Debug, Default)]
 pub struct Catalog {
-    lists: HashMap<&'static str, Vec<Entry>>,
+    /// Each list's items as the host sees them (renamed where names are mapped).
+    lists: HashMap<&'static str, Vec<Value>>,
     tool_names: NameMap,
     prompt_names: NameMap,
     /// Tool annotations by (upstream, original name): whether a re-issue is safe (B-C10).
@@ -119,7 +112,6 @@ pub struct Gateway {
     changes: broadcast::Sender<ListKind>,
     /// Legacy host sessions seen, to tell them about list changes.
     legacy_peers: Mutex<Vec<Peer>>,
-    info: Value,
 }
 
 fn fault(code: i64, message: String, host: Revision) -> Fault {
@@ -154,11 +146,17 @@ impl Gateway {
                     },
                     Transport::Http { url, headers } => TargetTransport::Http {
                         url: url.clone(),
-                        headers: headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                        headers: headers
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
                     },
                     Transport::Sse { url, headers } => TargetTransport::Sse {
                         url: url.clone(),
-                        headers: headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                        headers: headers
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
                     },
                 };
                 let mut target = Target::new(name.clone(), transport);
@@ -168,7 +166,8 @@ impl Gateway {
                 target.client_info = info.clone();
                 target.policy = config.spec.clone();
                 // Same-era asks are relayed to legacy hosts, so mcpx declares them.
-                target.legacy_capabilities = json!({ "roots": {}, "sampling": {}, "elicitation": {} });
+                target.legacy_capabilities =
+                    json!({ "roots": {}, "sampling": {}, "elicitation": {} });
                 Arc::new(Slot {
                     name: name.clone(),
                     namespace: s.mcpx.namespace.clone().unwrap_or_else(|| name.clone()),
@@ -187,7 +186,6 @@ impl Gateway {
             catalog: RwLock::new(Catalog::default()),
             changes,
             legacy_peers: Mutex::new(Vec::new()),
-            info,
         })
     }
 
@@ -315,8 +313,10 @@ impl Gateway {
             })
             .collect();
             if !wanted.is_empty() {
-                let filter: Map<String, Value> =
-                    wanted.iter().map(|(_, k)| ((*k).to_owned(), json!(true))).collect();
+                let filter: Map<String, Value> = wanted
+                    .iter()
+                    .map(|(_, k)| ((*k).to_owned(), json!(true)))
+                    .collect();
                 let params = json!({ "notifications": filter }).to_string();
                 let conn = conn.clone();
                 tokio::spawn(async move {
@@ -364,7 +364,10 @@ impl Gateway {
         let Some(peer) = peer else { return };
         if let Ok(mut peers) = self.legacy_peers.lock() {
             let key = peer.session_id().map(str::to_owned);
-            if !peers.iter().any(|p| p.session_id().map(str::to_owned) == key) {
+            if !peers
+                .iter()
+                .any(|p| p.session_id().map(str::to_owned) == key)
+            {
                 peers.push(peer.clone());
             }
         }
@@ -384,7 +387,12 @@ impl Gateway {
                 None => continue,
             };
             let facts = conn.facts();
-            for kind in [ListKind::Tools, ListKind::Prompts, ListKind::Resources, ListKind::Templates] {
+            for kind in [
+                ListKind::Tools,
+                ListKind::Prompts,
+                ListKind::Resources,
+                ListKind::Templates,
+            ] {
                 if !facts.has(kind.capability()) {
                     continue;
                 }
@@ -411,7 +419,9 @@ impl Gateway {
                     continue;
                 }
                 for item in items {
-                    let Some(n) = item.get("name").and_then(Value::as_str) else { continue };
+                    let Some(n) = item.get("name").and_then(Value::as_str) else {
+                        continue;
+                    };
                     if kind == ListKind::Tools && !self.slots[*i].config.mcpx.tools.allows(n) {
                         continue;
                     }
@@ -427,7 +437,12 @@ impl Gateway {
             for c in &map.collisions {
                 tracing::warn!(
                     "name collision: {} from {} and {} from {} both map to {}; the second is shown as {}",
-                    c.kept.1, c.kept.0, c.renamed.1, c.renamed.0, c.wanted, c.renamed.2
+                    c.kept.1,
+                    c.kept.0,
+                    c.renamed.1,
+                    c.renamed.0,
+                    c.wanted,
+                    c.renamed.2
                 );
             }
             let mut entries = Vec::new();
@@ -437,8 +452,12 @@ impl Gateway {
                 }
                 let conn = self.slots[*i].conn.lock().await.clone();
                 for item in items {
-                    let Some(n) = item.get("name").and_then(Value::as_str) else { continue };
-                    let Some(exposed) = map.exposed(&self.slots[*i].namespace, n) else { continue };
+                    let Some(n) = item.get("name").and_then(Value::as_str) else {
+                        continue;
+                    };
+                    let Some(exposed) = map.exposed(&self.slots[*i].namespace, n) else {
+                        continue;
+                    };
                     let mut def = item.clone();
                     if kind == ListKind::Tools {
                         // 2026-07-28 streamable-http §Custom Headers: a tool whose
@@ -455,13 +474,16 @@ impl Gateway {
                             }
                         }
                         let annotations = item.get("annotations");
-                        let safe = |k: &str| annotations.and_then(|a| a.get(k)).and_then(Value::as_bool) == Some(true);
+                        let safe = |k: &str| {
+                            annotations.and_then(|a| a.get(k)).and_then(Value::as_bool)
+                                == Some(true)
+                        };
                         if safe("readOnlyHint") || safe("idempotentHint") {
                             catalog.idempotent_tools.insert((*i, n.to_owned()));
                         }
                     }
                     def["name"] = json!(exposed);
-                    entries.push(Entry { upstream: *i, def });
+                    entries.push(def);
                 }
             }
             catalog.lists.insert(kind.key(), entries);
@@ -479,11 +501,21 @@ impl Gateway {
                 for item in items {
                     match kind {
                         ListKind::Resources => {
-                            if let Some(uri) = item.get("uri").and_then(Value::as_str) {
-                                if let Some(prev) = catalog.by_uri.insert(uri.to_owned(), *i) {
-                                    if prev != *i {
-                                        tracing::warn!("resource {uri} is offered by {} and {}; reads go to {}", self.slots[prev].name, self.slots[*i].name, self.slots[*i].name);
-                                    }
+                            let Some(uri) = item.get("uri").and_then(Value::as_str) else {
+                                continue;
+                            };
+                            // The first upstream to offer a URI serves its reads; a clash is
+                            // reported, never silent (D-C13's rule for names, applied to URIs).
+                            match catalog.by_uri.get(uri) {
+                                Some(prev) if *prev != *i => tracing::warn!(
+                                    "resource {uri} is offered by {} and {}; reads go to {}",
+                                    self.slots[*prev].name,
+                                    self.slots[*i].name,
+                                    self.slots[*prev].name
+                                ),
+                                Some(_) => {}
+                                None => {
+                                    catalog.by_uri.insert(uri.to_owned(), *i);
                                 }
                             }
                         }
@@ -494,14 +526,14 @@ impl Gateway {
                             }
                         }
                     }
-                    entries.push(Entry { upstream: *i, def: item.clone() });
+                    entries.push(item.clone());
                 }
             }
             catalog.lists.insert(kind.key(), entries);
         }
         catalog
             .template_prefixes
-            .sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+            .sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
         if let Ok(mut c) = self.catalog.write() {
             *c = catalog;
         }
@@ -516,21 +548,30 @@ impl Gateway {
             .and_then(|p| p.get("cursor").and_then(Value::as_str).map(str::to_owned));
         let start = match cursor.as_deref() {
             None => 0,
-            Some(c) => c.strip_prefix("mcpx:").and_then(|n| n.parse::<usize>().ok()).ok_or_else(|| {
-                fault(INVALID_PARAMS, format!("invalid cursor {c:?}"), call.host)
-            })?,
+            Some(c) => c
+                .strip_prefix("mcpx:")
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| fault(INVALID_PARAMS, format!("invalid cursor {c:?}"), call.host))?,
         };
         let page = self.config.global.page_size.max(1);
         let catalog = self
             .catalog
             .read()
             .map_err(|_| fault(INTERNAL_ERROR, "catalog lock poisoned".into(), call.host))?;
-        let all = catalog.lists.get(kind.key()).map(Vec::as_slice).unwrap_or_default();
+        let all = catalog
+            .lists
+            .get(kind.key())
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         if start > all.len() {
-            return Err(fault(INVALID_PARAMS, format!("cursor {start} is past the end"), call.host));
+            return Err(fault(
+                INVALID_PARAMS,
+                format!("cursor {start} is past the end"),
+                call.host,
+            ));
         }
         let end = (start + page).min(all.len());
-        let items: Vec<&Value> = all[start..end].iter().map(|e| &e.def).collect();
+        let items = &all[start..end];
         let mut result = json!({ kind.key(): items });
         if end < all.len() {
             result["nextCursor"] = json!(format!("mcpx:{end}"));
@@ -556,17 +597,34 @@ impl Gateway {
             .catalog
             .read()
             .map_err(|_| fault(INTERNAL_ERROR, "catalog lock poisoned".into(), call.host))?;
-        let map = if prompts { &catalog.prompt_names } else { &catalog.tool_names };
+        let map = if prompts {
+            &catalog.prompt_names
+        } else {
+            &catalog.tool_names
+        };
         let (ns, original) = map.resolve(&name).ok_or_else(|| {
             // 2025-11-25 server/tools §Error Handling: an unknown tool is a protocol error
             // (register D-C14).
-            fault(INVALID_PARAMS, format!("unknown {}: {name}", if prompts { "prompt" } else { "tool" }), call.host)
+            fault(
+                INVALID_PARAMS,
+                format!(
+                    "unknown {}: {name}",
+                    if prompts { "prompt" } else { "tool" }
+                ),
+                call.host,
+            )
         })?;
         let i = self
             .slots
             .iter()
             .position(|s| s.namespace == ns)
-            .ok_or_else(|| fault(INTERNAL_ERROR, format!("no upstream for namespace {ns}"), call.host))?;
+            .ok_or_else(|| {
+                fault(
+                    INTERNAL_ERROR,
+                    format!("no upstream for namespace {ns}"),
+                    call.host,
+                )
+            })?;
         params["name"] = json!(original);
         Ok((i, original.to_owned(), params))
     }
@@ -579,7 +637,11 @@ impl Gateway {
         if let Some(i) = catalog.by_uri.get(uri) {
             return Ok(*i);
         }
-        if let Some((_, i)) = catalog.template_prefixes.iter().find(|(p, _)| !p.is_empty() && uri.starts_with(p.as_str())) {
+        if let Some((_, i)) = catalog
+            .template_prefixes
+            .iter()
+            .find(|(p, _)| !p.is_empty() && uri.starts_with(p.as_str()))
+        {
             return Ok(*i);
         }
         if self.slots.len() == 1 {
@@ -605,7 +667,11 @@ impl Gateway {
     ) -> Result<Reply, Fault> {
         let slot = &self.slots[i];
         let conn = self.connection(i).await.map_err(|e| {
-            fault(INTERNAL_ERROR, format!("upstream {} is unavailable: {e}", slot.name), call.host)
+            fault(
+                INTERNAL_ERROR,
+                format!("upstream {} is unavailable: {e}", slot.name),
+                call.host,
+            )
         })?;
         let facts = conn.facts();
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
@@ -637,7 +703,10 @@ impl Gateway {
         match outcome {
             Ok(frame) => self.answer(call, &facts, &slot.name, method, frame),
             Err(e) => {
-                if matches!(e, ClientError::Transport { .. } | ClientError::Handshake { .. }) {
+                if matches!(
+                    e,
+                    ClientError::Transport { .. } | ClientError::Handshake { .. }
+                ) {
                     self.drop_connection(i, &e.to_string()).await;
                 }
                 Err(fault(INTERNAL_ERROR, e.to_string(), call.host))
@@ -645,7 +714,14 @@ impl Gateway {
         }
     }
 
-    fn answer(&self, call: &Call, facts: &ServerFacts, name: &str, method: &str, frame: Frame) -> Result<Reply, Fault> {
+    fn answer(
+        &self,
+        call: &Call,
+        facts: &ServerFacts,
+        name: &str,
+        method: &str,
+        frame: Frame,
+    ) -> Result<Reply, Fault> {
         if let Some(e) = frame.error() {
             return Err(Fault {
                 code: e.code,
@@ -663,12 +739,19 @@ impl Gateway {
         if facts.era == Era::Modern && call.host.era() == Era::Legacy {
             let input_required = serde_json::from_str::<Value>(&result)
                 .ok()
-                .and_then(|v| v.get("resultType").and_then(Value::as_str).map(|t| t == "input_required"))
+                .and_then(|v| {
+                    v.get("resultType")
+                        .and_then(Value::as_str)
+                        .map(|t| t == "input_required")
+                })
                 .unwrap_or(false);
             if input_required {
                 return Err(fault(
                     INTERNAL_ERROR,
-                    format!("upstream {name} (2026-07-28) needs input from the client (an input_required result); mcpx does not yet bridge that to a {} client", call.host),
+                    format!(
+                        "upstream {name} (2026-07-28) needs input from the client (an input_required result); mcpx does not yet bridge that to a {} client",
+                        call.host
+                    ),
                     call.host,
                 ));
             }
@@ -681,17 +764,29 @@ impl Gateway {
 
     async fn on_event(&self, call: &Call, facts: &ServerFacts, name: &str, ev: CallEvent) {
         match ev {
-            CallEvent::Progress { progress, total, message } => {
+            CallEvent::Progress {
+                progress,
+                total,
+                message,
+            } => {
                 if let Some(p) = &call.progress {
                     p.progress(progress, total, message.as_deref()).await;
                 }
             }
-            CallEvent::Log { level, logger, data } => {
+            CallEvent::Log {
+                level,
+                logger,
+                data,
+            } => {
                 if let (Some(l), Some(level)) = (&call.log, Level::parse(&level)) {
                     l.log(level, logger.as_deref(), &data).await;
                 }
             }
-            CallEvent::Ask { method, params, reply } => {
+            CallEvent::Ask {
+                method,
+                params,
+                reply,
+            } => {
                 let answer = self.ask(call, facts, name, &method, params).await;
                 let _ = reply.send(answer);
             }
@@ -699,38 +794,71 @@ impl Gateway {
     }
 
     /// Relays a server-to-client request from an upstream to the host, within one era.
-    async fn ask(&self, call: &Call, facts: &ServerFacts, name: &str, method: &str, params: Option<Value>) -> Result<Value, (i64, String)> {
+    async fn ask(
+        &self,
+        call: &Call,
+        facts: &ServerFacts,
+        name: &str,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, (i64, String)> {
         if facts.era != Era::Legacy || call.host.era() != Era::Legacy || call.peer.is_none() {
             return Err((
                 INTERNAL_ERROR,
-                format!("mcpx cannot relay {method} from upstream {name} ({}) to this client ({}): requests across protocol eras are not bridged yet", facts.revision, call.host),
+                format!(
+                    "mcpx cannot relay {method} from upstream {name} ({}) to this client ({}): requests across protocol eras are not bridged yet",
+                    facts.revision, call.host
+                ),
             ));
         }
         if !mcpx_protocol::method::server_may_send(method, call.host) {
-            return Err((METHOD_NOT_FOUND, format!("{method} does not exist in this client's protocol revision {}", call.host)));
+            return Err((
+                METHOD_NOT_FOUND,
+                format!(
+                    "{method} does not exist in this client's protocol revision {}",
+                    call.host
+                ),
+            ));
         }
         let raw = params
             .map(|p| RawValue::from_string(p.to_string()))
             .transpose()
             .map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
-        match call.ctx.request(method, raw.as_deref(), Duration::from_secs(300)).await {
+        match call
+            .ctx
+            .request(method, raw.as_deref(), Duration::from_secs(300))
+            .await
+        {
             Ok(frame) => match (frame.result(), frame.error()) {
-                (Some(r), _) => serde_json::from_str(r).map_err(|e| (INTERNAL_ERROR, e.to_string())),
+                (Some(r), _) => {
+                    serde_json::from_str(r).map_err(|e| (INTERNAL_ERROR, e.to_string()))
+                }
                 (_, Some(e)) => Err((e.code, e.message.clone())),
                 _ => Err((INTERNAL_ERROR, "empty answer".into())),
             },
-            Err(e) => Err((INTERNAL_ERROR, format!("the client did not answer {method}: {e}"))),
+            Err(e) => Err((
+                INTERNAL_ERROR,
+                format!("the client did not answer {method}: {e}"),
+            )),
         }
     }
 
     /// `subscriptions/listen` from a modern host: acknowledge the kinds mcpx can deliver,
     /// then deliver them, tagged with the listen id, until the host cancels.
     async fn listen(&self, call: &Call) -> Result<Reply, Fault> {
-        let params: Value = call.params.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or(json!({}));
+        let params: Value = call
+            .params
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or(json!({}));
         let requested = params.get("notifications").cloned().unwrap_or(json!({}));
         let want = |k: &str| requested.get(k).and_then(Value::as_bool).unwrap_or(false);
         let mut granted = Map::new();
-        for k in ["toolsListChanged", "promptsListChanged", "resourcesListChanged"] {
+        for k in [
+            "toolsListChanged",
+            "promptsListChanged",
+            "resourcesListChanged",
+        ] {
             if want(k) {
                 granted.insert(k.to_owned(), json!(true));
             }
@@ -742,7 +870,13 @@ impl Gateway {
         let tag = json!({ meta::SUBSCRIPTION_ID: sub_id });
         let mut rx = self.changes.subscribe();
         let ack = json!({ "_meta": tag, "notifications": Value::Object(granted.clone()) });
-        let _ = call.ctx.notify(Frame::notification("notifications/subscriptions/acknowledged", Some(&raw(&ack)?))).await;
+        let _ = call
+            .ctx
+            .notify(Frame::notification(
+                "notifications/subscriptions/acknowledged",
+                Some(&raw(&ack)?),
+            ))
+            .await;
         loop {
             tokio::select! {
                 () = call.cancel.cancelled() => break,
@@ -800,7 +934,8 @@ impl Backend for GatewayBackend {
         Summary {
             tools: list.filter(|_| has("tools") || !gw.slots.is_empty()),
             prompts: list.filter(|_| has("prompts") || !gw.slots.is_empty()),
-            resources: list.filter(|_| has("resources") || has("resourceTemplates") || !gw.slots.is_empty()),
+            resources: list
+                .filter(|_| has("resources") || has("resourceTemplates") || !gw.slots.is_empty()),
             resources_subscribe: true,
             completions: true,
             logging: true,
@@ -825,43 +960,79 @@ impl Backend for GatewayBackend {
                         .read()
                         .map(|c| c.idempotent_tools.contains(&(i, original)))
                         .unwrap_or(false);
-                gw.forward(&call, i, &call.method, &params, idempotent).await
+                gw.forward(&call, i, &call.method, &params, idempotent)
+                    .await
             }
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                let params: Value = call.params.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or(json!({}));
+                let params: Value = call
+                    .params
+                    .as_deref()
+                    .and_then(|p| serde_json::from_str(p).ok())
+                    .unwrap_or(json!({}));
                 let uri = params
                     .get("uri")
                     .and_then(Value::as_str)
-                    .ok_or_else(|| fault(INVALID_PARAMS, "params.uri is required".into(), call.host))?
+                    .ok_or_else(|| {
+                        fault(INVALID_PARAMS, "params.uri is required".into(), call.host)
+                    })?
                     .to_owned();
                 let i = gw.route_uri(&call, &uri)?;
-                gw.forward(&call, i, &call.method, &params, call.method == "resources/read").await
+                gw.forward(
+                    &call,
+                    i,
+                    &call.method,
+                    &params,
+                    call.method == "resources/read",
+                )
+                .await
             }
             "completion/complete" => {
-                let mut params: Value = call.params.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or(json!({}));
+                let mut params: Value = call
+                    .params
+                    .as_deref()
+                    .and_then(|p| serde_json::from_str(p).ok())
+                    .unwrap_or(json!({}));
                 let r = params.get("ref").cloned().unwrap_or(Value::Null);
                 let i = match r.get("type").and_then(Value::as_str) {
                     Some("ref/prompt") => {
                         let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
-                        let catalog = gw.catalog.read().map_err(|_| fault(INTERNAL_ERROR, "lock".into(), call.host))?;
-                        let (ns, original) = catalog
-                            .prompt_names
-                            .resolve(name)
-                            .ok_or_else(|| fault(INVALID_PARAMS, format!("unknown prompt: {name}"), call.host))?;
+                        let catalog = gw
+                            .catalog
+                            .read()
+                            .map_err(|_| fault(INTERNAL_ERROR, "lock".into(), call.host))?;
+                        let (ns, original) =
+                            catalog.prompt_names.resolve(name).ok_or_else(|| {
+                                fault(INVALID_PARAMS, format!("unknown prompt: {name}"), call.host)
+                            })?;
                         let i = gw.slots.iter().position(|s| s.namespace == ns).unwrap_or(0);
                         params["ref"]["name"] = json!(original);
                         i
                     }
                     Some("ref/resource") => {
-                        let uri = r.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
+                        let uri = r
+                            .get("uri")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned();
                         gw.route_uri(&call, &uri)?
                     }
-                    _ => return Err(fault(INVALID_PARAMS, "params.ref must be ref/prompt or ref/resource".into(), call.host)),
+                    _ => {
+                        return Err(fault(
+                            INVALID_PARAMS,
+                            "params.ref must be ref/prompt or ref/resource".into(),
+                            call.host,
+                        ));
+                    }
                 };
-                gw.forward(&call, i, "completion/complete", &params, true).await
+                gw.forward(&call, i, "completion/complete", &params, true)
+                    .await
             }
             "subscriptions/listen" => gw.listen(&call).await,
-            other => Err(fault(METHOD_NOT_FOUND, format!("method not found: {other}"), call.host)),
+            other => Err(fault(
+                METHOD_NOT_FOUND,
+                format!("method not found: {other}"),
+                call.host,
+            )),
         }
     }
 }

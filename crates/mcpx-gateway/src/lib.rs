@@ -4,8 +4,11 @@
 //!
 //! * [`config`]: the `mcpServers` configuration (JSONC) with mcpx's own blocks, and
 //!   where it is found.
+//! * [`gateway`]: the upstreams, the merged catalog, routing and relays: the
+//!   [`mcpx_server::Backend`] behind the serve seam.
 //! * [`naming`]: how upstream names become the names a host sees, and back.
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod gateway;
 pub mod naming;

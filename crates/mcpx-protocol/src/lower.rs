@@ -124,6 +124,14 @@ fn envelope(obj: &mut Map<String, Value>, method: &str, to: Revision) -> bool {
         for k in ["resultType", "ttlMs", "cacheScope"] {
             changed |= obj.remove(k).is_some();
         }
+        // The 2026 result `_meta` keys describe the sender in 2026 terms; a legacy
+        // receiver has its server's identity from `initialize` (A-C17, D-C12).
+        if let Some(Value::Object(m)) = obj.get_mut("_meta") {
+            changed |= m.remove(crate::meta::SERVER_INFO).is_some();
+            if m.is_empty() {
+                obj.remove("_meta");
+            }
+        }
     }
     changed
 }
@@ -276,7 +284,7 @@ mod tests {
         assert_eq!(v, json!({"content":[],"resultType":"complete"}));
         let v = lower(
             "tools/list",
-            r#"{"tools":[],"resultType":"complete","ttlMs":5,"cacheScope":"public"}"#,
+            r#"{"tools":[],"resultType":"complete","ttlMs":5,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up","version":"1"}}}"#,
             V2026_07_28,
             V2025_06_18,
         );

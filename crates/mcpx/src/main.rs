@@ -5,6 +5,7 @@
 mod conformance;
 mod example_server;
 mod runtime;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -21,6 +22,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the gateway: one MCP server for your host, fronting the upstream servers of
+    /// your configuration (or, with --demo, the built-in example servers).
+    Serve(serve::Args),
     /// Show the dispositions registry: every item of the revision-conflict register,
     /// the behaviour mcpx chooses, where it is implemented and the tests that prove it.
     Conformance(conformance::Args),
@@ -32,6 +36,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve(args) => serve::run(&args),
         Command::Conformance(args) => conformance::run(&args),
         Command::ExampleServer(args) => example_server::run(&args),
     }
