@@ -24,8 +24,9 @@ fn version_and_help() {
     assert!(ok);
     assert!(out.contains("conformance"));
     assert!(out.contains("example-server"));
+    assert!(out.contains("serve "));
     // Commands that are not built yet do not appear.
-    for absent in ["serve ", "bench", "daemon"] {
+    for absent in ["bench", "daemon"] {
         assert!(!out.contains(absent), "--help lists {absent}");
     }
 }
