@@ -37,6 +37,13 @@ impl AnyUpstream {
         matches!(self, AnyUpstream::Http(_))
     }
 
+    /// Whether frames related to a request can arrive outside its exchange: on stdio and
+    /// HTTP+SSE everything but responses does; on Streamable HTTP a request's frames
+    /// travel on its own stream.
+    pub fn unsolicited_carries_related(&self) -> bool {
+        !matches!(self, AnyUpstream::Http(_))
+    }
+
     /// The tail of a child's stderr, for error messages.
     pub fn stderr_tail(&self) -> Option<String> {
         match self {

@@ -103,6 +103,10 @@ pub struct CallOptions {
     pub cancel: CancellationToken,
     /// Safe to re-issue if a modern stream breaks (B-C10).
     pub idempotent: bool,
+    /// Whether log messages and requests that the transport cannot tie to a request
+    /// (stdio) may be attributed to this call when it is the only such call in flight.
+    /// Off for long-lived calls such as `subscriptions/listen`.
+    pub attribute_unsolicited: bool,
 }
 
 impl Default for CallOptions {
@@ -116,6 +120,7 @@ impl Default for CallOptions {
             max_time: Duration::from_secs(600),
             cancel: CancellationToken::new(),
             idempotent: false,
+            attribute_unsolicited: true,
         }
     }
 }
@@ -405,7 +410,9 @@ impl Connection {
                     message: "internal lock poisoned".into(),
                 })
             })?;
-            routes.calls.insert(id, route_tx.clone());
+            if opts.attribute_unsolicited {
+                routes.calls.insert(id, route_tx.clone());
+            }
             if let Some(t) = &token {
                 routes.progress.insert(t.clone(), route_tx);
             }
@@ -419,6 +426,26 @@ impl Connection {
             Ok(x) => x,
             Err(TransportError::SessionExpired) => return Err(Attempt::SessionExpired),
             Err(e @ TransportError::Closed { .. }) => return Err(Attempt::StreamBroke(e)),
+            // 2026-07-28 Streamable HTTP ties some JSON-RPC errors to 4xx statuses
+            // (-32020..-32022 and a malformed request's -32602 are 400, -32601 is 404):
+            // such a body is the request's answer, not a transport failure.
+            Err(TransportError::Http {
+                body,
+                code: Some(_),
+                ..
+            }) if self.facts().era == Era::Modern => {
+                match mcpx_protocol::codec::parse_frame(body, &mcpx_protocol::Limits::default()) {
+                    Ok(f) if f.kind() == Kind::Error => return Ok(f.with_id(&Id::Number(id))),
+                    Ok(_) | Err(_) => {
+                        return Err(Attempt::Failed(ClientError::Protocol {
+                            upstream: self.inner.name.clone(),
+                            message: format!(
+                                "{method}: an HTTP error without a JSON-RPC error body"
+                            ),
+                        }));
+                    }
+                }
+            }
             Err(e) => return Err(Attempt::Failed(self.transport_err(e))),
         };
         self.drive(id, method, exchange, &mut route_rx, opts).await
@@ -439,6 +466,10 @@ impl Connection {
         let mut deadline = (start + opts.timeout).min(hard);
         loop {
             let frame = tokio::select! {
+                // Frames routed from outside the exchange (stdio) were sent before the
+                // response that may be ready at the same time: take them first.
+                biased;
+                Some(f) = routed.recv() => f,
                 item = exchange.next() => match item {
                     Some(Ok(f)) => f,
                     Some(Err(e @ TransportError::Closed { .. })) => return Err(Attempt::StreamBroke(e)),
@@ -448,7 +479,6 @@ impl Connection {
                         detail: "the stream ended before the response".into(),
                     })),
                 },
-                Some(f) = routed.recv() => f,
                 () = opts.cancel.cancelled() => {
                     self.cancel(id, "cancelled by the host").await;
                     return Err(Attempt::Failed(ClientError::Cancelled {
@@ -466,7 +496,31 @@ impl Connection {
                 }
             };
             match frame.kind() {
-                Kind::Result | Kind::Error => return Ok(frame),
+                Kind::Result | Kind::Error => {
+                    // Whatever the upstream sent before its response still belongs to the
+                    // call. On stdio and HTTP+SSE those frames reach it through the
+                    // dispatcher, which may still be moving them: give it a moment, and
+                    // take everything routed meanwhile.
+                    // (Only progress and logs can be overtaken: an ask blocks the upstream
+                    // until it is answered, so it always comes before the response.)
+                    let relayed = opts.progress || opts.log_level.is_some();
+                    if relayed && self.inner.up.unsolicited_carries_related() {
+                        for _ in 0..3 {
+                            tokio::task::yield_now().await;
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                            while let Ok(f) = routed.try_recv() {
+                                match f.kind() {
+                                    Kind::Notification => {
+                                        self.relay(&f, opts).await;
+                                    }
+                                    Kind::Request => self.answer_ask(f, opts).await,
+                                    _ => {}
+                                }
+                            }
+                        }
+                    }
+                    return Ok(frame);
+                }
                 Kind::Notification => {
                     if self.relay(&frame, opts).await {
                         // Progress restarts the clock (register A-C18), within `max_time`.

@@ -1335,6 +1335,18 @@ impl Service for ExampleServer {
         }
     }
 
+    /// The `x-mcp-header` annotations of a 2026-07-28 tool, so the Streamable HTTP
+    /// transport checks `Mcp-Param-*` headers against the body (2026-07-28
+    /// streamable-http §Custom Headers from Tool Parameters).
+    fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
+        fixtures::tools(Revision::V2026_07_28, self.dynamic())
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some(tool))
+            .and_then(|t| t.get("inputSchema"))
+            .and_then(|schema| mcpx_protocol::header::param_headers(schema).ok())
+            .unwrap_or_default()
+    }
+
     async fn notification(&self, n: Incoming, _peer: Option<Peer>) {
         tracing::debug!(
             method = n.frame.method().unwrap_or_default(),

@@ -112,7 +112,49 @@ pub struct Gateway {
     changes: broadcast::Sender<ListKind>,
     /// Legacy host sessions seen, to tell them about list changes.
     legacy_peers: Mutex<Vec<Peer>>,
+    /// Legacy hosts subscribed to each resource URI, with the token that ends mcpx's own
+    /// listen stream for it (modern upstreams).
+    subscribers: Mutex<HashMap<String, Vec<(Peer, tokio_util::sync::CancellationToken)>>>,
+    /// Calls of modern hosts to legacy upstreams, parked while the host answers an
+    /// `input_required` result, by `requestState` token.
+    parked: Mutex<HashMap<String, Parked>>,
+    /// Counter for minted elicitation ids.
+    elicitations: std::sync::atomic::AtomicU64,
+    /// The most verbose log level any legacy host asked for, applied to legacy upstreams.
+    upstream_log_level: Mutex<Option<Level>>,
 }
+
+/// A `subscriptions/listen` call has no response to wait for: it lasts as long as
+/// the connection.
+const LISTEN_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The `requestState` prefix of a call mcpx parked (followed by a random token).
+const PARKED_PREFIX: &str = "mcpx1:";
+/// The `inputRequests` key of a parked call's question.
+const PARKED_KEY: &str = "mcpx";
+
+/// A modern host's call to a legacy upstream, waiting for the host's answer.
+#[derive(Debug)]
+struct Parked {
+    upstream: usize,
+    method: String,
+    events: tokio::sync::mpsc::Receiver<CallEvent>,
+    task: tokio::task::JoinHandle<Result<Frame, ClientError>>,
+    cancel: tokio_util::sync::CancellationToken,
+    /// Where the host's answer to the upstream's question goes.
+    reply: Option<tokio::sync::oneshot::Sender<Result<Value, (i64, String)>>>,
+}
+
+/// 128 random bits, hex: unguessable, so a `requestState` cannot be forged (E-13, E-30).
+fn random_token() -> Option<String> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).ok()?;
+    Some(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// How many `input_required` rounds mcpx answers for a legacy host before giving up.
+const MAX_INPUT_ROUNDS: usize = 10;
+/// How long a host may take to answer a relayed request (sampling may involve a person).
+const ASK_TIMEOUT: Duration = Duration::from_secs(300);
 
 fn fault(code: i64, message: String, host: Revision) -> Fault {
     Fault::new(code, message, host)
@@ -186,6 +228,10 @@ impl Gateway {
             catalog: RwLock::new(Catalog::default()),
             changes,
             legacy_peers: Mutex::new(Vec::new()),
+            elicitations: std::sync::atomic::AtomicU64::new(1),
+            subscribers: Mutex::new(HashMap::new()),
+            parked: Mutex::new(HashMap::new()),
+            upstream_log_level: Mutex::new(None),
         })
     }
 
@@ -242,6 +288,10 @@ impl Gateway {
                     *e = None;
                 }
                 self.watch(i, &conn);
+                let level = self.upstream_log_level.lock().ok().and_then(|l| *l);
+                if let Some(level) = level {
+                    self.apply_log_level(&conn, level).await;
+                }
                 *guard = Some(conn.clone());
                 Ok(conn)
             }
@@ -252,6 +302,23 @@ impl Gateway {
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// A legacy upstream's log level is its session's: mcpx sets it to the most
+    /// verbose level any host asked for, and filters per host (H9). Modern upstreams
+    /// get the level per request instead.
+    async fn apply_log_level(&self, conn: &Connection, level: Level) {
+        let facts = conn.facts();
+        if facts.era != Era::Legacy || !facts.has("logging") {
+            return;
+        }
+        let params = json!({ "level": level.as_str() }).to_string();
+        if let Err(e) = conn
+            .call("logging/setLevel", Some(&params), CallOptions::default())
+            .await
+        {
+            tracing::debug!(upstream = conn.name(), "logging/setLevel: {e}");
         }
     }
 
@@ -321,8 +388,9 @@ impl Gateway {
                 let conn = conn.clone();
                 tokio::spawn(async move {
                     let opts = CallOptions {
-                        timeout: Duration::from_secs(365 * 24 * 3600),
-                        max_time: Duration::from_secs(365 * 24 * 3600),
+                        timeout: LISTEN_LIFETIME,
+                        max_time: LISTEN_LIFETIME,
+                        attribute_unsolicited: false,
                         ..CallOptions::default()
                     };
                     if let Err(e) = conn.call("subscriptions/listen", Some(&params), opts).await {
@@ -349,15 +417,108 @@ impl Gateway {
         }
     }
 
+    /// `notifications/resources/updated` goes to the legacy hosts that subscribed to
+    /// that URI.
     async fn relay_resource_updated(&self, frame: &Frame) {
+        let uri = frame
+            .params()
+            .and_then(|p| mcpx_protocol::jsonrpc::member(p, "uri"))
+            .and_then(|u| serde_json::from_str::<String>(u).ok())
+            .unwrap_or_default();
         let peers: Vec<Peer> = self
-            .legacy_peers
+            .subscribers
             .lock()
-            .map(|p| p.clone())
+            .ok()
+            .and_then(|s| {
+                s.get(&uri)
+                    .map(|v| v.iter().map(|(p, _)| p.clone()).collect())
+            })
             .unwrap_or_default();
         for peer in peers {
             let _ = peer.notify(frame.clone()).await;
         }
+    }
+
+    /// `resources/subscribe` and `resources/unsubscribe` from a legacy host. A legacy
+    /// upstream gets them as they are; a modern one has no such methods, so mcpx holds
+    /// a `subscriptions/listen` stream with `resourceSubscriptions` for the URI instead
+    /// (register D-C4).
+    async fn subscription(
+        self: &Arc<Self>,
+        call: &Call,
+        i: usize,
+        uri: &str,
+        params: &Value,
+    ) -> Result<Reply, Fault> {
+        let subscribe = call.method == "resources/subscribe";
+        let peer = call.peer.clone();
+        let key = peer
+            .as_ref()
+            .and_then(Peer::session_id)
+            .unwrap_or_default()
+            .to_owned();
+        let conn = self.connection(i).await.map_err(|e| {
+            fault(
+                INTERNAL_ERROR,
+                format!("upstream {} is unavailable: {e}", self.slots[i].name),
+                call.host,
+            )
+        })?;
+        let modern = conn.facts().era == Era::Modern;
+        if !modern {
+            self.forward(call, i, &call.method, params, true).await?;
+        }
+        let mut subs = self
+            .subscribers
+            .lock()
+            .map_err(|_| fault(INTERNAL_ERROR, "lock poisoned".into(), call.host))?;
+        let entry = subs.entry(uri.to_owned()).or_default();
+        let already = entry
+            .iter()
+            .any(|(p, _)| p.session_id().unwrap_or_default() == key);
+        if subscribe {
+            if let (Some(peer), false) = (peer, already) {
+                {
+                    let token = tokio_util::sync::CancellationToken::new();
+                    if modern {
+                        let params = json!({ "notifications": { "resourceSubscriptions": [uri] } })
+                            .to_string();
+                        let conn = conn.clone();
+                        let stop = token.clone();
+                        tokio::spawn(async move {
+                            let opts = CallOptions {
+                                timeout: LISTEN_LIFETIME,
+                                max_time: LISTEN_LIFETIME,
+                                attribute_unsolicited: false,
+                                cancel: stop,
+                                ..CallOptions::default()
+                            };
+                            if let Err(e) =
+                                conn.call("subscriptions/listen", Some(&params), opts).await
+                            {
+                                tracing::debug!(
+                                    upstream = conn.name(),
+                                    "resource listen ended: {e}"
+                                );
+                            }
+                        });
+                    }
+                    entry.push((peer, token));
+                }
+            }
+        } else {
+            entry.retain(|(p, token)| {
+                let mine = p.session_id().unwrap_or_default() == key;
+                if mine {
+                    token.cancel();
+                }
+                !mine
+            });
+        }
+        Ok(Reply {
+            result: "{}".to_owned(),
+            revision: call.host,
+        })
     }
 
     fn remember_peer(&self, peer: &Option<Peer>) {
@@ -674,44 +835,342 @@ impl Gateway {
             )
         })?;
         let facts = conn.facts();
-        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let host_modern = call.host.era() == Era::Modern;
+        if host_modern && facts.era == Era::Legacy {
+            return self
+                .forward_parking(call, i, conn, method, params, idempotent)
+                .await;
+        }
+        let mut params = params.clone();
+        // A 2026-07-28 upstream asks for input with `input_required` results (MRTR). A
+        // modern host gets them as they are and retries itself; for a legacy host mcpx
+        // asks it with wire requests and retries for it (register E-1), a bounded
+        // number of rounds.
+        let mut rounds = 0;
+        loop {
+            let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+            let opts = CallOptions {
+                events: Some(tx),
+                progress: call.progress.is_some(),
+                log_level: call.log.as_ref().map(|l| l.threshold().as_str().to_owned()),
+                // A modern upstream may only ask for what the host can answer: the
+                // host's own capabilities (per request on modern, from initialize on
+                // legacy, where mcpx answers for it).
+                client_capabilities: if facts.era == Era::Modern {
+                    call.client_capabilities.clone()
+                } else {
+                    json!({})
+                },
+                timeout: slot.config.mcpx.call_timeout,
+                max_time: self.config.global.max_call_time,
+                cancel: call.cancel.clone(),
+                idempotent,
+                attribute_unsolicited: true,
+            };
+            let text = params.to_string();
+            let fut = conn.call(method, Some(&text), opts);
+            tokio::pin!(fut);
+            let outcome = loop {
+                tokio::select! {
+                    r = &mut fut => break r,
+                    Some(ev) = rx.recv() => self.on_event(call, &facts, &slot.name, ev).await,
+                }
+            };
+            let frame = match outcome {
+                Ok(frame) => frame,
+                Err(e) => {
+                    if matches!(
+                        e,
+                        ClientError::Transport { .. } | ClientError::Handshake { .. }
+                    ) {
+                        self.drop_connection(i, &e.to_string()).await;
+                    }
+                    return Err(fault(INTERNAL_ERROR, e.to_string(), call.host));
+                }
+            };
+            let input_required = facts.era == Era::Modern
+                && !host_modern
+                && frame
+                    .result()
+                    .and_then(|r| mcpx_protocol::jsonrpc::member(r, "resultType"))
+                    == Some("\"input_required\"");
+            if !input_required {
+                return self.answer(call, &facts, &slot.name, method, frame);
+            }
+            rounds += 1;
+            if rounds > MAX_INPUT_ROUNDS {
+                return Err(fault(
+                    INTERNAL_ERROR,
+                    format!(
+                        "upstream {} asked for input more than {MAX_INPUT_ROUNDS} times",
+                        slot.name
+                    ),
+                    call.host,
+                ));
+            }
+            let result: Value = frame
+                .result()
+                .and_then(|r| serde_json::from_str(r).ok())
+                .unwrap_or(Value::Null);
+            let mut responses = Map::new();
+            if let Some(Value::Object(requests)) = result.get("inputRequests") {
+                for (key, req) in requests {
+                    let m = req
+                        .get("method")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let p = req.get("params").cloned();
+                    match self.ask_legacy_host(call, &slot.name, m, p).await {
+                        Ok(answer) => {
+                            responses.insert(key.clone(), answer);
+                        }
+                        Err((code, msg)) => return Err(fault(code, msg, call.host)),
+                    }
+                }
+            }
+            // The retry: the original params, the answers, and the state echoed
+            // verbatim (2026-07-28 basic/patterns/mrtr).
+            params["inputResponses"] = Value::Object(responses);
+            match result.get("requestState") {
+                Some(state) => params["requestState"] = state.clone(),
+                None => {
+                    if let Some(o) = params.as_object_mut() {
+                        o.remove("requestState");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A modern host's call to a legacy upstream. The upstream may ask the client
+    /// something (sampling, elicitation, roots) with a wire request in the middle of the
+    /// call; a modern host can only be asked with an `input_required` result (MRTR). So
+    /// the upstream call runs in its own task; when it asks, mcpx parks it, answers the
+    /// host `input_required` with a `requestState` naming the parked call, and resumes
+    /// it when the host retries with the answer (register E-1, E-13).
+    async fn forward_parking(
+        self: &Arc<Self>,
+        call: &Call,
+        i: usize,
+        conn: Connection,
+        method: &str,
+        params: &Value,
+        idempotent: bool,
+    ) -> Result<Reply, Fault> {
+        let slot = &self.slots[i];
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let cancel = tokio_util::sync::CancellationToken::new();
         let opts = CallOptions {
             events: Some(tx),
             progress: call.progress.is_some(),
             log_level: call.log.as_ref().map(|l| l.threshold().as_str().to_owned()),
-            // A modern upstream may only ask (MRTR) for what the host can answer.
-            client_capabilities: if host_modern && facts.era == Era::Modern {
-                call.client_capabilities.clone()
-            } else {
-                json!({})
-            },
+            client_capabilities: json!({}),
             timeout: slot.config.mcpx.call_timeout,
             max_time: self.config.global.max_call_time,
-            cancel: call.cancel.clone(),
+            cancel: cancel.clone(),
             idempotent,
+            attribute_unsolicited: true,
         };
         let text = params.to_string();
-        let fut = conn.call(method, Some(&text), opts);
-        tokio::pin!(fut);
-        let outcome = loop {
-            tokio::select! {
-                r = &mut fut => break r,
-                Some(ev) = rx.recv() => self.on_event(call, &facts, &slot.name, ev).await,
+        let method_owned = method.to_owned();
+        let task = tokio::spawn(async move { conn.call(&method_owned, Some(&text), opts).await });
+        let parked = Parked {
+            upstream: i,
+            method: method.to_owned(),
+            events: rx,
+            task,
+            cancel,
+            reply: None,
+        };
+        self.run_parked(call, parked).await
+    }
+
+    /// Drives a (possibly resumed) parked call until it answers or asks again.
+    async fn run_parked(self: &Arc<Self>, call: &Call, mut p: Parked) -> Result<Reply, Fault> {
+        let name = self.slots[p.upstream].name.clone();
+        let facts = match self.slots[p.upstream].conn.lock().await.as_ref() {
+            Some(c) => c.facts(),
+            None => {
+                p.cancel.cancel();
+                return Err(fault(
+                    INTERNAL_ERROR,
+                    format!("upstream {name}: connection lost"),
+                    call.host,
+                ));
             }
         };
-        match outcome {
-            Ok(frame) => self.answer(call, &facts, &slot.name, method, frame),
-            Err(e) => {
-                if matches!(
-                    e,
-                    ClientError::Transport { .. } | ClientError::Handshake { .. }
-                ) {
-                    self.drop_connection(i, &e.to_string()).await;
+        loop {
+            tokio::select! {
+                joined = &mut p.task => {
+                    let outcome = joined.map_err(|e| fault(INTERNAL_ERROR, format!("upstream {name}: {e}"), call.host))?;
+                    return match outcome {
+                        Ok(frame) => self.answer(call, &facts, &name, &p.method, frame),
+                        Err(e) => Err(fault(INTERNAL_ERROR, e.to_string(), call.host)),
+                    };
                 }
-                Err(fault(INTERNAL_ERROR, e.to_string(), call.host))
+                () = call.cancel.cancelled() => {
+                    p.cancel.cancel();
+                    return Err(fault(INTERNAL_ERROR, "cancelled".into(), call.host));
+                }
+                Some(ev) = p.events.recv() => match ev {
+                    CallEvent::Ask { method, params, reply } => {
+                        let cap = match method.as_str() {
+                            "sampling/createMessage" => "sampling",
+                            "elicitation/create" => "elicitation",
+                            "roots/list" => "roots",
+                            _ => "",
+                        };
+                        // 2026-07-28 basic/patterns/mrtr: never ask for what the client
+                        // did not declare.
+                        if cap.is_empty() || call.client_capabilities.get(cap).is_none() {
+                            let _ = reply.send(Err((INTERNAL_ERROR, format!("the client did not declare the {cap} capability needed for {method}"))));
+                            continue;
+                        }
+                        let mut params = params.unwrap_or(json!({}));
+                        if let Some(o) = params.as_object_mut() {
+                            // 2026 has no elicitationId (E-11).
+                            o.remove("elicitationId");
+                        }
+                        let token = random_token().ok_or_else(|| fault(INTERNAL_ERROR, "no randomness".into(), call.host))?;
+                        p.reply = Some(reply);
+                        let result = json!({
+                            "resultType": "input_required",
+                            "inputRequests": { PARKED_KEY: { "method": method, "params": params } },
+                            "requestState": format!("{PARKED_PREFIX}{token}"),
+                        });
+                        self.park(token, p);
+                        return Ok(Reply { result: result.to_string(), revision: Revision::NEWEST });
+                    }
+                    other => self.on_event(call, &facts, &name, other).await,
+                },
             }
         }
+    }
+
+    fn park(self: &Arc<Self>, token: String, p: Parked) {
+        if let Ok(mut parked) = self.parked.lock() {
+            parked.insert(token.clone(), p);
+        }
+        // A host that never comes back: the upstream's question is answered with an
+        // error after the ask timeout, and its call is cancelled (E-6).
+        let gw = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(ASK_TIMEOUT).await;
+            let Some(gw) = gw.upgrade() else { return };
+            let stale = gw.parked.lock().ok().and_then(|mut m| m.remove(&token));
+            if let Some(mut p) = stale {
+                if let Some(reply) = p.reply.take() {
+                    let _ = reply.send(Err((
+                        INTERNAL_ERROR,
+                        "the client did not answer in time".into(),
+                    )));
+                }
+                p.cancel.cancel();
+            }
+        });
+    }
+
+    /// A modern host's retry of a parked call: hand the answer to the upstream and go on.
+    async fn resume(
+        self: &Arc<Self>,
+        call: &Call,
+        state: &str,
+        params: &Value,
+    ) -> Result<Reply, Fault> {
+        let token = state.strip_prefix(PARKED_PREFIX).unwrap_or_default();
+        let parked = self.parked.lock().ok().and_then(|mut m| m.remove(token));
+        let Some(mut p) = parked else {
+            return Err(fault(
+                INVALID_PARAMS,
+                "unknown or expired requestState".into(),
+                call.host,
+            ));
+        };
+        let answer = params
+            .pointer(&format!("/inputResponses/{PARKED_KEY}"))
+            .cloned();
+        let Some(answer) = answer else {
+            // mrtr: a retry missing the answer is asked again (E-24).
+            let result = json!({ "resultType": "input_required", "requestState": state });
+            let token = token.to_owned();
+            self.park(token, p);
+            return Ok(Reply {
+                result: result.to_string(),
+                revision: Revision::NEWEST,
+            });
+        };
+        if let Some(reply) = p.reply.take() {
+            let _ = reply.send(Ok(answer));
+        }
+        self.run_parked(call, p).await
+    }
+
+    /// Asks a legacy host, with a wire request in its revision, what a modern
+    /// upstream's `inputRequests` entry asks (register E-1, E-11).
+    async fn ask_legacy_host(
+        &self,
+        call: &Call,
+        upstream: &str,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, (i64, String)> {
+        if call.peer.is_none() || !mcpx_protocol::method::server_may_send(method, call.host) {
+            return Err((
+                INTERNAL_ERROR,
+                format!(
+                    "upstream {upstream} needs {method}, which this client's protocol revision {} cannot carry",
+                    call.host
+                ),
+            ));
+        }
+        let mut params = params.unwrap_or(json!({}));
+        if method == "elicitation/create" {
+            let url_mode = params.get("mode").and_then(Value::as_str) == Some("url");
+            match call.host {
+                // 2025-11-25 URL mode needs an elicitationId, which 2026 removed (E-11).
+                Revision::V2025_11_25 if url_mode && params.get("elicitationId").is_none() => {
+                    params["elicitationId"] = json!(format!("mcpx-{}", self.next_elicitation()));
+                }
+                Revision::V2025_06_18 if url_mode => {
+                    return Err((
+                        INTERNAL_ERROR,
+                        format!(
+                            "upstream {upstream} asks for a URL-mode elicitation, which 2025-06-18 clients cannot show"
+                        ),
+                    ));
+                }
+                Revision::V2025_06_18 => {
+                    if let Some(o) = params.as_object_mut() {
+                        o.remove("mode");
+                    }
+                }
+                _ => {}
+            }
+        }
+        let raw = RawValue::from_string(params.to_string())
+            .map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
+        match call.ctx.request(method, Some(&raw), ASK_TIMEOUT).await {
+            Ok(frame) => match (frame.result(), frame.error()) {
+                (Some(r), _) => {
+                    serde_json::from_str(r).map_err(|e| (INTERNAL_ERROR, e.to_string()))
+                }
+                // E-6: the host's refusal fails the original request.
+                (_, Some(e)) => Err((
+                    INTERNAL_ERROR,
+                    format!("the client refused {method}: {}", e.message),
+                )),
+                _ => Err((INTERNAL_ERROR, "empty answer".into())),
+            },
+            Err(e) => Err((
+                INTERNAL_ERROR,
+                format!("the client did not answer {method}: {e}"),
+            )),
+        }
+    }
+
+    fn next_elicitation(&self) -> u64 {
+        self.elicitations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     fn answer(
@@ -911,6 +1370,46 @@ impl Gateway {
 pub struct GatewayBackend(pub Arc<Gateway>);
 
 impl Backend for GatewayBackend {
+    async fn log_level_requested(&self, level: Level) {
+        let gw = &self.0;
+        let lower = {
+            let Ok(mut current) = gw.upstream_log_level.lock() else {
+                return;
+            };
+            if current.is_some_and(|c| c <= level) {
+                false
+            } else {
+                *current = Some(level);
+                true
+            }
+        };
+        if lower {
+            for i in 0..gw.slots.len() {
+                let conn = gw.slots[i].conn.lock().await.clone();
+                if let Some(conn) = conn {
+                    gw.apply_log_level(&conn, level).await;
+                }
+            }
+        }
+    }
+
+    fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
+        let Ok(catalog) = self.0.catalog.read() else {
+            return Vec::new();
+        };
+        catalog
+            .lists
+            .get("tools")
+            .and_then(|tools| {
+                tools
+                    .iter()
+                    .find(|t| t.get("name").and_then(Value::as_str) == Some(tool))
+            })
+            .and_then(|t| t.get("inputSchema"))
+            .and_then(|schema| param_headers(schema).ok())
+            .unwrap_or_default()
+    }
+
     fn summary(&self) -> Summary {
         let gw = &self.0;
         let catalog = gw.catalog.read();
@@ -951,6 +1450,25 @@ impl Backend for GatewayBackend {
             "prompts/list" => gw.list(&call, ListKind::Prompts),
             "resources/list" => gw.list(&call, ListKind::Resources),
             "resources/templates/list" => gw.list(&call, ListKind::Templates),
+            "tools/call" | "prompts/get" | "resources/read"
+                if call
+                    .params
+                    .as_deref()
+                    .and_then(|p| mcpx_protocol::jsonrpc::member(p, "requestState"))
+                    .is_some_and(|s| s.starts_with(&format!("\"{PARKED_PREFIX}"))) =>
+            {
+                let params: Value = call
+                    .params
+                    .as_deref()
+                    .and_then(|p| serde_json::from_str(p).ok())
+                    .unwrap_or(json!({}));
+                let state = params
+                    .get("requestState")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                gw.resume(&call, &state, &params).await
+            }
             "tools/call" | "prompts/get" => {
                 let prompts = call.method == "prompts/get";
                 let (i, original, params) = gw.route_name(&call, prompts)?;
@@ -977,14 +1495,12 @@ impl Backend for GatewayBackend {
                     })?
                     .to_owned();
                 let i = gw.route_uri(&call, &uri)?;
-                gw.forward(
-                    &call,
-                    i,
-                    &call.method,
-                    &params,
-                    call.method == "resources/read",
-                )
-                .await
+                match call.method.as_str() {
+                    "resources/subscribe" | "resources/unsubscribe" => {
+                        gw.subscription(&call, i, &uri, &params).await
+                    }
+                    _ => gw.forward(&call, i, &call.method, &params, true).await,
+                }
             }
             "completion/complete" => {
                 let mut params: Value = call

@@ -277,6 +277,18 @@ pub trait Backend: Send + Sync + 'static {
     /// Answers a feature request.
     fn call(&self, call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send;
 
+    /// A legacy host asked for log messages at `level` and above (`logging/setLevel`).
+    /// The backend arranges for its sources to produce them. Default: nothing.
+    fn log_level_requested(&self, _level: Level) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// The `x-mcp-header` annotations of the tool offered as `tool` (for the Streamable
+    /// HTTP transport's `Mcp-Param-*` checks). Default: none.
+    fn param_headers(&self, _tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
+        Vec::new()
+    }
+
     /// A notification from a host (other than `initialized` and `cancelled`, which the
     /// seam and the transport handle). Default: ignored.
     fn notification(
@@ -420,6 +432,7 @@ impl<B: Backend> Seam<B> {
                         if let Ok(mut m) = self.levels.lock() {
                             m.insert(session_key(ctx.peer()), l);
                         }
+                        self.backend.log_level_requested(l).await;
                         self.ok(&id, &method, &json!({}), host)
                     }
                     None => Frame::error_response(
@@ -522,6 +535,10 @@ impl<B: Backend> Service for Seam<B> {
         self.backend
             .notification(method, n.frame.params(), n.verdict.revision())
             .await;
+    }
+
+    fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
+        self.backend.param_headers(tool)
     }
 
     fn session_closed(&self, peer: &Peer) {

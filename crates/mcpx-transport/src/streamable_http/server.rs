@@ -60,6 +60,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use mcpx_protocol::classify::{HttpMethod, HttpRequest, Rejection, classify_http};
 use mcpx_protocol::codec::{self, Decoded};
+use mcpx_protocol::error::modern_http_status;
 use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
 use mcpx_protocol::header as mcp_header;
 use mcpx_protocol::jsonrpc::{Kind, member};
@@ -809,7 +810,15 @@ async fn modern_post<S: Service>(
     let f = match first(&mut rrx, &mut done_rx).await {
         First::Response(Ok(r)) => {
             guard.disarm();
-            return json_response(StatusCode::OK, r.into_string());
+            // 2026-07-28 ties some errors to statuses: -32020/-32021/-32022 and a
+            // malformed request's -32602 are 400, an unknown method's -32601 is 404
+            // (basic/index §_meta, streamable-http §Protocol Version Header).
+            let status = r
+                .error()
+                .and_then(|e| modern_http_status(e.code))
+                .and_then(|s| StatusCode::from_u16(s).ok())
+                .unwrap_or(StatusCode::OK);
+            return json_response(status, r.into_string());
         }
         First::Response(Err(_)) => {
             guard.disarm();
