@@ -1459,20 +1459,39 @@ async fn header_names_are_case_insensitive() {
         tap()
             .validate_response(R1125, "tools/list", raw_body(&reply))
             .unwrap();
-        // A wrong version under any spelling is still seen (and refused).
+        // An unsupported version under any spelling is still seen (and refused).
         let reply = raw(
             s.addr,
             req(
                 "POST",
                 &[
                     format!("{sid_name}: {sid}"),
-                    format!("{pv_name}: 2025-06-18"),
+                    format!("{pv_name}: 2099-01-01"),
                 ],
                 &list,
             ),
         )
         .await;
         assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+        // Another supported legacy version is served in the session's revision
+        // (2025-11-25 basic/transports: 400 is for invalid or unsupported versions; the
+        // conformance suite's server-sse-multiple-streams relies on it).
+        let reply = raw(
+            s.addr,
+            req(
+                "POST",
+                &[
+                    format!("{sid_name}: {sid}"),
+                    format!("{pv_name}: 2025-03-26"),
+                ],
+                &list,
+            ),
+        )
+        .await;
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        tap()
+            .validate_response(R1125, "tools/list", raw_body(&reply))
+            .unwrap();
     }
     // Modern: Mcp-Method, Mcp-Name, Mcp-Param-* in any case.
     let body = modern_req(
