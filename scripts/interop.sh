@@ -9,6 +9,13 @@
 #     its three modes (legacy handshake, discover-first, modern only).
 #  2. mcpx-transport's clients -> the Python SDK's server, over the same three
 #     (crates/mcpx-transport/examples/client_probe.rs).
+#  3. The official conformance suite (@modelcontextprotocol/conformance, run with
+#     ../shared/tools/conformance.sh) against `mcpx example-server --http`: 0.1.16
+#     `--suite active` and 0.2.0-alpha.12 `--requirements 2026-07-28`.
+#  4. The gateway: real clients (Inspector CLI; Python SDK in legacy, discover-first and
+#     modern modes) through `mcpx serve` to npm's server-everything over stdio; and the
+#     conformance suite through `mcpx serve --http` fronting the example server over
+#     stdio, Streamable HTTP and HTTP+SSE.
 #
 # Each check prints one line, PASS or FAIL; the last line is "N passed, M failed".
 # Exit status 0 only when nothing failed. Everything listens on 127.0.0.1 only.
@@ -29,12 +36,13 @@ trap cleanup EXIT
 
 bail() { echo "FAIL $1"; echo "$passed passed, $((failed + 1)) failed"; exit 1; }
 
-# check NAME EXPECTED CMD...: runs CMD (60 s limit); passes when it exits 0 and its
-# output contains EXPECTED (a fixed string).
+# check NAME EXPECTED CMD...: runs CMD (limit: $check_timeout seconds, 60 unless set);
+# passes when it exits 0 and its output contains EXPECTED (a fixed string).
+check_timeout=60
 check() {
   local name="$1" want="$2"; shift 2
   local out="$log_dir/$name.log"
-  if timeout --kill-after=5 60 "$@" >"$out" 2>&1 && grep -qF -- "$want" "$out"; then
+  if timeout --kill-after=5 "$check_timeout" "$@" >"$out" 2>&1 && grep -qF -- "$want" "$out"; then
     echo "PASS $name"; passed=$((passed + 1))
   else
     echo "FAIL $name (log: $out)"; tail -n 5 "$out" | sed 's/^/    /'; failed=$((failed + 1))
@@ -49,13 +57,21 @@ wait_port() {
 
 echo "== building"
 cargo build --locked -q -p mcpx-transport --example echo_server --example client_probe || bail build
+cargo build --locked -q -p mcpx || bail build-mcpx
 echo_server="$repo/target/debug/examples/echo_server"
 probe="$repo/target/debug/examples/client_probe"
+mcpx="$repo/target/debug/mcpx"
+shared="${MCPX_SHARED_DIR:-$repo/../shared}"
+# The era cache of every mcpx run here lives under target/, never in $HOME.
+export XDG_CACHE_HOME="$log_dir/cache"
 
 echo "== installing pinned peers"
 node22=$(peers_node22) || bail install-node22
 inspector=$(peers_inspector_cli) || bail install-inspector-cli
 py=$(peers_python_mcp) || bail install-python-mcp
+everything=$(peers_server_everything) || bail install-server-everything
+peers_conformance 0.1.16 >/dev/null || bail install-conformance-0.1.16
+peers_conformance 0.2.0-alpha.12 >/dev/null || bail install-conformance-0.2.0-alpha.12
 echo "node $("$node22" --version); inspector-cli ${PEERS_INSPECTOR_CLI_VERSION}; python mcp $("$py" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
 # Commands as arrays, so `timeout` can run them (peers.sh quotes words with %q).
 eval "inspector_cmd=($inspector)"
@@ -120,6 +136,67 @@ for name in client-stdio-legacy client-http-legacy client-http-modern client-sse
     echo "PASS $name-echo"; passed=$((passed + 1))
   else
     echo "FAIL $name-echo"; failed=$((failed + 1))
+  fi
+done
+
+# The suite's runner prints the suite's report, then one line per scenario, and last
+# "N passed, M failed" (scored scenarios). It installs into target/peers (as peers.sh).
+conformance_116=(env MCP_CONF_DIR="$repo/target/peers" CONF_VERSION=0.1.16 CONF_TIMEOUT=600 bash "$shared/tools/conformance.sh")
+conformance_020=(env MCP_CONF_DIR="$repo/target/peers" CONF_VERSION=0.2.0-alpha.12 CONF_TIMEOUT=600 bash "$shared/tools/conformance.sh")
+[[ -f "$shared/tools/conformance.sh" ]] || bail "conformance-runner-missing ($shared/tools/conformance.sh)"
+check_timeout=700
+# serve_http NAME CMD...: starts an HTTP server on a free port; sets $url to its /mcp.
+serve_http() {
+  local name="$1"; shift
+  local port; port=$(free_port)
+  "$@" --http "127.0.0.1:$port" >"$log_dir/$name.server.log" 2>&1 &
+  pids+=($!)
+  wait_port "$port" || bail "$name-start"
+  url="http://127.0.0.1:$port/mcp"
+}
+
+echo "== conformance suite -> mcpx example-server"
+serve_http example "$mcpx" example-server
+example_url=$url
+example_base=${url%/mcp}
+check conformance-0.1.16-example-server '30 passed, 0 failed' "${conformance_116[@]}" "$example_url" --suite active
+check conformance-0.2.0-alpha.12-example-server '37 passed, 0 failed' "${conformance_020[@]}" "$example_url" --requirements 2026-07-28
+
+check_timeout=90
+echo "== real clients -> mcpx serve -> server-everything (stdio)"
+eval "everything_cmd=($everything)"
+cfg="$log_dir/gateway-everything.json"
+"$py" - "$cfg" "${everything_cmd[@]}" <<'PYEOF'
+import json, sys
+path, command, *args = sys.argv[1:]
+json.dump({"mcpServers": {"everything": {"command": command, "args": args}}}, open(path, "w"))
+PYEOF
+check gateway-inspector-tools-list '"name": "echo"' "${inspector_cmd[@]}" "$mcpx" serve --config "$cfg" --method tools/list
+check gateway-inspector-tools-call '"text": "Echo: hi"' "${inspector_cmd[@]}" "$mcpx" serve --config "$cfg" --method tools/call --tool-name echo --tool-arg message=hi
+for mode in legacy auto 2026-07-28; do
+  want='"protocol_version": "2026-07-28"'
+  [[ $mode == legacy ]] && want='"protocol_version": "2025-11-25"'
+  check "gateway-python-$mode" "$want" "${py_client[@]}" --tool echo --args '{"message":"interop"}' --expect "Echo: interop" "$mode" stdio "$mcpx" serve --config "$cfg"
+done
+
+check_timeout=700
+echo "== conformance suite -> mcpx serve -> mcpx example-server"
+for transport in stdio http sse; do
+  cfg="$log_dir/gateway-$transport.json"
+  case $transport in
+    stdio) upstream="{\"command\": \"$mcpx\", \"args\": [\"example-server\"]}" ;;
+    http) upstream="{\"type\": \"http\", \"url\": \"$example_base/mcp\"}" ;;
+    sse) upstream="{\"type\": \"sse\", \"url\": \"$example_base/sse\"}" ;;
+  esac
+  echo "{\"mcpServers\": {\"example\": $upstream}}" >"$cfg"
+  serve_http "gateway-$transport" "$mcpx" serve --config "$cfg"
+  check "conformance-0.1.16-gateway-$transport" '30 passed, 0 failed' "${conformance_116[@]}" "$url" --suite active
+  # Over HTTP+SSE the upstream is a legacy-era connection, and the example server
+  # offers the 2026-only fixtures of eleven 0.2.0-alpha.12 scenarios (input_required
+  # tools, the stateless diagnostics) to 2026-07-28 clients only: that run is not a
+  # like-for-like comparison, so only stdio and Streamable HTTP are checked here.
+  if [[ $transport != sse ]]; then
+    check "conformance-0.2.0-alpha.12-gateway-$transport" '37 passed, 0 failed' "${conformance_020[@]}" "$url" --requirements 2026-07-28
   fi
 done
 

@@ -872,10 +872,15 @@ impl Gateway {
             tokio::pin!(fut);
             let outcome = loop {
                 tokio::select! {
-                    r = &mut fut => break r,
+                    // Events were sent before the response: relay them first.
+                    biased;
                     Some(ev) = rx.recv() => self.on_event(call, &facts, &slot.name, ev).await,
+                    r = &mut fut => break r,
                 }
             };
+            while let Ok(ev) = rx.try_recv() {
+                self.on_event(call, &facts, &slot.name, ev).await;
+            }
             let frame = match outcome {
                 Ok(frame) => frame,
                 Err(e) => {
@@ -1001,8 +1006,15 @@ impl Gateway {
         };
         loop {
             tokio::select! {
-                joined = &mut p.task => {
+                // Events were sent before the call ended: relay them first.
+                biased;
+                joined = &mut p.task, if p.events.is_empty() => {
                     let outcome = joined.map_err(|e| fault(INTERNAL_ERROR, format!("upstream {name}: {e}"), call.host))?;
+                    while let Ok(ev) = p.events.try_recv() {
+                        if !matches!(ev, CallEvent::Ask { .. }) {
+                            self.on_event(call, &facts, &name, ev).await;
+                        }
+                    }
                     return match outcome {
                         Ok(frame) => self.answer(call, &facts, &name, &p.method, frame),
                         Err(e) => Err(fault(INTERNAL_ERROR, e.to_string(), call.host)),
