@@ -1552,6 +1552,19 @@ impl Backend for GatewayBackend {
                         ));
                     }
                 };
+                // C-C9: from 2025-03-26 a server that completes declares `completions`;
+                // an upstream that did not is not asked (a 2024-11-05 one, which had no
+                // such capability, is). Its answer is "no suggestions".
+                let facts = gw.slots[i].conn.lock().await.as_ref().map(|c| c.facts());
+                if let Some(f) = facts
+                    .filter(|f| f.revision.facts().completions_capability && !f.has("completions"))
+                {
+                    return Ok(Reply {
+                        result: json!({ "completion": { "values": [], "hasMore": false } })
+                            .to_string(),
+                        revision: f.revision,
+                    });
+                }
                 gw.forward(&call, i, "completion/complete", &params, true)
                     .await
             }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use mcpx_example_server::{ExampleServer, Mode};
-use mcpx_protocol::Revision;
+use mcpx_protocol::{Era, Revision};
 use mcpx_transport::stdio::{StdioConfig, serve};
 use mcpx_transport::streamable_http::{self, HttpServerConfig};
 
@@ -40,13 +40,16 @@ impl Args {
 
 /// Serves the example server until EOF (stdio) or Ctrl-C. Logs go to stderr.
 pub fn run(args: &Args) -> ExitCode {
-    let server = Arc::new(ExampleServer::new(args.mode()));
+    let mode = args.mode();
+    let server = Arc::new(ExampleServer::new(mode));
     let http = args.http.or(args.sse);
     crate::runtime::run("example-server", |shutdown| async move {
         match http {
             Some(bind) => {
                 let config = HttpServerConfig {
                     bind,
+                    // A strict legacy server looks like one to modern clients too.
+                    modern: !matches!(mode, Mode::Strict(r) if r.era() == Era::Legacy),
                     ..HttpServerConfig::default()
                 };
                 let listener = tokio::net::TcpListener::bind(bind).await?;

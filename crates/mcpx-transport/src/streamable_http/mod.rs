@@ -54,6 +54,10 @@ pub struct HttpServerConfig {
     pub bind: SocketAddr,
     /// The Streamable HTTP endpoint (default `/mcp`).
     pub path: String,
+    /// Serve the modern era (2026-07-28) beside the legacy one (default true). A
+    /// legacy-only server answers modern requests as legacy servers do (400 without a
+    /// session), so dual-era clients probing it fall back to `initialize`.
+    pub modern: bool,
     /// The HTTP+SSE stream endpoint (default `/sse`).
     pub sse_path: String,
     /// The HTTP+SSE message endpoint (default `/messages`).
@@ -99,6 +103,7 @@ impl Default for HttpServerConfig {
         HttpServerConfig {
             bind: SocketAddr::from((Ipv4Addr::LOCALHOST, 3921)),
             path: "/mcp".into(),
+            modern: true,
             sse_path: "/sse".into(),
             messages_path: "/messages".into(),
             allowed_origins: local(),

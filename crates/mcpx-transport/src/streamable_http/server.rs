@@ -359,6 +359,17 @@ fn session_not_found(id: Option<&Id>) -> Response {
     )
 }
 
+/// What a legacy-only server (2025-03-26..2025-11-25) answers a request that is
+/// neither `initialize` nor in a session: 400, with no 2026 error code, so that a
+/// dual-era client probing it recognises a legacy server (2026-07-28
+/// streamable-http §Backward Compatibility; register A-C14).
+fn legacy_only_refusal(frame: &Frame) -> Response {
+    bad_request(
+        frame.id(),
+        "missing Mcp-Session-Id: this server speaks only initialize-based protocol revisions",
+    )
+}
+
 /// `POST {path}`.
 pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
     let headers = req.headers().clone();
@@ -410,9 +421,12 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
         body: Some(&frame),
     }) {
         Ok(v) => v,
+        // A legacy-only server knows none of the 2026 rules it would be applying.
+        Err(_) if !cfg.modern => return legacy_only_refusal(&frame),
         Err(r) => return rejection_response(&r, frame.id()),
     };
     match verdict {
+        Verdict::Modern { .. } if !cfg.modern => legacy_only_refusal(&frame),
         Verdict::Modern { .. } => modern_post(&app, &headers, frame, verdict).await,
         Verdict::Legacy { .. } => {
             legacy_post(&app, frame, verdict, protocol_version, session_id).await
