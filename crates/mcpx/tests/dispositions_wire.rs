@@ -361,6 +361,7 @@ async fn server_info_placement_per_era() {
     let r = result(&init, "initialize");
     assert_eq!(r["serverInfo"]["name"], "mcpx");
     assert_eq!(r["protocolVersion"], "2025-11-25");
+    assert!(r["instructions"].is_string(), "{r}");
     for (method, params) in [
         ("tools/list", json!({})),
         ("ping", json!({})),
@@ -387,6 +388,7 @@ async fn server_info_placement_per_era() {
     assert!(r.get("serverInfo").is_none(), "{r}");
     assert!(r["supportedVersions"].is_array());
     assert!(r["capabilities"].is_object());
+    assert!(r["instructions"].is_string(), "{r}");
     assert_eq!(r["_meta"][SERVER_INFO]["name"], "mcpx");
     for (method, params) in [
         ("tools/list", json!({})),
@@ -791,6 +793,51 @@ async fn asks_reach_legacy_hosts_as_requests_and_modern_hosts_as_input_required(
 
     // Modern host, legacy upstream: input_required, no request on the wire.
     let mut h = Host::start("h2-modern", &example(R0618), R2026).await;
+    let mut meta = modern_meta("2026-07-28");
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"roots": {}});
+    let mut params = call.clone();
+    params["_meta"] = meta;
+    let (v, notes) = h.raw_request("tools/call", params).await;
+    assert!(notes.iter().all(|n| n.get("id").is_none()), "{notes:?}");
+    let r = result(&v, "tools/call");
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    let asks: Vec<&Value> = r["inputRequests"].as_object().unwrap().values().collect();
+    assert!(asks.iter().any(|a| a["method"] == "roots/list"), "{r}");
+    h.finish().await;
+}
+
+/// E-1 (second half): a 2026-07-28 upstream's inputRequests entry becomes a wire
+/// request to a legacy host (mcpx retries the upstream call with the answer), and
+/// passes through to a modern host as input_required.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_upstream_input_requests_reach_each_host_era() {
+    let call = json!({"name": "test_input_required_result_list_roots", "arguments": {}});
+    let mut h = Host::start("e1-legacy", &example(R2026), R1125).await;
+    h.initialize(json!({"roots": {"listChanged": true}})).await;
+    h.send(&json!({"jsonrpc":"2.0","id":"call","method":"tools/call","params":call}))
+        .await;
+    let mut asked = false;
+    let response = loop {
+        let line = h.next_line("tools/call").await;
+        tap().validate_frame(R1125, &line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["method"] == "roots/list" {
+            asked = true;
+            h.send(&json!({"jsonrpc":"2.0","id":v["id"],
+                           "result":{"roots":[{"uri":"file:///e1","name":"e1"}]}}))
+                .await;
+        } else if v["id"] == "call" {
+            break v;
+        }
+    };
+    assert!(asked, "no roots/list request reached the legacy host");
+    let r = result(&response, "tools/call");
+    assert!(r.get("resultType").is_none(), "{r}");
+    assert!(r["content"].is_array(), "{r}");
+    assert!(r.get("isError").is_none_or(|e| e == false), "{r}");
+    h.finish().await;
+
+    let mut h = Host::start("e1-modern", &example(R2026), R2026).await;
     let mut meta = modern_meta("2026-07-28");
     meta["io.modelcontextprotocol/clientCapabilities"] = json!({"roots": {}});
     let mut params = call.clone();
