@@ -322,6 +322,30 @@ impl Gateway {
         }
     }
 
+    /// Lowers the log level of the legacy upstreams' sessions to `level` if it is more
+    /// verbose than the current one (hosts' own thresholds filter what they get; H9).
+    async fn lower_upstream_log_level(&self, level: Level) {
+        let lower = {
+            let Ok(mut current) = self.upstream_log_level.lock() else {
+                return;
+            };
+            if current.is_some_and(|c| c <= level) {
+                false
+            } else {
+                *current = Some(level);
+                true
+            }
+        };
+        if lower {
+            for i in 0..self.slots.len() {
+                let conn = self.slots[i].conn.lock().await.clone();
+                if let Some(conn) = conn {
+                    self.apply_log_level(&conn, level).await;
+                }
+            }
+        }
+    }
+
     /// Forgets a connection that failed, so the next use reconnects.
     async fn drop_connection(&self, i: usize, why: &str) {
         let slot = &self.slots[i];
@@ -962,6 +986,11 @@ impl Gateway {
         params: &Value,
         idempotent: bool,
     ) -> Result<Reply, Fault> {
+        // A legacy upstream logs at its session's level: a modern host's per-request
+        // logLevel lowers it like a legacy host's logging/setLevel (H9, C-C8).
+        if let Some(log) = &call.log {
+            self.lower_upstream_log_level(log.threshold()).await;
+        }
         let slot = &self.slots[i];
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let cancel = tokio_util::sync::CancellationToken::new();
@@ -1383,26 +1412,7 @@ pub struct GatewayBackend(pub Arc<Gateway>);
 
 impl Backend for GatewayBackend {
     async fn log_level_requested(&self, level: Level) {
-        let gw = &self.0;
-        let lower = {
-            let Ok(mut current) = gw.upstream_log_level.lock() else {
-                return;
-            };
-            if current.is_some_and(|c| c <= level) {
-                false
-            } else {
-                *current = Some(level);
-                true
-            }
-        };
-        if lower {
-            for i in 0..gw.slots.len() {
-                let conn = gw.slots[i].conn.lock().await.clone();
-                if let Some(conn) = conn {
-                    gw.apply_log_level(&conn, level).await;
-                }
-            }
-        }
+        self.0.lower_upstream_log_level(level).await;
     }
 
     fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
