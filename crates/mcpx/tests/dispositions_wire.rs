@@ -857,3 +857,57 @@ async fn modern_upstream_input_requests_reach_each_host_era() {
     assert!(asks.iter().any(|a| a["method"] == "roots/list"), "{r}");
     h.finish().await;
 }
+
+/// A legacy upstream (at `version`) that offers resources and no `completions`
+/// capability, and answers `completion/complete` with one suggestion if asked.
+fn no_completions_script(version: &str) -> String {
+    format!(
+        r#"out() {{ printf '%s\n' "$1"; }}
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | grep -o '"id":[0-9][0-9]*' | head -n 1 | cut -d: -f2)
+  [ -z "$id" ] && continue
+  case "$line" in
+    *'"method":"server/discover"'*)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"error":{{"code":-32601,"message":"Method not found"}}}}' ;;
+    *'"method":"initialize"'*)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{"protocolVersion":"{version}","capabilities":{{"resources":{{}}}},"serverInfo":{{"name":"fake","version":"1"}}}}}}' ;;
+    *'"method":"resources/templates/list"'*)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{"resourceTemplates":[{{"uriTemplate":"test://t/{{id}}","name":"t"}}]}}}}' ;;
+    *'"method":"resources/list"'*)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{"resources":[]}}}}' ;;
+    *'"method":"completion/complete"'*)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{"completion":{{"values":["asked"]}}}}}}' ;;
+    *)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{}}}}' ;;
+  esac
+done
+"#
+    )
+}
+
+/// C-C9, client side: from 2025-03-26 a server that completes declares `completions`,
+/// so mcpx does not ask one that did not (the host gets "no suggestions"); a 2024-11-05
+/// server had no such capability to declare, so it is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_is_asked_only_where_the_upstream_can_answer() {
+    for (version, asked) in [("2025-06-18", false), ("2024-11-05", true)] {
+        let tag = format!("c-c9-{version}");
+        let mut h = host(&tag, &scripted(&no_completions_script(version)), R1125).await;
+        let (v, _) = h
+            .request(
+                "completion/complete",
+                json!({"ref": {"type": "ref/resource", "uri": "test://t/{id}"},
+                       "argument": {"name": "id", "value": "a"}}),
+            )
+            .await;
+        let values = result(&v, &tag)["completion"]["values"].clone();
+        let wire = h.finish().await;
+        let sent = wire.iter().any(|l| l.contains("\"completion/complete\""));
+        assert_eq!(sent, asked, "{tag}: {wire:?}");
+        assert_eq!(
+            values,
+            if asked { json!(["asked"]) } else { json!([]) },
+            "{tag}"
+        );
+    }
+}
