@@ -1005,7 +1005,17 @@ impl Gateway {
                     let outcome = joined.map_err(|e| fault(INTERNAL_ERROR, format!("upstream {name}: {e}"), call.host))?;
                     return match outcome {
                         Ok(frame) => self.answer(call, &facts, &name, &p.method, frame),
-                        Err(e) => Err(fault(INTERNAL_ERROR, e.to_string(), call.host)),
+                        Err(e) => {
+                            // As in `forward`: a dead connection is dropped, so the next
+                            // use connects again instead of failing forever.
+                            if matches!(
+                                e,
+                                ClientError::Transport { .. } | ClientError::Handshake { .. }
+                            ) {
+                                self.drop_connection(p.upstream, &e.to_string()).await;
+                            }
+                            Err(fault(INTERNAL_ERROR, e.to_string(), call.host))
+                        }
                     };
                 }
                 () = call.cancel.cancelled() => {
