@@ -386,6 +386,12 @@ impl ChildUpstream {
         self.shared.stderr_tail()
     }
 
+    /// Whether the connection is closed (the child closed its stdout, exited or was
+    /// stopped): every further request fails, so its owner should start a new one.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed_detail().is_some()
+    }
+
     async fn write(&self, frame: &Frame) -> Result<(), TransportError> {
         if self.shared.closed_detail().is_some() {
             return Err(self.shared.closed_error());

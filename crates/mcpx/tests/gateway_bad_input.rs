@@ -73,6 +73,11 @@ for line in sys.stdin:
             sys.stdout.write("Banner: starting the boom\n[1, 2\n")
             sys.stdout.flush()
             text(i, "answered after garbage")
+        elif mode == "answer_then_exit":
+            text(i, "last words")
+            sys.stderr.write("bad server: exiting while idle\n")
+            sys.stderr.flush()
+            sys.exit(0)
         elif mode == "oversized":
             text(i, "x" * 100000)
         else:
@@ -312,6 +317,23 @@ async fn crash(rev: Revision) {
     // The dead connection was dropped: this call starts the upstream again.
     let r = host.tool("bad__boom", json!({"mode": "ok"})).await;
     assert_eq!(r["result"]["content"][0]["text"], "ok", "no reconnect: {r}");
+    host.finish().await;
+}
+
+/// An upstream that exits while idle (between calls): the next call does not fail on
+/// the dead connection; the gateway notices and connects again first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_exits_while_idle() {
+    let mut host = Host::start("idle-exit", Revision::V2025_11_25).await;
+    let r = host
+        .tool("bad__boom", json!({"mode": "answer_then_exit"}))
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], "last words", "{r}");
+    // Let the process exit and mcpx's stdout reader see it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = host.tool("bad__boom", json!({"mode": "ok"})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "ok", "no reconnect: {r}");
+    host.good_works().await;
     host.finish().await;
 }
 
