@@ -44,6 +44,15 @@ impl AnyUpstream {
         !matches!(self, AnyUpstream::Http(_))
     }
 
+    /// Whether the transport is known to be dead: a child process that exited. HTTP
+    /// transports connect per request, so they are never known dead in advance.
+    pub fn is_closed(&self) -> bool {
+        match self {
+            AnyUpstream::Child(c) => c.is_closed(),
+            _ => false,
+        }
+    }
+
     /// The tail of a child's stderr, for error messages.
     pub fn stderr_tail(&self) -> Option<String> {
         match self {

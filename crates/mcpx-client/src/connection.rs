@@ -230,6 +230,12 @@ impl Connection {
         }
     }
 
+    /// Whether the connection is known to be dead (a stdio upstream that exited), so
+    /// that a caller can connect again before using it rather than fail a request on it.
+    pub fn is_closed(&self) -> bool {
+        self.inner.up.is_closed()
+    }
+
     /// The transport's name (stdio, Streamable HTTP, HTTP+SSE).
     pub fn transport_kind(&self) -> &'static str {
         self.inner.up.kind()

@@ -260,12 +260,22 @@ impl Gateway {
             .collect()
     }
 
-    /// The connection of upstream `i`, connecting (again) when there is none.
+    /// The connection of upstream `i`, connecting (again) when there is none or the one
+    /// held is known dead (a stdio upstream that exited between calls).
     async fn connection(self: &Arc<Self>, i: usize) -> Result<Connection, String> {
         let slot = &self.slots[i];
         let mut guard = slot.conn.lock().await;
         if let Some(c) = guard.as_ref() {
-            return Ok(c.clone());
+            if !c.is_closed() {
+                return Ok(c.clone());
+            }
+            // Nothing was sent on it for this request, so connecting again is safe for
+            // any method; the old one is already gone (issue "The gateway": an upstream
+            // that crashes; the next use reconnects).
+            tracing::warn!(upstream = %slot.name, "connection lost while idle; connecting again");
+            if let Some(old) = guard.take() {
+                old.close().await;
+            }
         }
         let connecting = connect(&slot.target, &self.era_cache);
         let result = match tokio::time::timeout(
@@ -1046,7 +1056,17 @@ impl Gateway {
                     }
                     return match outcome {
                         Ok(frame) => self.answer(call, &facts, &name, &p.method, frame),
-                        Err(e) => Err(fault(INTERNAL_ERROR, e.to_string(), call.host)),
+                        Err(e) => {
+                            // As in `forward`: a dead connection is dropped, so the next
+                            // use connects again instead of failing forever.
+                            if matches!(
+                                e,
+                                ClientError::Transport { .. } | ClientError::Handshake { .. }
+                            ) {
+                                self.drop_connection(p.upstream, &e.to_string()).await;
+                            }
+                            Err(fault(INTERNAL_ERROR, e.to_string(), call.host))
+                        }
                     };
                 }
                 () = call.cancel.cancelled() => {

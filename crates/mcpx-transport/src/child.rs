@@ -11,9 +11,11 @@
 //! cannot tie them to a request). A line that is not JSON-RPC is logged, counted and
 //! skipped: the spec says a server MUST NOT write such lines, but some print banners,
 //! and one bad line should not cost the connection. A line over
-//! [`Limits::max_frame_bytes`] is skipped the same way; if it was a response, nobody can
-//! know whose, so its exchange keeps waiting until the layer above gives up (its
-//! request timeout) or the process exits.
+//! [`Limits::max_frame_bytes`] is skipped the same way; if its first bytes show a
+//! response to a pending request (an `id` and a `result` or `error` before the cut),
+//! that request fails at once with an error naming the size and the limit; otherwise
+//! its exchange keeps waiting until the layer above gives up (its request timeout) or
+//! the process exits.
 //!
 //! The child runs in its own process group, so stopping it stops whatever it spawned.
 //! [`Upstream::close`] follows 2026-07-28 basic/transports/stdio §Shutdown (and
@@ -318,13 +320,14 @@ impl ChildUpstream {
                         tracing::warn!("reading upstream stdout failed: {e}");
                         break;
                     }
-                    Ok(Line::TooLong(size)) => {
+                    Ok(Line::TooLong { size, head }) => {
                         shared.oversized_lines.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(
                             size,
                             limit = limits.max_frame_bytes,
                             "skipped an oversized line from the upstream's stdout"
                         );
+                        fail_oversized_response(&shared, &head, size, limits.max_frame_bytes);
                         continue;
                     }
                     Ok(Line::Frame(bytes)) => bytes,
@@ -383,6 +386,12 @@ impl ChildUpstream {
         self.shared.stderr_tail()
     }
 
+    /// Whether the connection is closed (the child closed its stdout, exited or was
+    /// stopped): every further request fails, so its owner should start a new one.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed_detail().is_some()
+    }
+
     async fn write(&self, frame: &Frame) -> Result<(), TransportError> {
         if self.shared.closed_detail().is_some() {
             return Err(self.shared.closed_error());
@@ -418,6 +427,83 @@ impl ChildUpstream {
             }
         }
     }
+}
+
+/// An oversized line whose head shows a response to a pending request fails that
+/// request at once, with an error response naming the size and the limit, instead of
+/// leaving it to time out (issue "The gateway": the host gets a clear error within the
+/// timeout). mcpx never reads the whole line (that is the point of the limit), so the
+/// answer is an error response of mcpx's making (-32603, `data.mcpx` =
+/// `"oversized"`) delivered in the upstream's place.
+fn fail_oversized_response(shared: &Shared, head: &[u8], size: usize, limit: usize) {
+    let Some(id) = response_id_of_head(head) else {
+        return;
+    };
+    let message = format!(
+        "its response was {size} bytes, over the frame limit of {limit} bytes (mcpx.limits.maxFrameBytes); it was skipped"
+    );
+    let data = serde_json::json!({ "mcpx": "oversized", "size": size, "limit": limit });
+    let frame = Frame::error_response(
+        Some(&id),
+        mcpx_protocol::error::INTERNAL_ERROR,
+        &message,
+        Some(&data),
+    );
+    if shared.pending.complete(frame).is_err() {
+        tracing::debug!(%id, "the oversized response answers no pending request");
+    }
+}
+
+/// The `id` of a response whose text is cut short after `head`: the top-level members
+/// are read in order until the text ends. `Some` only when an `id` and a `result` or
+/// `error` key were among them and a `method` was not (a request or notification is
+/// no response).
+fn response_id_of_head(head: &[u8]) -> Option<Id> {
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+
+    #[derive(Default)]
+    struct Seen {
+        id: Option<Id>,
+        answer: bool,
+        method: bool,
+    }
+    struct Scan<'a>(&'a mut Seen);
+    impl<'de> Visitor<'de> for Scan<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON-RPC object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "id" => {
+                        self.0.id = match map.next_value::<serde_json::Value>()? {
+                            serde_json::Value::Number(n) => n.as_i64().map(Id::Number),
+                            serde_json::Value::String(s) => Some(Id::String(s)),
+                            _ => None,
+                        };
+                    }
+                    // Seen before its (cut) value is read: that is where the text ends.
+                    "result" | "error" => {
+                        self.0.answer = true;
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                    "method" => {
+                        self.0.method = true;
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut seen = Seen::default();
+    // The text is cut, so this ends in an error; what was seen before it counts.
+    let _ = serde_json::Deserializer::from_slice(head).deserialize_map(Scan(&mut seen));
+    seen.id.filter(|_| seen.answer && !seen.method)
 }
 
 /// Delivers a frame read from the upstream: a response to its exchange, anything else
@@ -529,5 +615,33 @@ impl Drop for ChildUpstream {
             // No runtime to wait on: no grace either.
             Err(_) => self.shared.signal(Signal::SIGKILL),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn response_id_from_a_cut_head() {
+        let id = |s: &str| response_id_of_head(s.as_bytes());
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"xxxx"#),
+            Some(Id::Number(12))
+        );
+        assert_eq!(
+            id(r#"{"id":"a","jsonrpc":"2.0","error":{"code":1,"message":"xx"#),
+            Some(Id::from("a"))
+        );
+        // The id comes after the cut: unknown.
+        assert_eq!(id(r#"{"jsonrpc":"2.0","result":{"content":"xxxx"#), None);
+        // A request or a notification is no response.
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":3,"method":"x","params":{"a":"#),
+            None
+        );
+        assert_eq!(id(r#"{"jsonrpc":"2.0","id":3,"params":{"a":"#), None);
+        assert_eq!(id("not json at all"), None);
+        assert_eq!(id(""), None);
     }
 }

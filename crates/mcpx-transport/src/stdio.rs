@@ -59,7 +59,19 @@ impl Default for StdioConfig {
 #[derive(Debug)]
 pub(crate) enum Line {
     Frame(Vec<u8>),
-    TooLong(usize),
+    /// An over-long line: its size, and its first [`HEAD_BYTES`] bytes, from which the
+    /// stdio client reads the `id` of an oversized response to fail its call at once.
+    TooLong {
+        size: usize,
+        head: Vec<u8>,
+    },
+}
+
+/// How much of an over-long line is kept (see [`Line::TooLong`]).
+pub(crate) const HEAD_BYTES: usize = 512;
+
+fn head_of(bytes: &[u8]) -> Vec<u8> {
+    bytes.get(..HEAD_BYTES).unwrap_or(bytes).to_vec()
 }
 
 /// Splits input at `\n`, bounding line length without ever buffering more than the
@@ -67,8 +79,8 @@ pub(crate) enum Line {
 #[derive(Debug)]
 pub(crate) struct LineCodec {
     max: usize,
-    /// Bytes of an over-long line discarded so far, while skipping it.
-    skipping: Option<usize>,
+    /// Bytes of an over-long line discarded so far, and its head, while skipping it.
+    skipping: Option<(usize, Vec<u8>)>,
 }
 
 impl LineCodec {
@@ -87,15 +99,17 @@ impl Decoder for LineCodec {
     fn decode(&mut self, buf: &mut BytesMut) -> io::Result<Option<Line>> {
         loop {
             let newline = buf.iter().position(|b| *b == b'\n');
-            if let Some(skipped) = self.skipping {
+            if let Some((skipped, head)) = self.skipping.take() {
                 match newline {
                     Some(i) => {
                         buf.advance(i + 1);
-                        self.skipping = None;
-                        return Ok(Some(Line::TooLong(skipped + i)));
+                        return Ok(Some(Line::TooLong {
+                            size: skipped + i,
+                            head,
+                        }));
                     }
                     None => {
-                        self.skipping = Some(skipped + buf.len());
+                        self.skipping = Some((skipped + buf.len(), head));
                         buf.clear();
                         return Ok(None);
                     }
@@ -103,8 +117,9 @@ impl Decoder for LineCodec {
             }
             match newline {
                 Some(i) if i > self.max => {
+                    let head = head_of(buf.get(..i).unwrap_or_default());
                     buf.advance(i + 1);
-                    return Ok(Some(Line::TooLong(i)));
+                    return Ok(Some(Line::TooLong { size: i, head }));
                 }
                 Some(i) => {
                     let mut line = buf.split_to(i + 1);
@@ -118,7 +133,7 @@ impl Decoder for LineCodec {
                     return Ok(Some(Line::Frame(line.to_vec())));
                 }
                 None if buf.len() > self.max => {
-                    self.skipping = Some(buf.len());
+                    self.skipping = Some((buf.len(), head_of(buf)));
                     buf.clear();
                     return Ok(None);
                 }
@@ -131,8 +146,8 @@ impl Decoder for LineCodec {
         if let Some(line) = self.decode(buf)? {
             return Ok(Some(line));
         }
-        if let Some(skipped) = self.skipping.take() {
-            return Ok(Some(Line::TooLong(skipped)));
+        if let Some((size, head)) = self.skipping.take() {
+            return Ok(Some(Line::TooLong { size, head }));
         }
         if buf.is_empty() || buf.iter().all(u8::is_ascii_whitespace) {
             buf.clear();
@@ -381,7 +396,7 @@ where
                 read_error = Some(e);
                 break;
             }
-            Some(Ok(Line::TooLong(size))) => {
+            Some(Ok(Line::TooLong { size, .. })) => {
                 let err = DecodeError {
                     kind: DecodeErrorKind::TooLarge {
                         size,
@@ -522,7 +537,7 @@ mod tests {
         let mut push = |l: Line| {
             out.push(match l {
                 Line::Frame(b) => String::from_utf8(b).unwrap(),
-                Line::TooLong(n) => format!("<too long: {n}>"),
+                Line::TooLong { size, .. } => format!("<too long: {size}>"),
             })
         };
         for c in chunks {
