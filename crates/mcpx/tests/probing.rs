@@ -1,0 +1,143 @@
+//! How `mcpx serve` finds an upstream's era, seen on the wire (`MCPX_WIRE_LOG`):
+//! register D-C10 (discover first; a cached legacy era goes straight to initialize) and
+//! A-C6 (a counter-offer mcpx cannot speak ends the connection).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+/// A legacy stdio upstream answering `initialize` with `version`, discover with -32601,
+/// and `tools/list` with one tool.
+fn upstream(version: &str) -> Value {
+    let script = format!(
+        r#"out() {{ printf '%s\n' "$1"; }}
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | grep -o '"id":[0-9][0-9]*' | head -n 1 | cut -d: -f2)
+  [ -z "$id" ] && continue
+  case "$line" in
+    *'"method":"server/discover"'*)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"error":{{"code":-32601,"message":"Method not found"}}}}' ;;
+    *'"method":"initialize"'*)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{"protocolVersion":"{version}","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"fake","version":"1"}}}}}}' ;;
+    *'"method":"tools/list"'*)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{"tools":[{{"name":"t","inputSchema":{{"type":"object"}}}}]}}}}' ;;
+    *)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{}}}}' ;;
+  esac
+done
+"#
+    );
+    json!({"mcpServers": {"up": {"command": "sh", "args": ["-c", script]}}})
+}
+
+fn dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mcpx-probing-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `mcpx serve` once as a 2025-11-25 host: initialize, then `tools/list`. Returns
+/// the tool names and the frames mcpx sent upstream.
+async fn run(dir: &Path, config: &Value, cache: &Path) -> (Vec<String>, Vec<String>) {
+    let cfg = dir.join("mcpx.json");
+    std::fs::write(&cfg, config.to_string()).unwrap();
+    let wire = dir.join("wire.jsonl");
+    let _ = std::fs::remove_file(&wire);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .env("XDG_CACHE_HOME", cache)
+        .env("MCPX_WIRE_LOG", &wire)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}),
+    ] {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    stdin.flush().await.unwrap();
+    let tools = loop {
+        let l = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("no answer")
+            .unwrap()
+            .unwrap();
+        let v: Value = serde_json::from_str(&l).unwrap();
+        if v["id"] == 2 {
+            break v["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>();
+        }
+    };
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    let sent = std::fs::read_to_string(&wire)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    (tools, sent)
+}
+
+fn methods(wire: &[String]) -> Vec<String> {
+    wire.iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["method"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// D-C10: an uncached upstream is probed with `server/discover` first; once its era is
+/// cached as legacy, the next run goes straight to `initialize`.
+#[tokio::test]
+async fn discover_first_then_the_cached_era() {
+    let d = dir("d-c10");
+    let cache = d.join("cache");
+    let config = upstream("2025-06-18");
+    let (tools, wire) = run(&d, &config, &cache).await;
+    assert_eq!(tools, ["t"]);
+    let m = methods(&wire);
+    assert_eq!(m[..2], ["server/discover", "initialize"], "{m:?}");
+    let (tools, wire) = run(&d, &config, &cache).await;
+    assert_eq!(tools, ["t"]);
+    let m = methods(&wire);
+    assert_eq!(m[0], "initialize", "{m:?}");
+    assert!(!m.contains(&"server/discover".to_owned()), "{m:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A-C6: an upstream that counter-offers a version mcpx does not support is dropped:
+/// no `notifications/initialized`, none of its tools offered.
+#[tokio::test]
+async fn an_unsupported_counter_offer_ends_the_connection() {
+    let d = dir("a-c6");
+    let (tools, wire) = run(&d, &upstream("1999-01-01"), &d.join("cache")).await;
+    assert!(tools.is_empty(), "{tools:?}");
+    let m = methods(&wire);
+    assert!(m.contains(&"initialize".to_owned()), "{m:?}");
+    assert!(
+        !m.contains(&"notifications/initialized".to_owned()),
+        "{m:?}"
+    );
+    assert!(!m.contains(&"tools/list".to_owned()), "{m:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
