@@ -687,6 +687,8 @@ impl Gateway {
                 _ => catalog.prompt_names = map,
             }
         }
+        let mut uri_clashes: std::collections::BTreeMap<(usize, usize), Vec<String>> =
+            std::collections::BTreeMap::new();
         for kind in [ListKind::Resources, ListKind::Templates] {
             let mut entries = Vec::new();
             for (i, k, items) in &raw {
@@ -702,12 +704,12 @@ impl Gateway {
                             // The first upstream to offer a URI serves its reads; a clash is
                             // reported, never silent (D-C13's rule for names, applied to URIs).
                             match catalog.by_uri.get(uri) {
-                                Some(prev) if *prev != *i => tracing::warn!(
-                                    "resource {uri} is offered by {} and {}; reads go to {}",
-                                    self.slots[*prev].name,
-                                    self.slots[*i].name,
-                                    self.slots[*prev].name
-                                ),
+                                Some(prev) if *prev != *i => {
+                                    uri_clashes
+                                        .entry((*prev, *i))
+                                        .or_default()
+                                        .push(uri.to_owned());
+                                }
                                 Some(_) => {}
                                 None => {
                                     catalog.by_uri.insert(uri.to_owned(), *i);
@@ -725,6 +727,16 @@ impl Gateway {
                 }
             }
             catalog.lists.insert(kind.key(), entries);
+        }
+        for ((kept, other), uris) in &uri_clashes {
+            tracing::warn!(
+                "{} resource URI(s) are offered by both {} and {}; reads go to {} (e.g. {})",
+                uris.len(),
+                self.slots[*kept].name,
+                self.slots[*other].name,
+                self.slots[*kept].name,
+                uris.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+            );
         }
         catalog
             .template_prefixes
