@@ -1,0 +1,288 @@
+//! Cancellation through the gateway, per era and transport.
+//!
+//! * H3 / C-C4: a modern host that closes its HTTP connection mid-call has cancelled the
+//!   call (2026-07-28: MUST); mcpx cancels the upstream request. A legacy host's dropped
+//!   stream is not a cancellation (2025-11-25: SHOULD NOT): the upstream call runs on.
+//! * C-C3: toward a 2026-07-28 Streamable HTTP upstream mcpx cancels by closing the
+//!   request's stream and sends no `notifications/cancelled`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_port(port: u16) {
+    for _ in 0..200 {
+        if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("nothing listens on {port}");
+}
+
+fn dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mcpx-cancel-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn mcpx(args: &[&str], dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mcpx"));
+    c.args(args)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    c
+}
+
+fn wire(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("wire.jsonl")).unwrap_or_default()
+}
+
+/// A gateway on HTTP fronting `mcpx example-server` over stdio.
+async fn http_gateway(dir: &Path) -> (Child, u16) {
+    let cfg = dir.join("mcpx.json");
+    std::fs::write(
+        &cfg,
+        json!({"mcpServers": {"up": {"command": env!("CARGO_BIN_EXE_mcpx"), "args": ["example-server"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let port = free_port();
+    let child = mcpx(
+        &[
+            "serve",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--http",
+            &format!("127.0.0.1:{port}"),
+        ],
+        dir,
+    )
+    .spawn()
+    .unwrap();
+    wait_port(port).await;
+    (child, port)
+}
+
+fn post(port: u16, headers: &[(&str, &str)], body: &Value) -> String {
+    let body = body.to_string();
+    let mut req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(&body);
+    req
+}
+
+/// Sends `request`, reads until the first SSE `data:` line (a progress notification),
+/// then drops the connection mid-call.
+async fn start_then_drop(port: u16, request: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut r = BufReader::new(s);
+    let mut seen = String::new();
+    let found = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).await.unwrap() == 0 {
+                return false;
+            }
+            seen.push_str(&line);
+            if line.starts_with("data:") && line.contains("notifications/progress") {
+                return true;
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    assert!(found, "no progress before the drop:\n{seen}");
+    drop(r);
+    seen
+}
+
+fn slow_call(id: i64) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{
+        "name":"test_tool_with_progress","arguments":{"steps":30,"delayMs":100},
+        "_meta":{"progressToken":"p"}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_host_closing_its_stream_cancels_the_upstream_call() {
+    let d = dir("h3-modern");
+    let (_gw, port) = http_gateway(&d).await;
+    let mut body = slow_call(7);
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    let req = post(
+        port,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "test_tool_with_progress"),
+        ],
+        &body,
+    );
+    start_then_drop(port, &req).await;
+    // The upstream (stdio) is told: notifications/cancelled for mcpx's request.
+    let cancelled = tokio::time::timeout(Duration::from_secs(3), async {
+        loop {
+            if wire(&d).contains("notifications/cancelled") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(cancelled.is_ok(), "no cancellation upstream:\n{}", wire(&d));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_host_dropping_its_stream_does_not_cancel() {
+    let d = dir("h3-legacy");
+    let (_gw, port) = http_gateway(&d).await;
+    // A legacy session first.
+    let init = post(
+        port,
+        &[],
+        &json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    s.write_all(init.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 8192];
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]).to_string();
+    let sid = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id:\n{head}"));
+    drop(s);
+    let req = post(
+        port,
+        &[
+            ("Mcp-Session-Id", &sid),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        &slow_call(2),
+    );
+    start_then_drop(port, &req).await;
+    // The call runs on upstream: no cancellation within a second.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !wire(&d).contains("notifications/cancelled"),
+        "a legacy disconnect cancelled the upstream call:\n{}",
+        wire(&d)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_http_upstream_is_cancelled_by_closing_the_stream() {
+    let d = dir("c-c3");
+    // The upstream: the example server on Streamable HTTP (probed as 2026-07-28).
+    let up_port = free_port();
+    let _up = mcpx(
+        &["example-server", "--http", &format!("127.0.0.1:{up_port}")],
+        &d,
+    )
+    .env_remove("MCPX_WIRE_LOG")
+    .spawn()
+    .unwrap();
+    wait_port(up_port).await;
+    let cfg = d.join("mcpx.json");
+    std::fs::write(
+        &cfg,
+        json!({"mcpServers": {"up": {"type": "http", "url": format!("http://127.0.0.1:{up_port}/mcp")}}})
+            .to_string(),
+    )
+    .unwrap();
+    let mut gw = mcpx(&["serve", "--config", cfg.to_str().unwrap()], &d)
+        .spawn()
+        .unwrap();
+    let mut stdin = gw.stdin.take().unwrap();
+    let mut lines = BufReader::new(gw.stdout.take().unwrap()).lines();
+    for line in [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        slow_call(2),
+    ] {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    stdin.flush().await.unwrap();
+    // Wait for the first progress, then cancel.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let l = lines.next_line().await.unwrap().unwrap();
+            if l.contains("notifications/progress") {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("no progress");
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}});
+    stdin
+        .write_all(format!("{cancel}\n").as_bytes())
+        .await
+        .unwrap();
+    let ping = json!({"jsonrpc":"2.0","id":3,"method":"ping"});
+    stdin
+        .write_all(format!("{ping}\n").as_bytes())
+        .await
+        .unwrap();
+    stdin.flush().await.unwrap();
+    // No response for the cancelled request; the next request is answered.
+    let next = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let l = lines.next_line().await.unwrap().unwrap();
+            let v: Value = serde_json::from_str(&l).unwrap();
+            if v.get("id").is_some() {
+                return v;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(next["id"], 3, "{next}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let w = wire(&d);
+    assert!(w.contains("\"tools/call\""), "{w}");
+    assert!(
+        !w.contains("notifications/cancelled"),
+        "a notification was sent to a modern HTTP upstream:\n{w}"
+    );
+}
