@@ -99,6 +99,8 @@ struct Slot {
     target: Target,
     conn: tokio::sync::Mutex<Option<Connection>>,
     last_error: Mutex<Option<String>>,
+    /// What the upstream offered when last connected.
+    last_facts: Mutex<Option<ServerFacts>>,
 }
 
 /// The gateway.
@@ -217,6 +219,7 @@ impl Gateway {
                     target,
                     conn: tokio::sync::Mutex::new(None),
                     last_error: Mutex::new(None),
+                    last_facts: Mutex::new(None),
                 })
             })
             .collect();
@@ -296,6 +299,9 @@ impl Gateway {
                 tracing::info!(upstream = %slot.name, era = %facts.era, revision = %facts.revision, transport = conn.transport_kind(), "connected");
                 if let Ok(mut e) = slot.last_error.lock() {
                     *e = None;
+                }
+                if let Ok(mut f) = slot.last_facts.lock() {
+                    *f = Some(facts.clone());
                 }
                 self.watch(i, &conn);
                 let level = self.upstream_log_level.lock().ok().and_then(|l| *l);
@@ -498,7 +504,24 @@ impl Gateway {
                 call.host,
             )
         })?;
-        let modern = conn.facts().era == Era::Modern;
+        let facts = conn.facts();
+        let modern = facts.era == Era::Modern;
+        let subscribable = facts
+            .capabilities
+            .pointer("/resources/subscribe")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if !subscribable {
+            // A-C7: only upstreams that declared resources.subscribe are asked.
+            return Err(fault(
+                METHOD_NOT_FOUND,
+                format!(
+                    "upstream {} does not support resource subscriptions",
+                    self.slots[i].name
+                ),
+                call.host,
+            ));
+        }
         if !modern {
             self.forward(call, i, &call.method, params, true).await?;
         }
@@ -1466,32 +1489,42 @@ impl Backend for GatewayBackend {
 
     fn summary(&self) -> Summary {
         let gw = &self.0;
-        let catalog = gw.catalog.read();
-        let has = |k: &str| {
-            catalog
-                .as_ref()
-                .map(|c| c.lists.get(k).is_some_and(|l| !l.is_empty()))
-                .unwrap_or(false)
-        };
+        // D-C7: a capability is declared iff some upstream offers it (as last seen: an
+        // upstream that is down now keeps what it offered), the same set in
+        // InitializeResult and DiscoverResult.
+        let facts: Vec<ServerFacts> = gw
+            .slots
+            .iter()
+            .filter_map(|s| s.last_facts.lock().ok()?.clone())
+            .collect();
+        let any = |cap: &str| facts.iter().any(|f| f.has(cap));
         let instructions: Vec<String> = gw
             .slots
             .iter()
             .filter_map(|s| {
-                let c = s.conn.try_lock().ok()?.clone()?;
-                let i = c.facts().instructions?;
+                let i = s.last_facts.lock().ok()?.as_ref()?.instructions.clone()?;
                 Some(format!("[{}] {i}", s.name))
             })
             .collect();
-        // The lists can always change: upstreams come and go.
-        let list = Some(ListCaps { list_changed: true });
+        // The lists can always change: upstreams come, go and change.
+        let list = |cap: &str| any(cap).then_some(ListCaps { list_changed: true });
         Summary {
-            tools: list.filter(|_| has("tools") || !gw.slots.is_empty()),
-            prompts: list.filter(|_| has("prompts") || !gw.slots.is_empty()),
-            resources: list
-                .filter(|_| has("resources") || has("resourceTemplates") || !gw.slots.is_empty()),
-            resources_subscribe: true,
-            completions: true,
-            logging: true,
+            tools: list("tools"),
+            prompts: list("prompts"),
+            resources: list("resources"),
+            resources_subscribe: facts.iter().any(|f| {
+                f.capabilities
+                    .pointer("/resources/subscribe")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            }),
+            // C-C9: a 2024-11-05 server could complete without declaring it.
+            completions: any("completions")
+                || facts.iter().any(|f| {
+                    !f.revision.facts().completions_capability
+                        && (f.has("prompts") || f.has("resources"))
+                }),
+            logging: any("logging"),
             instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
         }
     }

@@ -422,6 +422,14 @@ impl<B: Backend> Seam<B> {
                 return self.ok(&id, &method, &result, host);
             }
             "ping" => return self.ok(&id, &method, &json!({}), host),
+            "logging/setLevel" if !summary.logging => {
+                return Frame::error_response(
+                    Some(&id),
+                    METHOD_NOT_FOUND,
+                    "logging/setLevel is not available: no upstream offers logging",
+                    None,
+                );
+            }
             "logging/setLevel" => {
                 let level = frame
                     .params()
@@ -447,6 +455,28 @@ impl<B: Backend> Seam<B> {
                 };
             }
             _ => {}
+        }
+        // A-C7 (2026-07-28 schema MethodNotFoundError: "or one gated behind a server
+        // capability the server did not advertise"): in every era, a method whose
+        // capability mcpx does not offer is -32601 (404 on modern HTTP).
+        let offered = match method.as_str() {
+            "tools/list" | "tools/call" => summary.tools.is_some(),
+            "prompts/list" | "prompts/get" => summary.prompts.is_some(),
+            "resources/list" | "resources/read" | "resources/templates/list" => {
+                summary.resources.is_some()
+            }
+            "resources/subscribe" | "resources/unsubscribe" => summary.resources_subscribe,
+            "subscriptions/listen" => true,
+            "completion/complete" => summary.completions,
+            _ => true,
+        };
+        if !offered {
+            return Frame::error_response(
+                Some(&id),
+                METHOD_NOT_FOUND,
+                &format!("{method} is not available: no upstream offers the capability it needs"),
+                None,
+            );
         }
         // Logging: only where the host asked (H9, C-C8).
         let threshold = if modern {

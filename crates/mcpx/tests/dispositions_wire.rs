@@ -885,14 +885,18 @@ done
     )
 }
 
-/// C-C9, client side: from 2025-03-26 a server that completes declares `completions`,
-/// so mcpx does not ask one that did not (the host gets "no suggestions"); a 2024-11-05
-/// server had no such capability to declare, so it is asked.
+/// C-C9 and A-C7/D-C7: from 2025-03-26 a server that completes declares `completions`,
+/// so an upstream that did not is not asked, and when no upstream offers completions
+/// mcpx does not advertise them either and answers -32601; a 2024-11-05 server had no
+/// such capability to declare, so it is offered and asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completion_is_asked_only_where_the_upstream_can_answer() {
     for (version, asked) in [("2025-06-18", false), ("2024-11-05", true)] {
         let tag = format!("c-c9-{version}");
-        let mut h = host(&tag, &scripted(&no_completions_script(version)), R1125).await;
+        let mut h = Host::start(&tag, &scripted(&no_completions_script(version)), R1125).await;
+        let init = h.initialize(json!({})).await;
+        let advertised = init["result"]["capabilities"].get("completions").is_some();
+        assert_eq!(advertised, asked, "{tag}: {init}");
         let (v, _) = h
             .request(
                 "completion/complete",
@@ -900,14 +904,53 @@ async fn completion_is_asked_only_where_the_upstream_can_answer() {
                        "argument": {"name": "id", "value": "a"}}),
             )
             .await;
-        let values = result(&v, &tag)["completion"]["values"].clone();
         let wire = h.finish().await;
         let sent = wire.iter().any(|l| l.contains("\"completion/complete\""));
         assert_eq!(sent, asked, "{tag}: {wire:?}");
-        assert_eq!(
-            values,
-            if asked { json!(["asked"]) } else { json!([]) },
-            "{tag}"
-        );
+        if asked {
+            assert_eq!(
+                result(&v, &tag)["completion"]["values"],
+                json!(["asked"]),
+                "{tag}"
+            );
+        } else {
+            assert_eq!(error_code(&v, &tag), -32601, "{tag}");
+        }
     }
+}
+
+/// D-C7, A-C7: mcpx declares a capability iff some upstream offers it, the same set to
+/// a legacy host (InitializeResult) and a modern one (DiscoverResult); a method behind
+/// a capability it did not declare is -32601.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capabilities_follow_the_upstreams() {
+    let config = scripted(&no_completions_script("2025-06-18"));
+    let mut legacy = Host::start("d-c7-legacy", &config, R1125).await;
+    let init = legacy.initialize(json!({})).await;
+    let mut keys: Vec<String> = init["result"]["capabilities"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["resources"], "{init}");
+    let (v, _) = legacy.request("tools/list", json!({})).await;
+    assert_eq!(error_code(&v, "tools/list"), -32601);
+    let (v, _) = legacy.request("prompts/list", json!({})).await;
+    assert_eq!(error_code(&v, "prompts/list"), -32601);
+    let (v, _) = legacy.request("resources/templates/list", json!({})).await;
+    assert!(result(&v, "templates")["resourceTemplates"].is_array());
+    legacy.finish().await;
+    let mut modern = Host::start("d-c7-modern", &config, R2026).await;
+    let (v, _) = modern.request("server/discover", json!({})).await;
+    let mut mkeys: Vec<String> = result(&v, "discover")["capabilities"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    mkeys.sort();
+    assert_eq!(mkeys, keys, "{v}");
+    modern.finish().await;
 }

@@ -81,12 +81,15 @@ async fn run(dir: &Path, config: &Value, cache: &Path) -> (Vec<String>, Vec<Stri
             .unwrap();
         let v: Value = serde_json::from_str(&l).unwrap();
         if v["id"] == 2 {
+            // No upstream offering tools: mcpx does not offer them either (-32601).
             break v["result"]["tools"]
                 .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["name"].as_str().unwrap().to_owned())
-                .collect::<Vec<_>>();
+                .map(|a| {
+                    a.iter()
+                        .map(|t| t["name"].as_str().unwrap().to_owned())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
         }
     };
     drop(stdin);
