@@ -136,11 +136,21 @@ impl InFlight {
     /// refused (register A-C2: ids are unique among a sender's outstanding requests in
     /// every revision).
     pub fn start(&self, id: &Id) -> Option<CancellationToken> {
+        self.start_under(id, None)
+    }
+
+    /// Like [`InFlight::start`], the token being a child of `parent` (cancelling the
+    /// parent cancels it) when one is given.
+    pub fn start_under(
+        &self,
+        id: &Id,
+        parent: Option<&CancellationToken>,
+    ) -> Option<CancellationToken> {
         let mut t = self.tokens.lock().ok()?;
         if t.contains_key(id) {
             return None;
         }
-        let token = CancellationToken::new();
+        let token = parent.map_or_else(CancellationToken::new, CancellationToken::child_token);
         t.insert(id.clone(), token.clone());
         Some(token)
     }

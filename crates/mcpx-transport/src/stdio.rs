@@ -177,6 +177,11 @@ struct Conn<S> {
     /// Batch response arrays (2025-03-26), already one line each.
     batches: mpsc::Sender<String>,
     inflight: InFlight,
+    /// Parent of every `subscriptions/listen` request's cancellation token: at EOF the
+    /// client is gone, and a listen, which only its client ends, ends with it
+    /// (2026-07-28 basic/transports/stdio §Shutdown: servers SHOULD exit promptly when
+    /// stdin closes). Other requests drain.
+    listens: CancellationToken,
     pending: Arc<Pending>,
     /// The legacy session `initialize` opened on this process, if any.
     peer: Mutex<Option<Peer>>,
@@ -250,7 +255,10 @@ impl<S: Service> Conn<S> {
         let Some(id) = frame.id().cloned() else {
             return;
         };
-        let Some(token) = self.inflight.start(&id) else {
+        // A subscriptions/listen never ends on its own: it ends with its client.
+        let listen = frame.method() == Some("subscriptions/listen");
+        let parent = listen.then_some(&self.listens);
+        let Some(token) = self.inflight.start_under(&id, parent) else {
             let msg = format!("request id {id} is already in flight");
             self.write(Frame::error_response(
                 Some(&id),
@@ -375,6 +383,7 @@ where
         out: out_tx,
         batches: batch_tx,
         inflight: InFlight::default(),
+        listens: CancellationToken::new(),
         pending: Arc::new(Pending::new(config.max_pending)),
         peer: Mutex::new(None),
     });
@@ -419,6 +428,9 @@ where
         }
     }
 
+    // Listens end with their client; they would otherwise hold the process until the
+    // drain timeout.
+    conn.listens.cancel();
     // Drain: let in-flight requests finish, then cancel what remains.
     let drained = tokio::time::timeout(config.drain_timeout, async {
         while tasks.join_next().await.is_some() {}

@@ -954,3 +954,99 @@ async fn capabilities_follow_the_upstreams() {
     assert_eq!(mkeys, keys, "{v}");
     modern.finish().await;
 }
+
+/// D-C3, D-C6: when an upstream's tools change, mcpx refreshes its one merged catalog
+/// and tells every host in its era's way: a modern host only on a
+/// `subscriptions/listen` stream that asked for that kind (tagged with the listen id),
+/// a legacy host on its session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_changes_reach_each_host_era_its_own_way() {
+    let config = json!({"mcpServers": {"up": {
+        "command": env!("CARGO_BIN_EXE_mcpx"), "args": ["example-server"]}}});
+    // Modern: a listen stream for tools only.
+    let mut h = Host::start("d-c6-modern", &config, R2026).await;
+    let mut listen = json!({"notifications": {"toolsListChanged": true}});
+    for (k, v) in modern_meta("2026-07-28").as_object().unwrap() {
+        listen["_meta"][k] = v.clone();
+    }
+    h.send(
+        &json!({"jsonrpc":"2.0","id":"listen-1","method":"subscriptions/listen","params":listen}),
+    )
+    .await;
+    let ack: Value = serde_json::from_str(&h.next_line("ack").await).unwrap();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+    tap()
+        .validate_frame(R2026, &ack.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (v, notes) = h
+        .request(
+            "tools/call",
+            json!({"name": "test_trigger_tool_change", "arguments": {}}),
+        )
+        .await;
+    assert!(result(&v, "trigger")["content"].is_array());
+    // The change arrives on the listen stream (before or after the call's answer).
+    let mut seen: Vec<Value> = notes;
+    while !seen
+        .iter()
+        .any(|n| n["method"] == "notifications/tools/list_changed")
+    {
+        let line = h.next_line("list_changed").await;
+        tap()
+            .validate_frame(R2026, &line)
+            .unwrap_or_else(|e| panic!("{e}"));
+        seen.push(serde_json::from_str(&line).unwrap());
+    }
+    let change = seen
+        .iter()
+        .find(|n| n["method"] == "notifications/tools/list_changed")
+        .unwrap();
+    assert_eq!(
+        change["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+    assert!(
+        !seen
+            .iter()
+            .any(|n| n["method"] == "notifications/prompts/list_changed"),
+        "an unrequested kind was sent: {seen:?}"
+    );
+    let (v, _) = h.request("tools/list", json!({})).await;
+    assert!(
+        tool_names(&v).contains(&"test_dynamic_tool".to_owned()),
+        "{v}"
+    );
+    h.finish().await;
+
+    // Legacy: on the session.
+    let mut h = Host::start("d-c6-legacy", &config, R1125).await;
+    h.initialize(json!({})).await;
+    let (_, mut notes) = h
+        .request(
+            "tools/call",
+            json!({"name": "test_trigger_tool_change", "arguments": {}}),
+        )
+        .await;
+    while !notes
+        .iter()
+        .any(|n| n["method"] == "notifications/tools/list_changed")
+    {
+        let line = h.next_line("legacy list_changed").await;
+        tap()
+            .validate_frame(R1125, &line)
+            .unwrap_or_else(|e| panic!("{e}"));
+        notes.push(serde_json::from_str(&line).unwrap());
+    }
+    h.finish().await;
+}
