@@ -148,8 +148,10 @@ type CallRoute = mpsc::Sender<Frame>;
 struct Routes {
     /// Our progress tokens, to the call that owns them.
     progress: HashMap<String, CallRoute>,
-    /// Calls in flight, by request id.
+    /// Calls in flight that unattributable frames may belong to, by request id.
     calls: HashMap<i64, CallRoute>,
+    /// Every call in flight, by request id (for a server-sent `notifications/cancelled`).
+    by_id: HashMap<i64, CallRoute>,
 }
 
 #[derive(Debug)]
@@ -419,6 +421,7 @@ impl Connection {
             if opts.attribute_unsolicited {
                 routes.calls.insert(id, route_tx.clone());
             }
+            routes.by_id.insert(id, route_tx.clone());
             if let Some(t) = &token {
                 routes.progress.insert(t.clone(), route_tx);
             }
@@ -526,6 +529,14 @@ impl Connection {
                         }
                     }
                     return Ok(frame);
+                }
+                Kind::Notification if frame.method() == Some("notifications/cancelled") => {
+                    // The upstream ended this request itself (H1: a listen's teardown;
+                    // its result may follow, or not, so this is the end either way).
+                    return Err(Attempt::Failed(ClientError::EndedByUpstream {
+                        upstream: self.inner.name.clone(),
+                        method: method.to_owned(),
+                    }));
                 }
                 Kind::Notification => {
                     if self.relay(&frame, opts).await {
@@ -723,6 +734,12 @@ impl Connection {
     }
 }
 
+/// The numeric request id a `notifications/cancelled` names (mcpx's ids are numbers).
+pub(crate) fn cancelled_id(frame: &Frame) -> Option<i64> {
+    let p = frame.params()?;
+    mcpx_protocol::jsonrpc::member(p, "requestId")?.parse().ok()
+}
+
 /// How one attempt at a call ended, when it did not produce a response.
 #[derive(Debug)]
 enum Attempt {
@@ -742,6 +759,7 @@ impl Drop for RouteGuard {
     fn drop(&mut self) {
         if let Ok(mut r) = self.inner.routes.lock() {
             r.calls.remove(&self.id);
+            r.by_id.remove(&self.id);
             if let Some(t) = &self.token {
                 r.progress.remove(t);
             }
@@ -770,7 +788,12 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
                         .then(|| routes.calls.values().next().cloned())
                         .flatten()
                 }
-                (Kind::Notification, Some("notifications/cancelled")) => None,
+                // 2026-07-28 stdio: a server ends a subscriptions/listen stream with
+                // notifications/cancelled for it (H1); it goes to that call.
+                (Kind::Notification, Some("notifications/cancelled")) => {
+                    crate::connection::cancelled_id(&frame)
+                        .and_then(|id| routes.by_id.get(&id).cloned())
+                }
                 (Kind::Notification, _) => {
                     let _ = inner.changes.send(frame.clone());
                     None

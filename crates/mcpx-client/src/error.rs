@@ -34,6 +34,15 @@ pub enum ClientError {
         /// The method.
         method: String,
     },
+    /// The upstream ended the request itself (`notifications/cancelled` for it: the
+    /// 2026-07-28 stdio teardown of a `subscriptions/listen`).
+    #[error("upstream {upstream} ended {method}")]
+    EndedByUpstream {
+        /// The upstream's name.
+        upstream: String,
+        /// The method.
+        method: String,
+    },
     /// Connecting or the handshake failed.
     #[error("upstream {upstream}: {message}")]
     Handshake {

@@ -114,6 +114,8 @@ pub struct Gateway {
     changes: broadcast::Sender<ListKind>,
     /// Legacy host sessions seen, to tell them about list changes.
     legacy_peers: Mutex<Vec<Peer>>,
+    /// Fired when mcpx shuts down: its listen streams end gracefully (H1).
+    stopping: tokio_util::sync::CancellationToken,
     /// Legacy hosts subscribed to each resource URI, with the token that ends mcpx's own
     /// listen stream for it (modern upstreams).
     subscribers: Mutex<HashMap<String, Vec<(Peer, tokio_util::sync::CancellationToken)>>>,
@@ -231,6 +233,7 @@ impl Gateway {
             catalog: RwLock::new(Catalog::default()),
             changes,
             legacy_peers: Mutex::new(Vec::new()),
+            stopping: tokio_util::sync::CancellationToken::new(),
             elicitations: std::sync::atomic::AtomicU64::new(1),
             subscribers: Mutex::new(HashMap::new()),
             parked: Mutex::new(HashMap::new()),
@@ -250,6 +253,11 @@ impl Gateway {
         }
         while tasks.join_next().await.is_some() {}
         self.refresh().await;
+    }
+
+    /// Begins shutting down: hosts' `subscriptions/listen` streams end gracefully.
+    pub fn shutdown(&self) {
+        self.stopping.cancel();
     }
 
     /// Names and last errors of upstreams that are not connected.
@@ -427,14 +435,32 @@ impl Gateway {
                 let params = json!({ "notifications": filter }).to_string();
                 let conn = conn.clone();
                 tokio::spawn(async move {
-                    let opts = CallOptions {
-                        timeout: LISTEN_LIFETIME,
-                        max_time: LISTEN_LIFETIME,
-                        attribute_unsolicited: false,
-                        ..CallOptions::default()
-                    };
-                    if let Err(e) = conn.call("subscriptions/listen", Some(&params), opts).await {
-                        tracing::debug!(upstream = conn.name(), "listen ended: {e}");
+                    // C-C15: a listen ends by our cancel, the upstream's teardown or the
+                    // transport closing; while the connection lives mcpx opens it again
+                    // (no state survives, so nothing is replayed), backing off.
+                    let mut pause = Duration::from_millis(200);
+                    while !conn.is_closed() {
+                        let opts = CallOptions {
+                            timeout: LISTEN_LIFETIME,
+                            max_time: LISTEN_LIFETIME,
+                            attribute_unsolicited: false,
+                            ..CallOptions::default()
+                        };
+                        match conn.call("subscriptions/listen", Some(&params), opts).await {
+                            Ok(_) | Err(ClientError::EndedByUpstream { .. }) => {
+                                tracing::debug!(
+                                    upstream = conn.name(),
+                                    "listen ended by the upstream; opening it again"
+                                );
+                            }
+                            Err(e) => {
+                                // The connection failed: whoever reconnects listens anew.
+                                tracing::debug!(upstream = conn.name(), "listen ended: {e}");
+                                break;
+                            }
+                        }
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(30));
                     }
                 });
             }
@@ -1435,6 +1461,18 @@ impl Gateway {
         loop {
             tokio::select! {
                 () = call.cancel.cancelled() => break,
+                () = self.stopping.cancelled() => {
+                    // H1 reading (2026-07-28 basic/patterns/cancellation and
+                    // subscriptions, schema CancelledNotification): mcpx ends the stream
+                    // on its own; on stdio it first sends notifications/cancelled for the
+                    // listen id (the MUST), then the result (the SHOULD); on HTTP only
+                    // the result, and the stream closes.
+                    if call.ctx.is_stdio() {
+                        let p = json!({ "requestId": sub_id, "reason": "mcpx is shutting down" });
+                        let _ = call.ctx.notify(Frame::notification("notifications/cancelled", Some(&raw(&p)?))).await;
+                    }
+                    break;
+                }
                 change = rx.recv() => {
                     let kind = match change {
                         Ok(k) => k,

@@ -72,6 +72,7 @@ pub struct RequestCtx {
     cancel: CancellationToken,
     related: Related,
     peer: Option<Peer>,
+    stdio: bool,
 }
 
 /// The client is gone, or the request's stream was closed.
@@ -85,7 +86,23 @@ impl RequestCtx {
             cancel,
             related,
             peer,
+            stdio: false,
         }
+    }
+
+    /// Marks a request that arrived on stdio.
+    pub(crate) fn on_stdio(mut self) -> Self {
+        self.stdio = true;
+        self
+    }
+
+    /// Whether the request arrived on stdio. A few rules depend on the transport
+    /// itself, not the revision: on 2026-07-28 stdio a server ending a
+    /// `subscriptions/listen` sends `notifications/cancelled` for it first (schema
+    /// CancelledNotification: "On stdio, the server also sends this notification";
+    /// register H1), on HTTP it does not.
+    pub fn is_stdio(&self) -> bool {
+        self.stdio
     }
 
     /// Fires when the client cancels the request: `notifications/cancelled` (stdio, and

@@ -281,7 +281,7 @@ impl<S: Service> Conn<S> {
             }
         );
         let cancelled = token.clone();
-        let ctx = RequestCtx::new(token, Related(self.out.clone()), peer);
+        let ctx = RequestCtx::new(token, Related(self.out.clone()), peer).on_stdio();
         let incoming = Incoming { frame, verdict };
         if initialize {
             let params: Option<Arc<str>> = incoming.frame.params().map(Arc::from);
@@ -428,9 +428,11 @@ where
         }
     }
 
-    // Listens end with their client; they would otherwise hold the process until the
-    // drain timeout.
-    conn.listens.cancel();
+    // At EOF listens end with their client; they would otherwise hold the process until
+    // the drain timeout. On shutdown the service ends them itself, gracefully (H1).
+    if !shutdown.is_cancelled() {
+        conn.listens.cancel();
+    }
     // Drain: let in-flight requests finish, then cancel what remains.
     let drained = tokio::time::timeout(config.drain_timeout, async {
         while tasks.join_next().await.is_some() {}
@@ -509,7 +511,7 @@ async fn handle_batch<S: Service>(
                 ));
             };
             let peer = conn.peer();
-            let ctx = RequestCtx::new(token, Related(conn.out.clone()), peer);
+            let ctx = RequestCtx::new(token, Related(conn.out.clone()), peer).on_stdio();
             let response = conn.service.request(Incoming { frame, verdict }, ctx).await;
             conn.inflight.finish(&id);
             Some(response)

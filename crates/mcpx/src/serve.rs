@@ -87,6 +87,15 @@ pub fn run(args: &Args) -> ExitCode {
         for (name, why) in gateway.unavailable() {
             eprintln!("mcpx serve: upstream {name} is unavailable: {why}");
         }
+        {
+            // On shutdown the gateway ends its hosts' listen streams gracefully first.
+            let gateway = gateway.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                shutdown.cancelled().await;
+                gateway.shutdown();
+            });
+        }
         let seam = Arc::new(Seam::new(
             Arc::new(GatewayBackend(gateway)),
             "mcpx",

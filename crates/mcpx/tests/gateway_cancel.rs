@@ -286,3 +286,136 @@ async fn a_modern_http_upstream_is_cancelled_by_closing_the_stream() {
         "a notification was sent to a modern HTTP upstream:\n{w}"
     );
 }
+
+fn listen_request(id: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"subscriptions/listen","params":{
+        "notifications":{"toolsListChanged":true},
+        "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+                 "io.modelcontextprotocol/clientCapabilities":{}}}})
+}
+
+fn sigterm(child: &Child) {
+    let pid = child.id().expect("running");
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+}
+
+/// H1, B-C12, C-C1, A-C21, C-C15: when mcpx ends a modern host's listen on its own
+/// (shutdown), on stdio it sends notifications/cancelled for the listen id and then the
+/// listen's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_a_stdio_listen_with_cancelled_then_the_result() {
+    let d = dir("h1-stdio");
+    let cfg = d.join("mcpx.json");
+    std::fs::write(
+        &cfg,
+        json!({"mcpServers": {"up": {"command": env!("CARGO_BIN_EXE_mcpx"), "args": ["example-server"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let mut gw = mcpx(&["serve", "--config", cfg.to_str().unwrap()], &d)
+        .spawn()
+        .unwrap();
+    let mut stdin = gw.stdin.take().unwrap();
+    let mut lines = BufReader::new(gw.stdout.take().unwrap()).lines();
+    stdin
+        .write_all(format!("{}\n", listen_request("L1")).as_bytes())
+        .await
+        .unwrap();
+    stdin.flush().await.unwrap();
+    let next = async |lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>| {
+        tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("no line")
+            .unwrap()
+            .expect("stdout closed")
+    };
+    let ack = next(&mut lines).await;
+    assert!(
+        ack.contains("notifications/subscriptions/acknowledged"),
+        "{ack}"
+    );
+    sigterm(&gw);
+    let cancelled = next(&mut lines).await;
+    mcpx_testkit::tap::tap()
+        .validate_frame(mcpx_protocol::Revision::V2026_07_28, &cancelled)
+        .unwrap();
+    let v: Value = serde_json::from_str(&cancelled).unwrap();
+    assert_eq!(v["method"], "notifications/cancelled", "{v}");
+    assert_eq!(v["params"]["requestId"], "L1");
+    let result = next(&mut lines).await;
+    mcpx_testkit::tap::tap()
+        .validate_response(
+            mcpx_protocol::Revision::V2026_07_28,
+            "subscriptions/listen",
+            &result,
+        )
+        .unwrap();
+    let v: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(v["id"], "L1");
+    assert_eq!(
+        v["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "L1"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(10), gw.wait())
+        .await
+        .expect("mcpx did not exit")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
+
+/// H1 on Streamable HTTP: only the listen's result, then the stream closes; no
+/// notifications/cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_an_http_listen_with_its_result_only() {
+    let d = dir("h1-http");
+    let (gw, port) = http_gateway(&d).await;
+    let req = post(
+        port,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "subscriptions/listen"),
+        ],
+        &listen_request("L2"),
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut r = BufReader::new(s);
+    let mut seen = String::new();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let mut line = String::new();
+            assert!(r.read_line(&mut line).await.unwrap() > 0, "{seen}");
+            seen.push_str(&line);
+            if line.contains("notifications/subscriptions/acknowledged") {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("no acknowledgement");
+    sigterm(&gw);
+    let mut rest = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), r.read_to_string(&mut rest)).await;
+    assert!(!rest.contains("notifications/cancelled"), "{rest}");
+    let data: Vec<&str> = rest
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let last = data.last().unwrap_or_else(|| panic!("no result:\n{rest}"));
+    mcpx_testkit::tap::tap()
+        .validate_response(
+            mcpx_protocol::Revision::V2026_07_28,
+            "subscriptions/listen",
+            last,
+        )
+        .unwrap();
+    let v: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(v["id"], "L2", "{rest}");
+}

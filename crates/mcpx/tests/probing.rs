@@ -144,3 +144,61 @@ async fn an_unsupported_counter_offer_ends_the_connection() {
     assert!(!m.contains(&"tools/list".to_owned()), "{m:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// H1 and C-C15, client side: a 2026-07-28 upstream that ends mcpx's listen stream
+/// with `notifications/cancelled` (its stdio teardown) ends that listen; mcpx, still
+/// connected, opens it again.
+#[tokio::test]
+async fn an_upstream_ending_its_listen_is_listened_to_again() {
+    let script = r#"out() { printf '%s\n' "$1"; }
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | grep -o '"id":[0-9][0-9]*' | head -n 1 | cut -d: -f2)
+  [ -z "$id" ] && continue
+  case "$line" in
+    *'"method":"server/discover"'*)
+      out '{"jsonrpc":"2.0","id":'"$id"',"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},"ttlMs":0,"cacheScope":"private","resultType":"complete"}}' ;;
+    *'"method":"tools/list"'*)
+      out '{"jsonrpc":"2.0","id":'"$id"',"result":{"tools":[{"name":"t","inputSchema":{"type":"object"}}],"ttlMs":0,"cacheScope":"private","resultType":"complete"}}' ;;
+    *'"method":"subscriptions/listen"'*)
+      out '{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":'"$id"'},"notifications":{"toolsListChanged":true}}}'
+      out '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":'"$id"',"reason":"shutting down"}}' ;;
+    *)
+      out '{"jsonrpc":"2.0","id":'"$id"',"result":{"resultType":"complete"}}' ;;
+  esac
+done
+"#;
+    let d = dir("h1-client");
+    let cfg = d.join("mcpx.json");
+    std::fs::write(
+        &cfg,
+        json!({"mcpServers": {"up": {"command": "sh", "args": ["-c", script]}}}).to_string(),
+    )
+    .unwrap();
+    let wire = d.join("wire.jsonl");
+    // The host keeps mcpx running (stdin open) while its listen loop works.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .env("XDG_CACHE_HOME", d.join("cache"))
+        .env("MCPX_WIRE_LOG", &wire)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let listens = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let text = std::fs::read_to_string(&wire).unwrap_or_default();
+            let n = text.matches("\"subscriptions/listen\"").count();
+            if n >= 2 {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let _ = child.kill().await;
+    assert!(listens.is_ok(), "the listen was not opened again");
+    let _ = std::fs::remove_dir_all(&d);
+}

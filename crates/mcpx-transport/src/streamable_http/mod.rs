@@ -333,6 +333,10 @@ impl Drop for OnDrop {
     }
 }
 
+/// How long an SSE stream may keep delivering after shutdown, for responses already on
+/// their way.
+const STREAM_DRAIN: Duration = Duration::from_secs(2);
+
 /// An SSE response streaming the encoded events of `rx`, with `: keep-alive` comments
 /// every `keep_alive`, ending when `rx` ends or `shutdown` fires. `on_drop` runs when
 /// the body is dropped (the stream ended or the client went away).
@@ -346,6 +350,9 @@ pub(crate) fn sse_response(
         rx: mpsc::Receiver<Bytes>,
         tick: tokio::time::Interval,
         shutdown: CancellationToken,
+        /// Set at shutdown: until then, what is already on its way still goes out (a
+        /// request ending gracefully writes its response, register H1).
+        deadline: Option<tokio::time::Instant>,
         _guard: OnDrop,
     }
     let period = keep_alive.max(Duration::from_millis(10));
@@ -354,14 +361,26 @@ pub(crate) fn sse_response(
         rx,
         tick,
         shutdown,
+        deadline: None,
         _guard: on_drop,
     };
     let stream = futures_util::stream::unfold(st, |mut st| async move {
-        tokio::select! {
-            biased;
-            () = st.shutdown.cancelled() => None,
-            m = st.rx.recv() => m.map(|b| (Ok::<_, Infallible>(b), st)),
-            _ = st.tick.tick() => Some((Ok(Bytes::from_static(KEEP_ALIVE)), st)),
+        loop {
+            if let Some(deadline) = st.deadline {
+                return tokio::select! {
+                    biased;
+                    m = st.rx.recv() => m.map(|b| (Ok::<_, Infallible>(b), st)),
+                    () = tokio::time::sleep_until(deadline) => None,
+                };
+            }
+            tokio::select! {
+                biased;
+                () = st.shutdown.cancelled() => {
+                    st.deadline = Some(tokio::time::Instant::now() + STREAM_DRAIN);
+                }
+                m = st.rx.recv() => return m.map(|b| (Ok::<_, Infallible>(b), st)),
+                _ = st.tick.tick() => return Some((Ok(Bytes::from_static(KEEP_ALIVE)), st)),
+            }
         }
     });
     (
