@@ -84,3 +84,95 @@ async fn probing_finds_each_era_over_http() {
     let conn = connect(&target(port), &EraCache::disabled()).await.unwrap();
     assert_eq!(conn.facts().era, Era::Modern);
 }
+
+/// B-C9, A-C14: an HTTP URL where only the 2024-11-05 transport answers (the example
+/// server's `/sse`: POST is refused) is reached by falling back to HTTP+SSE after the
+/// modern probe and `initialize` over POST both fail with a 4xx.
+#[tokio::test]
+async fn http_falls_back_to_http_sse() {
+    let (_server, port) = example_server(&[]).await;
+    let target = Target::new(
+        "old",
+        TargetTransport::Http {
+            url: format!("http://127.0.0.1:{port}/sse"),
+            headers: Vec::new(),
+        },
+    );
+    let conn = connect(&target, &EraCache::disabled()).await.unwrap();
+    assert_eq!(conn.facts().era, Era::Legacy);
+    assert_eq!(conn.transport_kind(), "HTTP+SSE");
+    let frame = conn
+        .call("tools/list", Some("{}"), CallOptions::default())
+        .await
+        .unwrap();
+    assert!(frame.result().is_some(), "{frame}");
+}
+
+/// B-C9, A-C14: 401 and 403 are reported, never probed past (no initialize, no GET).
+#[tokio::test]
+async fn auth_errors_are_reported_not_probed_past() {
+    for status in ["401 Unauthorized", "403 Forbidden"] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        let reply = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut buf = vec![0u8; 16384];
+                let n = tokio::io::AsyncReadExt::read(&mut s, &mut buf)
+                    .await
+                    .unwrap_or(0);
+                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                log.lock()
+                    .unwrap()
+                    .push(text.lines().next().unwrap_or_default().to_owned());
+                let _ = tokio::io::AsyncWriteExt::write_all(&mut s, reply.as_bytes()).await;
+            }
+        });
+        let err = connect(&target(port), &EraCache::disabled())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(&status[..3]), "{status}: {err}");
+        let requests = seen.lock().unwrap().clone();
+        assert_eq!(requests.len(), 1, "{status}: probed past: {requests:?}");
+        assert!(requests[0].starts_with("POST"), "{requests:?}");
+    }
+}
+
+/// B-C8: on the modern path a body written in 2026-07-28 without the
+/// `MCP-Protocol-Version` header is a HeaderMismatch (400, -32020); a legacy session's
+/// request without it is served (as 2025-03-26 when the session is, see
+/// `crates/mcpx-transport/tests/http_server.rs`).
+#[tokio::test]
+async fn a_modern_body_without_the_version_header_is_a_header_mismatch() {
+    let (_server, port) = example_server(&[]).await;
+    let body = serde_json::json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{
+        "io.modelcontextprotocol/protocolVersion":"2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities":{}}}})
+    .to_string();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Method: tools/list\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut s, req.as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut s, &mut out)
+        .await
+        .unwrap();
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    let json = out.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(v["error"]["code"], -32020, "{v}");
+    mcpx_testkit::tap::tap()
+        .validate_frame(Revision::V2026_07_28, json)
+        .unwrap();
+}
