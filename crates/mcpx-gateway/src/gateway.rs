@@ -20,7 +20,7 @@ use mcpx_client::{
 use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
 use mcpx_protocol::header::param_headers;
 use mcpx_protocol::{Era, Frame, Id, Revision, meta};
-use mcpx_server::{Backend, Call, Fault, Level, ListCaps, Reply, Summary};
+use mcpx_server::{Backend, Call, Fault, Level, ListCaps, Offered, Reply, Summary};
 use mcpx_transport::Peer;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -114,6 +114,8 @@ pub struct Gateway {
     changes: broadcast::Sender<ListKind>,
     /// Legacy host sessions seen, to tell them about list changes.
     legacy_peers: Mutex<Vec<Peer>>,
+    /// The capabilities offered, kept current as upstreams connect (read per request).
+    offered: Mutex<Offered>,
     /// Fired when mcpx shuts down: its listen streams end gracefully (H1).
     stopping: tokio_util::sync::CancellationToken,
     /// Legacy hosts subscribed to each resource URI, with the token that ends mcpx's own
@@ -234,6 +236,7 @@ impl Gateway {
             changes,
             legacy_peers: Mutex::new(Vec::new()),
             stopping: tokio_util::sync::CancellationToken::new(),
+            offered: Mutex::new(Offered::default()),
             elicitations: std::sync::atomic::AtomicU64::new(1),
             subscribers: Mutex::new(HashMap::new()),
             parked: Mutex::new(HashMap::new()),
@@ -310,6 +313,10 @@ impl Gateway {
                 }
                 if let Ok(mut f) = slot.last_facts.lock() {
                     *f = Some(facts.clone());
+                }
+                let offered = GatewayBackend(self.clone()).summary().offered();
+                if let Ok(mut o) = self.offered.lock() {
+                    *o = offered;
                 }
                 self.watch(i, &conn);
                 let level = self.upstream_log_level.lock().ok().and_then(|l| *l);
@@ -1504,6 +1511,10 @@ impl Gateway {
 pub struct GatewayBackend(pub Arc<Gateway>);
 
 impl Backend for GatewayBackend {
+    fn offered(&self) -> Offered {
+        self.0.offered.lock().map(|o| *o).unwrap_or_default()
+    }
+
     async fn log_level_requested(&self, level: Level) {
         self.0.lower_upstream_log_level(level).await;
     }

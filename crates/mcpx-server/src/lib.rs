@@ -49,6 +49,38 @@ pub struct Summary {
     pub instructions: Option<String>,
 }
 
+/// Which capabilities are offered: what the capability gate of every request needs,
+/// without building the whole [`Summary`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offered {
+    /// Tools.
+    pub tools: bool,
+    /// Prompts.
+    pub prompts: bool,
+    /// Resources.
+    pub resources: bool,
+    /// Resource subscriptions.
+    pub resources_subscribe: bool,
+    /// Completions.
+    pub completions: bool,
+    /// Logging.
+    pub logging: bool,
+}
+
+impl Summary {
+    /// The capabilities this summary offers.
+    pub fn offered(&self) -> Offered {
+        Offered {
+            tools: self.tools.is_some(),
+            prompts: self.prompts.is_some(),
+            resources: self.resources.is_some(),
+            resources_subscribe: self.resources_subscribe,
+            completions: self.completions,
+            logging: self.logging,
+        }
+    }
+}
+
 /// Capabilities of one list.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ListCaps {
@@ -274,6 +306,12 @@ pub trait Backend: Send + Sync + 'static {
     /// What is offered (capabilities, instructions).
     fn summary(&self) -> Summary;
 
+    /// Which capabilities are offered; asked on every request, so a backend with a
+    /// costly [`Backend::summary`] should keep this at hand. Default: from the summary.
+    fn offered(&self) -> Offered {
+        self.summary().offered()
+    }
+
     /// Answers a feature request.
     fn call(&self, call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send;
 
@@ -394,9 +432,9 @@ impl<B: Backend> Seam<B> {
                 .and_then(|c| serde_json::from_str(c).ok())
                 .unwrap_or(Value::Null)
         };
-        let summary = self.backend.summary();
         match method.as_str() {
             "initialize" => {
+                let summary = self.backend.summary();
                 let mut result = json!({
                     "protocolVersion": host.as_str(),
                     "capabilities": summary.capabilities(host),
@@ -408,6 +446,7 @@ impl<B: Backend> Seam<B> {
                 return self.ok(&id, &method, &result, host);
             }
             "server/discover" => {
+                let summary = self.backend.summary();
                 let mut result = json!({
                     "supportedVersions": Revision::of_era(Era::Modern).map(Revision::as_str).collect::<Vec<_>>(),
                     "capabilities": summary.capabilities(host),
@@ -422,7 +461,7 @@ impl<B: Backend> Seam<B> {
                 return self.ok(&id, &method, &result, host);
             }
             "ping" => return self.ok(&id, &method, &json!({}), host),
-            "logging/setLevel" if !summary.logging => {
+            "logging/setLevel" if !self.backend.offered().logging => {
                 return Frame::error_response(
                     Some(&id),
                     METHOD_NOT_FOUND,
@@ -459,15 +498,13 @@ impl<B: Backend> Seam<B> {
         // A-C7 (2026-07-28 schema MethodNotFoundError: "or one gated behind a server
         // capability the server did not advertise"): in every era, a method whose
         // capability mcpx does not offer is -32601 (404 on modern HTTP).
+        let o = self.backend.offered();
         let offered = match method.as_str() {
-            "tools/list" | "tools/call" => summary.tools.is_some(),
-            "prompts/list" | "prompts/get" => summary.prompts.is_some(),
-            "resources/list" | "resources/read" | "resources/templates/list" => {
-                summary.resources.is_some()
-            }
-            "resources/subscribe" | "resources/unsubscribe" => summary.resources_subscribe,
-            "subscriptions/listen" => true,
-            "completion/complete" => summary.completions,
+            "tools/list" | "tools/call" => o.tools,
+            "prompts/list" | "prompts/get" => o.prompts,
+            "resources/list" | "resources/read" | "resources/templates/list" => o.resources,
+            "resources/subscribe" | "resources/unsubscribe" => o.resources_subscribe,
+            "completion/complete" => o.completions,
             _ => true,
         };
         if !offered {
