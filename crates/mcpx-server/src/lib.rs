@@ -394,9 +394,9 @@ impl<B: Backend> Seam<B> {
                 .and_then(|c| serde_json::from_str(c).ok())
                 .unwrap_or(Value::Null)
         };
-        let summary = self.backend.summary();
         match method.as_str() {
             "initialize" => {
+                let summary = self.backend.summary();
                 let mut result = json!({
                     "protocolVersion": host.as_str(),
                     "capabilities": summary.capabilities(host),
@@ -408,6 +408,7 @@ impl<B: Backend> Seam<B> {
                 return self.ok(&id, &method, &result, host);
             }
             "server/discover" => {
+                let summary = self.backend.summary();
                 let mut result = json!({
                     "supportedVersions": Revision::of_era(Era::Modern).map(Revision::as_str).collect::<Vec<_>>(),
                     "capabilities": summary.capabilities(host),
