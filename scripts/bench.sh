@@ -86,10 +86,25 @@ start_bg() {
 
 stop_bg() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
+# settle: waits (up to 30 s) until no mcpx process of this run is left over from the
+# previous cell (stdio servers draining after their host went away), so that cells do not
+# share the CPU with stragglers.
+settle() {
+  local i strays
+  for i in $(seq 1 100); do
+    strays="$(pgrep -f -- "^($BIN|${MCPX_BENCH_COMPARE:-$BIN}) (example-server|serve)" \
+      | grep -vxF -f <(printf '%s\n' "${PIDS[@]}" "$$") | wc -l || true)"
+    ((strays == 0)) && return 0
+    sleep 0.3
+  done
+  echo "bench: $strays stray processes still running; measuring anyway" >&2
+}
+
 # bench PATH HOST UPSTREAM ERA SESSIONS TARGET-ARGS... : one cell, one TSV row.
 bench() {
   local path="$1" host="$2" up="$3" era="$4" n="$5"; shift 5
   local json
+  settle
   echo "bench: $path $host→$up $era x$n" >&2
   if json="$("$BIN" bench "$@" --era "$era" --sessions "$n" --duration "$SECS" --warmup "$WARMUP" --json 2>>"$OUT/bench.stderr")"; then
     field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<<"$json"; }
