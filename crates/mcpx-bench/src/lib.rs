@@ -349,10 +349,10 @@ fn children_peak_rss_kib() -> Option<u64> {
             .lines()
             .find_map(|l| l.strip_prefix("PPid:"))
             .map(str::trim);
-        if parent == Some(me.as_str()) {
-            if let Some(k) = status_field_kib(&status, "VmHWM:") {
-                best = Some(best.map_or(k, |b: u64| b.max(k)));
-            }
+        if parent == Some(me.as_str())
+            && let Some(k) = status_field_kib(&status, "VmHWM:")
+        {
+            best = Some(best.map_or(k, |b: u64| b.max(k)));
         }
     }
     best

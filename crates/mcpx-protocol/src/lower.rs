@@ -66,10 +66,10 @@ pub fn lower_result_stamped<'a>(
     if from == to && !stamping {
         return Ok(Cow::Borrowed(raw));
     }
-    if from == to {
-        if let Some(stamped) = stamp_in_place(method, raw, stamp) {
-            return Ok(Cow::Owned(stamped));
-        }
+    if from == to
+        && let Some(stamped) = stamp_in_place(method, raw, stamp)
+    {
+        return Ok(Cow::Owned(stamped));
     }
     let err = |why: String| LowerError {
         method: method.to_owned(),
