@@ -429,12 +429,39 @@ fn build(env: &Envelope<'_>) -> Frame {
 /// The raw text of member `name` of the JSON object `obj`, if `obj` is an object that
 /// has it. Reads one level only, borrowing from `obj`.
 pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
-    let members: crate::codec::RawObject<'a> = serde_json::from_str(obj).ok()?;
-    members
-        .0
-        .into_iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.get())
+    use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+    use std::borrow::Cow;
+
+    /// Finds the first member called `.0`, skipping the others without collecting them.
+    struct Find<'n>(&'n str);
+    impl<'de> Visitor<'de> for Find<'_> {
+        type Value = Option<&'de RawValue>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(k) = map.next_key::<Cow<'de, str>>()? {
+                if found.is_none() && k == self.0 {
+                    found = Some(map.next_value::<&'de RawValue>()?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Find<'_> {
+        type Value = Option<&'de RawValue>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    let mut de = serde_json::Deserializer::from_str(obj);
+    let found = Find(name).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    found.map(RawValue::get)
 }
 
 #[cfg(test)]
@@ -471,6 +498,18 @@ mod tests {
             assert_eq!(g, reparse(&g));
             let h = f.with_id(&Id::String("a much longer id than before".into()));
             assert_eq!(h, reparse(&h));
+        }
+    }
+
+    #[test]
+    fn member_reads_one_level_and_the_first_of_duplicates() {
+        let obj = r#" {"a":1,"b":{"a":2},"c\u0061":"x","a":3} "#;
+        assert_eq!(member(obj, "a"), Some("1"));
+        assert_eq!(member(obj, "b"), Some(r#"{"a":2}"#));
+        assert_eq!(member(obj, "ca"), Some(r#""x""#));
+        assert_eq!(member(obj, "z"), None);
+        for bad in ["[1]", "1", "{\"a\":1", "{\"a\":1} x", "{\"a\":}"] {
+            assert_eq!(member(bad, "a"), None, "{bad}");
         }
     }
 
