@@ -158,7 +158,7 @@ struct Routes {
 pub(crate) struct Inner {
     pub(crate) name: String,
     pub(crate) up: AnyUpstream,
-    pub(crate) facts: Mutex<ServerFacts>,
+    pub(crate) facts: Mutex<Arc<ServerFacts>>,
     next_id: AtomicI64,
     routes: Mutex<Routes>,
     pub(crate) policy: SpecPolicy,
@@ -187,7 +187,7 @@ impl Connection {
         let inner = Arc::new(Inner {
             name: target.name.clone(),
             up,
-            facts: Mutex::new(facts),
+            facts: Mutex::new(Arc::new(facts)),
             next_id: AtomicI64::new(10),
             routes: Mutex::new(Routes::default()),
             policy: target.policy.clone(),
@@ -204,13 +204,13 @@ impl Connection {
         &self.inner.name
     }
 
-    /// What the handshake learnt.
-    pub fn facts(&self) -> ServerFacts {
+    /// What the handshake learnt (shared: reading it is cheap, on every call).
+    pub fn facts(&self) -> Arc<ServerFacts> {
         self.inner
             .facts
             .lock()
-            .map(|f| f.clone())
-            .unwrap_or_else(|e| e.into_inner().clone())
+            .map(|f| Arc::clone(&f))
+            .unwrap_or_else(|e| Arc::clone(&e.into_inner()))
     }
 
     /// Notifications that are about the upstream, not a request: list_changed,
@@ -278,6 +278,9 @@ impl Connection {
         progress_token: Option<&str>,
     ) -> Result<Frame, ClientError> {
         let facts = self.facts();
+        if let Some(frame) = self.build_spliced(id, method, params, opts, progress_token, &facts) {
+            return frame;
+        }
         let mut obj: Map<String, Value> = match params {
             None => Map::new(),
             Some(p) => serde_json::from_str(p).map_err(|e| ClientError::Protocol {
@@ -301,30 +304,12 @@ impl Connection {
                 obj.remove("_meta");
             }
         }
-        let needs_meta = facts.era == Era::Modern || progress_token.is_some();
-        if needs_meta {
+        if let Some(envelope) = self.envelope(&facts, opts, progress_token) {
             let m = obj
                 .entry("_meta")
                 .or_insert_with(|| Value::Object(Map::new()));
             if let Some(m) = m.as_object_mut() {
-                if facts.era == Era::Modern {
-                    // 2026-07-28 basic/index §_meta: required on every request (A-C12).
-                    m.insert(
-                        meta::PROTOCOL_VERSION.into(),
-                        json!(facts.revision.as_str()),
-                    );
-                    m.insert(
-                        meta::CLIENT_CAPABILITIES.into(),
-                        opts.client_capabilities.clone(),
-                    );
-                    m.insert(meta::CLIENT_INFO.into(), self.inner.client_info.clone());
-                    if let Some(l) = &opts.log_level {
-                        m.insert(meta::LOG_LEVEL.into(), json!(l));
-                    }
-                }
-                if let Some(t) = progress_token {
-                    m.insert(meta::PROGRESS_TOKEN.into(), json!(t));
-                }
+                m.extend(envelope);
             }
         }
         let raw = RawValue::from_string(Value::Object(obj).to_string()).map_err(|e| {
@@ -334,6 +319,83 @@ impl Connection {
             }
         })?;
         Ok(Frame::request(&Id::Number(id), method, Some(&raw)))
+    }
+
+    /// The `_meta` members mcpx writes on a request to this upstream, if any.
+    fn envelope(
+        &self,
+        facts: &ServerFacts,
+        opts: &CallOptions,
+        progress_token: Option<&str>,
+    ) -> Option<Map<String, Value>> {
+        if facts.era != Era::Modern && progress_token.is_none() {
+            return None;
+        }
+        let mut m = Map::new();
+        if facts.era == Era::Modern {
+            // 2026-07-28 basic/index §_meta: required on every request (A-C12).
+            m.insert(
+                meta::PROTOCOL_VERSION.into(),
+                json!(facts.revision.as_str()),
+            );
+            m.insert(
+                meta::CLIENT_CAPABILITIES.into(),
+                opts.client_capabilities.clone(),
+            );
+            m.insert(meta::CLIENT_INFO.into(), self.inner.client_info.clone());
+            if let Some(l) = &opts.log_level {
+                m.insert(meta::LOG_LEVEL.into(), json!(l));
+            }
+        }
+        if let Some(t) = progress_token {
+            m.insert(meta::PROGRESS_TOKEN.into(), json!(t));
+        }
+        Some(m)
+    }
+
+    /// The common case of [`Connection::build`] without re-encoding the caller's params:
+    /// an object without `_meta` is forwarded as it is, with mcpx's envelope (if any)
+    /// spliced in before its closing brace. `None` when the general path is needed
+    /// (the caller sent a `_meta` to clean, or the params are not a plain object).
+    fn build_spliced(
+        &self,
+        id: i64,
+        method: &str,
+        params: Option<&str>,
+        opts: &CallOptions,
+        progress_token: Option<&str>,
+        facts: &ServerFacts,
+    ) -> Option<Result<Frame, ClientError>> {
+        let envelope = self.envelope(facts, opts, progress_token);
+        let text = match params {
+            None => match envelope {
+                None => "{}".to_owned(),
+                Some(m) => format!("{{\"_meta\":{}}}", Value::Object(m)),
+            },
+            Some(p) => {
+                let body = p.trim();
+                if !body.starts_with('{') || !body.ends_with('}') {
+                    return None;
+                }
+                if mcpx_protocol::jsonrpc::member(body, "_meta").is_some() {
+                    return None;
+                }
+                match envelope {
+                    None => body.to_owned(),
+                    Some(m) => {
+                        let head = body[..body.len() - 1].trim_end();
+                        let sep = if head.ends_with('{') { "" } else { "," };
+                        format!("{head}{sep}\"_meta\":{}}}", Value::Object(m))
+                    }
+                }
+            }
+        };
+        // Validates the caller's text (a JSON object, or the general path's error).
+        let raw = match RawValue::from_string(text) {
+            Ok(r) => r,
+            Err(_) => return None,
+        };
+        Some(Ok(Frame::request(&Id::Number(id), method, Some(&raw))))
     }
 
     /// Sends a notification (in the upstream's revision: `_meta` added on modern).

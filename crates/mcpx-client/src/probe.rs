@@ -584,7 +584,7 @@ pub(crate) async fn reinitialise(conn: &Connection) -> Result<(), ClientError> {
     match initialize(&target, &inner.up, 0).await? {
         Some(facts) => {
             if let Ok(mut f) = inner.facts.lock() {
-                *f = facts;
+                *f = std::sync::Arc::new(facts);
             }
             Ok(())
         }

@@ -100,7 +100,7 @@ struct Slot {
     conn: tokio::sync::Mutex<Option<Connection>>,
     last_error: Mutex<Option<String>>,
     /// What the upstream offered when last connected.
-    last_facts: Mutex<Option<ServerFacts>>,
+    last_facts: Mutex<Option<Arc<ServerFacts>>>,
 }
 
 /// The gateway.
@@ -556,7 +556,8 @@ impl Gateway {
             ));
         }
         if !modern {
-            self.forward(call, i, &call.method, params, true).await?;
+            self.forward(call, i, &call.method, &params.to_string(), true)
+                .await?;
         }
         let mut subs = self
             .subscribers
@@ -845,17 +846,14 @@ impl Gateway {
         })
     }
 
-    fn route_name(&self, call: &Call, prompts: bool) -> Result<(usize, String, Value), Fault> {
-        let mut params: Value = call
-            .params
-            .as_deref()
-            .and_then(|p| serde_json::from_str(p).ok())
-            .unwrap_or(json!({}));
-        let name = params
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| fault(INVALID_PARAMS, "params.name is required".into(), call.host))?
-            .to_owned();
+    /// The upstream of a `tools/call` or `prompts/get`, the upstream's own name for it,
+    /// and the params to send it: the host's text as it came when the name passes
+    /// through unchanged (nothing re-encoded), else with `name` rewritten.
+    fn route_name(&self, call: &Call, prompts: bool) -> Result<(usize, String, String), Fault> {
+        let raw = call.params.as_deref().unwrap_or("{}");
+        let name: String = mcpx_protocol::jsonrpc::member(raw, "name")
+            .and_then(|n| serde_json::from_str(n).ok())
+            .ok_or_else(|| fault(INVALID_PARAMS, "params.name is required".into(), call.host))?;
         let catalog = self
             .catalog
             .read()
@@ -888,8 +886,12 @@ impl Gateway {
                     call.host,
                 )
             })?;
+        if original == name {
+            return Ok((i, original.to_owned(), raw.to_owned()));
+        }
+        let mut params: Value = serde_json::from_str(raw).unwrap_or(json!({}));
         params["name"] = json!(original);
-        Ok((i, original.to_owned(), params))
+        Ok((i, original.to_owned(), params.to_string()))
     }
 
     fn route_uri(&self, call: &Call, uri: &str) -> Result<usize, Fault> {
@@ -925,7 +927,7 @@ impl Gateway {
         call: &Call,
         i: usize,
         method: &str,
-        params: &Value,
+        params: &str,
         idempotent: bool,
     ) -> Result<Reply, Fault> {
         let slot = &self.slots[i];
@@ -943,7 +945,8 @@ impl Gateway {
                 .forward_parking(call, i, conn, method, params, idempotent)
                 .await;
         }
-        let mut params = params.clone();
+        // The params as sent: the caller's text until an input round rewrites them.
+        let mut text = std::borrow::Cow::Borrowed(params);
         // A 2026-07-28 upstream asks for input with `input_required` results (MRTR). A
         // modern host gets them as they are and retries itself; for a legacy host mcpx
         // asks it with wire requests and retries for it (register E-1), a bounded
@@ -969,15 +972,16 @@ impl Gateway {
                 idempotent,
                 attribute_unsolicited: true,
             };
-            let text = params.to_string();
-            let fut = conn.call(method, Some(&text), opts);
-            tokio::pin!(fut);
-            let outcome = loop {
-                tokio::select! {
-                    // Events were sent before the response: relay them first.
-                    biased;
-                    Some(ev) = rx.recv() => self.on_event(call, &facts, &slot.name, ev).await,
-                    r = &mut fut => break r,
+            let outcome = {
+                let fut = conn.call(method, Some(&text), opts);
+                tokio::pin!(fut);
+                loop {
+                    tokio::select! {
+                        // Events were sent before the response: relay them first.
+                        biased;
+                        Some(ev) = rx.recv() => self.on_event(call, &facts, &slot.name, ev).await,
+                        r = &mut fut => break r,
+                    }
                 }
             };
             while let Ok(ev) = rx.try_recv() {
@@ -1037,6 +1041,7 @@ impl Gateway {
             }
             // The retry: the original params, the answers, and the state echoed
             // verbatim (2026-07-28 basic/patterns/mrtr).
+            let mut params: Value = serde_json::from_str(&text).unwrap_or(json!({}));
             params["inputResponses"] = Value::Object(responses);
             match result.get("requestState") {
                 Some(state) => params["requestState"] = state.clone(),
@@ -1046,6 +1051,7 @@ impl Gateway {
                     }
                 }
             }
+            text = std::borrow::Cow::Owned(params.to_string());
         }
     }
 
@@ -1061,7 +1067,7 @@ impl Gateway {
         i: usize,
         conn: Connection,
         method: &str,
-        params: &Value,
+        params: &str,
         idempotent: bool,
     ) -> Result<Reply, Fault> {
         // A legacy upstream logs at its session's level: a modern host's per-request
@@ -1083,7 +1089,7 @@ impl Gateway {
             idempotent,
             attribute_unsolicited: true,
         };
-        let text = params.to_string();
+        let text = params.to_owned();
         let method_owned = method.to_owned();
         let task = tokio::spawn(async move { conn.call(&method_owned, Some(&text), opts).await });
         let parked = Parked {
@@ -1541,7 +1547,7 @@ impl Backend for GatewayBackend {
         // D-C7: a capability is declared iff some upstream offers it (as last seen: an
         // upstream that is down now keeps what it offered), the same set in
         // InitializeResult and DiscoverResult.
-        let facts: Vec<ServerFacts> = gw
+        let facts: Vec<Arc<ServerFacts>> = gw
             .slots
             .iter()
             .filter_map(|s| s.last_facts.lock().ok()?.clone())
@@ -1635,7 +1641,10 @@ impl Backend for GatewayBackend {
                     "resources/subscribe" | "resources/unsubscribe" => {
                         gw.subscription(&call, i, &uri, &params).await
                     }
-                    _ => gw.forward(&call, i, &call.method, &params, true).await,
+                    _ => {
+                        gw.forward(&call, i, &call.method, &params.to_string(), true)
+                            .await
+                    }
                 }
             }
             "completion/complete" => {
@@ -1689,7 +1698,7 @@ impl Backend for GatewayBackend {
                         revision: f.revision,
                     });
                 }
-                gw.forward(&call, i, "completion/complete", &params, true)
+                gw.forward(&call, i, "completion/complete", &params.to_string(), true)
                     .await
             }
             "subscriptions/listen" => gw.listen(&call).await,

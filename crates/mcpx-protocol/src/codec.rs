@@ -212,21 +212,21 @@ pub fn admit(
 /// no input can exhaust the stack. Counts brackets outside strings; O(n), no allocation.
 fn check_depth(bytes: &[u8], max: usize) -> Result<(), DecodeError> {
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in bytes {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                // Skip the string: to its closing quote, stepping over escapes.
+                i += 1;
+                loop {
+                    i = next_quote_or_backslash(bytes, i);
+                    match bytes.get(i) {
+                        Some(b'\\') => i += 2,
+                        Some(_) => break,
+                        None => return Ok(()),
+                    }
+                }
             }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
             b'[' | b'{' => {
                 depth += 1;
                 if depth > max {
@@ -236,8 +236,34 @@ fn check_depth(bytes: &[u8], max: usize) -> Result<(), DecodeError> {
             b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
+        i += 1;
     }
     Ok(())
+}
+
+/// The index of the first `"` or `\\` at or after `i` (or `bytes.len()`), eight bytes
+/// at a time: long strings (a large result's text) are most of what a frame holds.
+fn next_quote_or_backslash(bytes: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let q = w ^ (ONES * u64::from(b'"'));
+        let b = w ^ (ONES * u64::from(b'\\'));
+        // A byte of q (or b) is zero where w has a quote (or backslash); the lowest
+        // flagged byte is exact (false positives only sit above a true zero byte).
+        let found = (q.wrapping_sub(ONES) & !q & HIGH) | (b.wrapping_sub(ONES) & !b & HIGH);
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\\' {
+        i += 1;
+    }
+    i
 }
 
 /// The members of a JSON object, borrowed from the text, in order.
@@ -476,6 +502,61 @@ fn parse_error_object(raw: &str, id: &Option<Id>) -> Result<ErrorObject, DecodeE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The byte-at-a-time depth check `check_depth` must agree with.
+    fn naive_depth_ok(bytes: &[u8], max: usize) -> bool {
+        let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+        for &b in bytes {
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == b'"' {
+                    in_string = false;
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    if depth > max {
+                        return false;
+                    }
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        true
+    }
+
+    #[test]
+    fn fast_depth_check_agrees_with_the_naive_one() {
+        let pieces = [
+            "[", "{", "]", "}", "\"", "\\", "x", "[[[", "\"[[[\"", "\\\"", "abcdefgh", "é",
+        ];
+        let mut seed = 0x9e37_79b9_u64;
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let mut s = seed;
+            for _ in 0..(s % 24) {
+                text.push_str(pieces[(s % pieces.len() as u64) as usize]);
+                s = s.rotate_right(5).wrapping_mul(0x2545_f491_4f6c_dd1d);
+            }
+            for max in [0, 1, 2, 3] {
+                assert_eq!(
+                    check_depth(text.as_bytes(), max).is_ok(),
+                    naive_depth_ok(text.as_bytes(), max),
+                    "{text:?} at {max}"
+                );
+            }
+        }
+    }
 
     fn one(s: &str) -> Result<Frame, DecodeError> {
         match decode(s.to_owned(), &Limits::default())? {

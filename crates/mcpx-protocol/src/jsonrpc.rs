@@ -200,9 +200,38 @@ impl Frame {
             return self.clone();
         };
         let new = id.to_json();
-        let mut out = self.splice(span.clone(), &new);
-        out.ix.id = Some((id.clone(), span.start..span.start + new.len()));
-        out
+        // Only the id changes: the index is shifted, not rebuilt (no second parse of
+        // what may be a large result).
+        let (start, end) = (span.start, span.end);
+        let mut text = String::with_capacity(self.text.len() - (end - start) + new.len());
+        text.push_str(&self.text[..start]);
+        text.push_str(&new);
+        text.push_str(&self.text[end..]);
+        let shift = |s: &Span| {
+            if s.start >= end {
+                s.start + new.len() - (end - start)..s.end + new.len() - (end - start)
+            } else {
+                s.clone()
+            }
+        };
+        let ix = Index {
+            kind: self.ix.kind,
+            id: Some((id.clone(), start..start + new.len())),
+            method: self.ix.method.clone(),
+            params: self.ix.params.as_ref().map(shift),
+            result: self.ix.result.as_ref().map(shift),
+            error: self.ix.error.as_ref().map(|(e, s)| (e.clone(), shift(s))),
+            extra: self
+                .ix
+                .extra
+                .iter()
+                .map(|(k, s)| (k.clone(), shift(s)))
+                .collect(),
+        };
+        Frame {
+            text: text.into_boxed_str(),
+            ix: Box::new(ix),
+        }
     }
 
     /// The same message with `params` replaced by `raw` (which must be valid JSON).
@@ -247,14 +276,42 @@ impl Frame {
 
     /// A request frame. `params` must be valid JSON text.
     pub fn request(id: &Id, method: &str, params: Option<&RawValue>) -> Frame {
-        build(&Envelope {
-            jsonrpc: "2.0",
-            id: Some(id),
-            method: Some(method),
-            params,
-            result: None,
-            error: None,
-        })
+        // Written and indexed at once (the same text `build` would serialise).
+        let Ok(method_json) = serde_json::to_string(method) else {
+            return build(&Envelope {
+                jsonrpc: "2.0",
+                id: Some(id),
+                method: Some(method),
+                params,
+                result: None,
+                error: None,
+            });
+        };
+        let id_json = id.to_json();
+        let mut text = String::with_capacity(
+            40 + id_json.len() + method_json.len() + params.map_or(0, |p| p.get().len()),
+        );
+        text.push_str(r#"{"jsonrpc":"2.0","id":"#);
+        let id_span = push_span(&mut text, &id_json);
+        text.push_str(r#","method":"#);
+        text.push_str(&method_json);
+        let params = params.map(|p| {
+            text.push_str(r#","params":"#);
+            push_span(&mut text, p.get())
+        });
+        text.push('}');
+        Frame {
+            text: text.into_boxed_str(),
+            ix: Box::new(Index {
+                kind: Kind::Request,
+                id: Some((id.clone(), id_span)),
+                method: Some(method.to_owned()),
+                params,
+                result: None,
+                error: None,
+                extra: Vec::new(),
+            }),
+        }
     }
 
     /// A notification frame.
@@ -271,14 +328,31 @@ impl Frame {
 
     /// A result response.
     pub fn result_response(id: &Id, result: &RawValue) -> Frame {
-        build(&Envelope {
-            jsonrpc: "2.0",
-            id: Some(id),
-            method: None,
-            params: None,
-            result: Some(result),
-            error: None,
-        })
+        Frame::result_response_text(id, result.get())
+    }
+
+    /// A result response around `result`, which must be valid JSON text (e.g. taken
+    /// from another frame, or lowered): written and indexed without parsing it again.
+    pub(crate) fn result_response_text(id: &Id, result: &str) -> Frame {
+        let id_json = id.to_json();
+        let mut text = String::with_capacity(32 + id_json.len() + result.len());
+        text.push_str(r#"{"jsonrpc":"2.0","id":"#);
+        let id_span = push_span(&mut text, &id_json);
+        text.push_str(r#","result":"#);
+        let result = push_span(&mut text, result);
+        text.push('}');
+        Frame {
+            text: text.into_boxed_str(),
+            ix: Box::new(Index {
+                kind: Kind::Result,
+                id: Some((id.clone(), id_span)),
+                method: None,
+                params: None,
+                result: Some(result),
+                error: None,
+                extra: Vec::new(),
+            }),
+        }
     }
 
     /// An error response. `id: None` omits the member (register A-C4: the request's id
@@ -327,6 +401,13 @@ struct ErrorOut<'a> {
     data: Option<&'a serde_json::Value>,
 }
 
+/// Appends `s` to `text`, returning where it sits.
+fn push_span(text: &mut String, s: &str) -> Span {
+    let start = text.len();
+    text.push_str(s);
+    start..text.len()
+}
+
 fn build(env: &Envelope<'_>) -> Frame {
     // Serialising these types cannot fail (string keys, valid raw JSON), and the
     // result always parses; the fallbacks keep that a non-panicking invariant.
@@ -348,12 +429,39 @@ fn build(env: &Envelope<'_>) -> Frame {
 /// The raw text of member `name` of the JSON object `obj`, if `obj` is an object that
 /// has it. Reads one level only, borrowing from `obj`.
 pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
-    let members: crate::codec::RawObject<'a> = serde_json::from_str(obj).ok()?;
-    members
-        .0
-        .into_iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.get())
+    use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+    use std::borrow::Cow;
+
+    /// Finds the first member called `.0`, skipping the others without collecting them.
+    struct Find<'n>(&'n str);
+    impl<'de> Visitor<'de> for Find<'_> {
+        type Value = Option<&'de RawValue>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut found = None;
+            while let Some(k) = map.next_key::<Cow<'de, str>>()? {
+                if found.is_none() && k == self.0 {
+                    found = Some(map.next_value::<&'de RawValue>()?);
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Find<'_> {
+        type Value = Option<&'de RawValue>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    let mut de = serde_json::Deserializer::from_str(obj);
+    let found = Find(name).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    found.map(RawValue::get)
 }
 
 #[cfg(test)]
@@ -362,6 +470,47 @@ mod tests {
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn frames_built_directly_index_like_parsed_ones() {
+        let limits = crate::codec::Limits::unlimited();
+        let reparse =
+            |f: &Frame| crate::codec::parse_frame(f.as_str().to_owned(), &limits).unwrap();
+        for id in [Id::Number(-7), Id::String("a\"b\u{e9}".into())] {
+            for params in [None, Some(raw(r#"{"name":"x","_meta":{"k":[1,2]}}"#))] {
+                let f = Frame::request(&id, "tools/\"call", params.as_deref());
+                assert_eq!(f, reparse(&f));
+            }
+            let f = Frame::result_response(&id, &raw(r#"{"content":[],"x":"y"}"#));
+            assert_eq!(f, reparse(&f));
+            let g = f.with_id(&Id::Number(123_456_789));
+            assert_eq!(g, reparse(&g));
+        }
+        let parsed = reparse(&Frame::request(&Id::Number(1), "m", None));
+        let odd = crate::codec::parse_frame(
+            r#"{"z":1,"id":"long-id-here","jsonrpc":"2.0","error":{"code":-1,"message":"m"},"w":[2]}"#.to_owned(),
+            &limits,
+        )
+        .unwrap();
+        for f in [parsed, odd] {
+            let g = f.with_id(&Id::Number(5));
+            assert_eq!(g, reparse(&g));
+            let h = f.with_id(&Id::String("a much longer id than before".into()));
+            assert_eq!(h, reparse(&h));
+        }
+    }
+
+    #[test]
+    fn member_reads_one_level_and_the_first_of_duplicates() {
+        let obj = r#" {"a":1,"b":{"a":2},"c\u0061":"x","a":3} "#;
+        assert_eq!(member(obj, "a"), Some("1"));
+        assert_eq!(member(obj, "b"), Some(r#"{"a":2}"#));
+        assert_eq!(member(obj, "ca"), Some(r#""x""#));
+        assert_eq!(member(obj, "z"), None);
+        for bad in ["[1]", "1", "{\"a\":1", "{\"a\":1} x", "{\"a\":}"] {
+            assert_eq!(member(bad, "a"), None, "{bad}");
+        }
     }
 
     #[test]

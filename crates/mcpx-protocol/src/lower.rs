@@ -66,6 +66,11 @@ pub fn lower_result_stamped<'a>(
     if from == to && !stamping {
         return Ok(Cow::Borrowed(raw));
     }
+    if from == to
+        && let Some(stamped) = stamp_in_place(method, raw, stamp)
+    {
+        return Ok(Cow::Owned(stamped));
+    }
     let err = |why: String| LowerError {
         method: method.to_owned(),
         why,
@@ -96,6 +101,42 @@ pub fn lower_result_stamped<'a>(
     serde_json::to_string(&v)
         .map(Cow::Owned)
         .map_err(|e| err(e.to_string()))
+}
+
+/// Stamps a result already in the receiver's (modern) revision without re-encoding it:
+/// only `_meta` is rewritten (or appended), every other byte is kept. `None` when the
+/// general path is needed: the text is not an object, or its envelope is incomplete
+/// (`resultType`, and on cacheable results `ttlMs` and `cacheScope`, must be present).
+fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>) -> Option<String> {
+    let info = stamp.server_info?;
+    let members: crate::codec::RawObject<'_> = serde_json::from_str(raw).ok()?;
+    let has = |k: &str| members.0.iter().any(|(name, _)| name == k);
+    if !has("resultType")
+        || (CACHEABLE_METHODS.contains(&method) && !(has("ttlMs") && has("cacheScope")))
+    {
+        return None;
+    }
+    match members.0.iter().find(|(k, _)| k == "_meta") {
+        None => {
+            let body = raw.trim_end();
+            let head = body.strip_suffix('}')?.trim_end();
+            let sep = if head.ends_with('{') { "" } else { "," };
+            let meta = serde_json::to_string(&json!({ crate::meta::SERVER_INFO: info })).ok()?;
+            Some(format!("{head}{sep}\"_meta\":{meta}}}"))
+        }
+        Some((_, old)) => {
+            let mut meta: Map<String, Value> = serde_json::from_str(old.get()).ok()?;
+            meta.insert(crate::meta::SERVER_INFO.to_owned(), info.clone());
+            let meta = serde_json::to_string(&meta).ok()?;
+            let old = old.get();
+            let start = old.as_ptr() as usize - raw.as_ptr() as usize;
+            let mut out = String::with_capacity(raw.len() + meta.len());
+            out.push_str(&raw[..start]);
+            out.push_str(&meta);
+            out.push_str(&raw[start + old.len()..]);
+            Some(out)
+        }
+    }
 }
 
 /// Adds or removes the 2026 result envelope. Returns whether anything changed.
@@ -271,6 +312,60 @@ mod tests {
             lower_result("tools/call", raw, V2025_06_18, V2025_11_25).unwrap(),
             Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn stamping_a_modern_result_keeps_its_bytes_and_matches_the_general_path() {
+        let info = json!({"name": "mcpx", "version": "0.1.0"});
+        let stamp = Stamp {
+            server_info: Some(&info),
+        };
+        let cases = [
+            // No _meta: appended, the rest kept byte for byte.
+            (
+                "tools/call",
+                r#"{"z":1, "content":[{"type":"text","text":"x"}],"resultType":"complete"}"#,
+            ),
+            // _meta with the upstream's serverInfo and a key of its own: replaced, kept.
+            (
+                "tools/call",
+                r#"{"content":[],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"},"k":2},"y":[1]}"#,
+            ),
+            (
+                "tools/list",
+                r#"{"tools":[],"resultType":"complete","ttlMs":5,"cacheScope":"public"}"#,
+            ),
+            ("tools/call", "{\"resultType\":\"complete\"}"),
+        ];
+        for (method, raw) in cases {
+            let fast = lower_result_stamped(method, raw, V2026_07_28, V2026_07_28, stamp).unwrap();
+            assert!(stamp_in_place(method, raw, stamp).is_some(), "{raw}");
+            let fast: Value = serde_json::from_str(&fast).unwrap();
+            let mut expected: Value = serde_json::from_str(raw).unwrap();
+            let meta = expected
+                .as_object_mut()
+                .unwrap()
+                .entry("_meta")
+                .or_insert_with(|| json!({}));
+            meta[crate::meta::SERVER_INFO] = info.clone();
+            assert_eq!(fast, expected, "{raw}");
+        }
+        let raw = r#"{"z":1, "content":[],"resultType":"complete"}"#;
+        let out = lower_result_stamped("tools/call", raw, V2026_07_28, V2026_07_28, stamp).unwrap();
+        assert!(
+            out.starts_with(r#"{"z":1, "content":[],"resultType":"complete","#),
+            "{out}"
+        );
+        // An incomplete envelope takes the general path, which completes it.
+        assert!(
+            stamp_in_place(
+                "tools/list",
+                r#"{"tools":[],"resultType":"complete"}"#,
+                stamp
+            )
+            .is_none()
+        );
+        assert!(stamp_in_place("tools/call", r#"{"content":[]}"#, stamp).is_none());
     }
 
     #[test]

@@ -533,19 +533,9 @@ pub(crate) fn exchange_for<C>(
     closed: C,
 ) -> Exchange
 where
-    C: FnOnce() -> TransportError + Send + 'static,
+    C: FnOnce() -> TransportError + Send + Sync + 'static,
 {
-    let (tx, ex_rx) = mpsc::channel(1);
-    tokio::spawn(async move {
-        tokio::select! {
-            r = rx => {
-                let item = r.map_err(|_| closed());
-                let _ = tx.send(item).await;
-            }
-            () = tx.closed() => pending.forget(&id),
-        }
-    });
-    Exchange::new(ex_rx)
+    Exchange::once(rx, closed, move || pending.forget(&id))
 }
 
 /// `Pending` errors as transport errors.

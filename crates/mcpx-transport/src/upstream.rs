@@ -18,7 +18,7 @@ use std::future::Future;
 
 use mcpx_protocol::Frame;
 use mcpx_protocol::jsonrpc::Kind;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::error::TransportError;
 
@@ -28,15 +28,70 @@ pub type Unsolicited = mpsc::Receiver<Frame>;
 /// The frames of one request: related messages, then the response.
 #[derive(Debug)]
 pub struct Exchange {
-    rx: mpsc::Receiver<Result<Frame, TransportError>>,
+    source: Source,
     done: bool,
+}
+
+/// Where an exchange's frames come from.
+enum Source {
+    /// A stream of frames, the response last (HTTP: the POST's SSE stream).
+    Stream(mpsc::Receiver<Result<Frame, TransportError>>),
+    /// The response alone, awaited by id (stdio, HTTP+SSE): read straight from the
+    /// dispatcher's oneshot, with no task in between.
+    Once {
+        rx: oneshot::Receiver<Frame>,
+        /// The error when the connection closes before the response.
+        closed: Option<Box<dyn FnOnce() -> TransportError + Send + Sync>>,
+        /// Forgets the awaited id when the exchange is dropped before its response.
+        forget: Option<Box<dyn FnOnce() + Send + Sync>>,
+    },
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Stream(_) => f.write_str("Stream"),
+            Source::Once { .. } => f.write_str("Once"),
+        }
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        if let Source::Once { forget, .. } = &mut self.source
+            && let Some(forget) = forget.take()
+        {
+            forget();
+        }
+    }
 }
 
 impl Exchange {
     /// An exchange fed by `rx`; the transport sends the response last and then drops
     /// its sender.
     pub fn new(rx: mpsc::Receiver<Result<Frame, TransportError>>) -> Self {
-        Exchange { rx, done: false }
+        Exchange {
+            source: Source::Stream(rx),
+            done: false,
+        }
+    }
+
+    /// An exchange whose only frame is the response delivered on `rx`. `closed` gives
+    /// the error when `rx`'s sender goes away first; `forget` runs when the exchange is
+    /// dropped before the response arrived.
+    pub fn once(
+        rx: oneshot::Receiver<Frame>,
+        closed: impl FnOnce() -> TransportError + Send + Sync + 'static,
+        forget: impl FnOnce() + Send + Sync + 'static,
+    ) -> Self {
+        Exchange {
+            source: Source::Once {
+                rx,
+                closed: Some(Box::new(closed)),
+                forget: Some(Box::new(forget)),
+            },
+            done: false,
+        }
     }
 
     /// The next frame: a related notification or request, or the response (after which
@@ -45,7 +100,20 @@ impl Exchange {
         if self.done {
             return None;
         }
-        let item = self.rx.recv().await;
+        let item = match &mut self.source {
+            Source::Stream(rx) => rx.recv().await,
+            Source::Once { rx, closed, forget } => {
+                let r = rx.await;
+                // Answered (or the connection is gone): nothing left to forget.
+                forget.take();
+                Some(r.map_err(|_| match closed.take() {
+                    Some(c) => c(),
+                    None => TransportError::Closed {
+                        detail: "the connection closed before the response".to_owned(),
+                    },
+                }))
+            }
+        };
         match &item {
             Some(Ok(f)) if matches!(f.kind(), Kind::Result | Kind::Error) => self.done = true,
             Some(Err(_)) => self.done = true,

@@ -2,6 +2,7 @@
 //! into the library crates, which do the work.
 #![forbid(unsafe_code)]
 
+mod bench;
 mod conformance;
 mod example_server;
 mod runtime;
@@ -31,6 +32,9 @@ enum Command {
     /// Run the reference MCP server (every feature of every revision) on stdio or HTTP,
     /// dual-era or strict to one revision.
     ExampleServer(example_server::Args),
+    /// Load-test an MCP server (or the gateway in front of one): `tools/call` at N
+    /// concurrent sessions, calls/s, latency p50/p99 and peak RSS.
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -39,5 +43,6 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Conformance(args) => conformance::run(&args),
         Command::ExampleServer(args) => example_server::run(&args),
+        Command::Bench(args) => bench::run(&args),
     }
 }
