@@ -24,13 +24,12 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
 use mcpx_protocol::classify::classify_stdio;
-use mcpx_protocol::codec::{self, DecodeErrorKind, Decoded};
+use mcpx_protocol::codec::{self, Decoded};
 use mcpx_protocol::error::INVALID_REQUEST;
 use mcpx_protocol::jsonrpc::{Kind, member};
 use mcpx_protocol::{Frame, Revision, Verdict};
 use tokio::sync::mpsc;
 
-use crate::origin::read_body;
 use crate::pending::{InFlight, Pending, cancelled_request_id};
 use crate::service::{Incoming, Peer, Related, RequestCtx, Service};
 use crate::streamable_http::server::new_session_id;
@@ -194,19 +193,9 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
         );
     }
     let cfg = &app.config;
-    let bytes = match read_body(req, cfg.max_body_bytes, cfg.body_timeout).await {
-        Ok(b) => b,
-        Err(e) => return e.to_response(),
-    };
-    let decoded = match codec::decode_bytes(bytes, &cfg.limits) {
+    let decoded = match crate::streamable_http::read_frames(req, cfg).await {
         Ok(d) => d,
-        Err(e) => {
-            let status = match e.kind {
-                DecodeErrorKind::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-                _ => StatusCode::BAD_REQUEST,
-            };
-            return json_response(status, e.to_response().into_string());
-        }
+        Err(r) => return r,
     };
     match decoded {
         Decoded::Single(frame) => handle(&app, &session, frame).await,

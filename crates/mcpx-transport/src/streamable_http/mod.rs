@@ -233,6 +233,25 @@ pub async fn serve<S: Service>(
 }
 
 /// A JSON response.
+/// Reads a POST body within the configured size and time limits and decodes it: the
+/// frames, or the answer the request gets instead (413/408 from the body guards, 413
+/// for a frame over the limit, 400 with the decode error otherwise).
+pub(crate) async fn read_frames(
+    req: axum::extract::Request,
+    cfg: &HttpServerConfig,
+) -> Result<mcpx_protocol::Decoded, Response> {
+    let bytes = crate::origin::read_body(req, cfg.max_body_bytes, cfg.body_timeout)
+        .await
+        .map_err(|e| e.to_response())?;
+    mcpx_protocol::codec::decode_bytes(bytes, &cfg.limits).map_err(|e| {
+        let status = match e.kind {
+            mcpx_protocol::codec::DecodeErrorKind::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        json_response(status, e.to_response().into_string())
+    })
+}
+
 pub(crate) fn json_response(status: StatusCode, body: String) -> Response {
     (
         status,

@@ -73,7 +73,6 @@ use super::{
     App, OnDrop, accepted, accepts, error_response, fit_event, is_json_content_type, json_response,
     sse_event, sse_response,
 };
-use crate::origin::read_body;
 use crate::pending::{InFlight, Pending, cancelled_request_id};
 use crate::service::{Incoming, Peer, Related, RequestCtx, Service};
 
@@ -392,19 +391,9 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
         );
     }
     let cfg = &app.config;
-    let bytes = match read_body(req, cfg.max_body_bytes, cfg.body_timeout).await {
-        Ok(b) => b,
-        Err(e) => return e.to_response(),
-    };
-    let decoded = match codec::decode_bytes(bytes, &cfg.limits) {
+    let decoded = match super::read_frames(req, cfg).await {
         Ok(d) => d,
-        Err(e) => {
-            let status = match e.kind {
-                codec::DecodeErrorKind::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-                _ => StatusCode::BAD_REQUEST,
-            };
-            return json_response(status, e.to_response().into_string());
-        }
+        Err(r) => return r,
     };
     let protocol_version = header_str(&headers, mcp_header::PROTOCOL_VERSION);
     let session_id = header_str(&headers, mcp_header::SESSION_ID);
