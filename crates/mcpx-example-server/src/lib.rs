@@ -36,6 +36,7 @@ use mcpx_protocol::error::{
     INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION,
     resource_not_found,
 };
+use mcpx_protocol::logging::Level;
 use mcpx_protocol::method::{CACHEABLE_METHODS, client_may_send};
 use mcpx_protocol::revision::StructuredContent;
 use mcpx_protocol::{Era, Frame, Id, Revision, Verdict, meta};
@@ -123,21 +124,11 @@ struct Session {
     peer: Option<Peer>,
 }
 
-/// The eight log levels, in order of severity (RFC 5424; every revision's
-/// server/utilities/logging).
-const LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-];
+/// The eight log levels, in order of severity.
+const LEVELS: [&str; 8] = Level::NAMES;
 
 fn level_index(s: &str) -> Option<usize> {
-    LEVELS.iter().position(|l| *l == s)
+    Level::parse(s).map(|l| l as usize)
 }
 
 /// The reference server. Cheap to share: put it in an `Arc` and hand it to a transport.

@@ -17,6 +17,7 @@
 //! * [`error`]: error codes and which era may emit which.
 //! * [`meta`]: protocol `_meta` keys and reserved prefixes.
 //! * [`header`]: the 2026-07-28 HTTP request headers, built and validated.
+//! * [`logging`]: log levels.
 //! * [`lower`]: results reshaped for the receiver's revision, in one place.
 //! * [`classify`]: the era and revision of an incoming message (stdio and HTTP).
 //! * [`spec`]: the spec policy (`spec.precedence`, `--mcp-spec`, `spec.lenient`).
@@ -29,6 +30,7 @@ pub mod dispositions;
 pub mod error;
 pub mod header;
 pub mod jsonrpc;
+pub mod logging;
 pub mod lower;
 pub mod meta;
 pub mod method;

@@ -115,62 +115,7 @@ impl Summary {
     }
 }
 
-/// RFC 5424 severities, as MCP's `LoggingLevel`, least to most severe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Level {
-    /// `debug`
-    Debug,
-    /// `info`
-    Info,
-    /// `notice`
-    Notice,
-    /// `warning`
-    Warning,
-    /// `error`
-    Error,
-    /// `critical`
-    Critical,
-    /// `alert`
-    Alert,
-    /// `emergency`
-    Emergency,
-}
-
-impl Level {
-    const NAMES: [&'static str; 8] = [
-        "debug",
-        "info",
-        "notice",
-        "warning",
-        "error",
-        "critical",
-        "alert",
-        "emergency",
-    ];
-    const ALL: [Level; 8] = [
-        Level::Debug,
-        Level::Info,
-        Level::Notice,
-        Level::Warning,
-        Level::Error,
-        Level::Critical,
-        Level::Alert,
-        Level::Emergency,
-    ];
-
-    /// Parses a wire name.
-    pub fn parse(s: &str) -> Option<Level> {
-        Self::NAMES
-            .iter()
-            .position(|n| *n == s)
-            .map(|i| Self::ALL[i])
-    }
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-}
+pub use mcpx_protocol::logging::Level;
 
 /// Sends progress for one host request, with the host's own token.
 #[derive(Debug, Clone)]
