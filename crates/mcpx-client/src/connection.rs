@@ -674,6 +674,9 @@ impl Connection {
     }
 
     /// Answers a request the upstream sent to the client while a call was in flight.
+    /// The answer is awaited in its own task, so the call goes on taking frames
+    /// meanwhile: an upstream may ask several questions at once (each a request of its
+    /// own) and the host sees them together.
     async fn answer_ask(&self, frame: Frame, opts: &CallOptions) {
         let Some(id) = frame.id().cloned() else {
             return;
@@ -685,44 +688,62 @@ impl Connection {
             tracing::warn!(upstream = %self.inner.name, %method, "dropped a request from a 2026-07-28 server (forbidden in that revision; allow with spec.lenient)");
             return;
         }
-        let answer = match (&method[..], &opts.events) {
-            ("ping", _) => Ok(json!({})),
+        let pending = match (&method[..], &opts.events) {
+            ("ping", _) => None,
             (_, Some(events)) => {
                 let (tx, rx) = oneshot::channel();
                 let params = frame.params().and_then(|p| serde_json::from_str(p).ok());
-                if events
+                let sent = events
                     .send(CallEvent::Ask {
                         method: method.clone(),
                         params,
                         reply: tx,
                     })
-                    .await
-                    .is_err()
-                {
+                    .await;
+                Some(sent.map(|()| rx))
+            }
+            (_, None) => {
+                self.respond(
+                    &id,
+                    &method,
                     Err((
                         -32603,
-                        format!("mcpx could not forward {method}: the host request is gone"),
-                    ))
-                } else {
-                    rx.await.unwrap_or_else(|_| {
+                        format!("mcpx cannot forward {method} here: no host request can answer it"),
+                    )),
+                )
+                .await;
+                return;
+            }
+        };
+        match pending {
+            None => self.respond(&id, &method, Ok(json!({}))).await,
+            Some(Err(_)) => {
+                let gone = format!("mcpx could not forward {method}: the host request is gone");
+                self.respond(&id, &method, Err((-32603, gone))).await;
+            }
+            Some(Ok(rx)) => {
+                let conn = self.clone();
+                tokio::spawn(async move {
+                    let answer = rx.await.unwrap_or_else(|_| {
                         Err((
                             -32603,
                             format!("mcpx could not forward {method}: no answer from the host"),
                         ))
-                    })
-                }
+                    });
+                    conn.respond(&id, &method, answer).await;
+                });
             }
-            (_, None) => Err((
-                -32603,
-                format!("mcpx cannot forward {method} here: no host request can answer it"),
-            )),
-        };
+        }
+    }
+
+    /// Sends the client's answer to the upstream's request `id`.
+    async fn respond(&self, id: &Id, method: &str, answer: Result<Value, (i64, String)>) {
         let response = match answer {
             Ok(v) => match RawValue::from_string(v.to_string()) {
-                Ok(raw) => Frame::result_response(&id, &raw),
-                Err(e) => Frame::error_response(Some(&id), -32603, &e.to_string(), None),
+                Ok(raw) => Frame::result_response(id, &raw),
+                Err(e) => Frame::error_response(Some(id), -32603, &e.to_string(), None),
             },
-            Err((code, msg)) => Frame::error_response(Some(&id), code, &msg, None),
+            Err((code, msg)) => Frame::error_response(Some(id), code, &msg, None),
         };
         if let Err(e) = self.inner.up.send(response).await {
             tracing::warn!(upstream = %self.inner.name, "could not answer {method}: {e}");
@@ -829,6 +850,15 @@ impl Drop for RouteGuard {
     }
 }
 
+/// The client request an upstream's ask says it serves (`_meta` key
+/// [`mcpx_protocol::meta::RELATED_REQUEST`]; mcpx's own request ids are integers).
+fn related_request(frame: &Frame) -> Option<i64> {
+    let meta = mcpx_protocol::jsonrpc::member(frame.params()?, "_meta")?;
+    mcpx_protocol::jsonrpc::member(meta, mcpx_protocol::meta::RELATED_REQUEST)?
+        .parse()
+        .ok()
+}
+
 /// Routes frames that arrive outside any exchange (stdio, the legacy GET stream).
 async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
     while let Some(frame) = rx.recv().await {
@@ -843,6 +873,11 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
                     .and_then(|p| mcpx_protocol::jsonrpc::member(p, "progressToken"))
                     .and_then(|t| serde_json::from_str::<String>(t).ok())
                     .and_then(|t| routes.progress.get(&t).cloned()),
+                // An ask naming the request it serves (mcpx's extension, see
+                // `meta::RELATED_REQUEST`) goes to that request.
+                (Kind::Request, _) if related_request(&frame).is_some() => {
+                    related_request(&frame).and_then(|id| routes.calls.get(&id).cloned())
+                }
                 // stdio cannot tie logs or asks to a request; when exactly one call is
                 // in flight it is the only candidate, otherwise nothing is attributed.
                 (Kind::Notification, Some("notifications/message")) | (Kind::Request, _) => {

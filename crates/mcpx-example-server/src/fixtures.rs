@@ -90,6 +90,15 @@ pub(crate) fn mrtr(rev: Revision) -> bool {
     direction("sampling/createMessage", rev) == Direction::Embedded
 }
 
+/// Whether `rev` offers the asking fixtures of the 0.2.0 suite (`test_input_required_*`,
+/// `test_streaming_elicitation`, `test_missing_capability`): on 2026-07-28 they ask with
+/// `input_required` results; from 2025-06-18 (the first revision with elicitation)
+/// they ask the same questions with wire requests, each naming its `inputRequests` key
+/// in `_meta` (`mcpx/inputKey`) so a gateway can put them to a modern client.
+pub(crate) fn asking_fixtures(rev: Revision) -> bool {
+    mrtr(rev) || elicitation(rev)
+}
+
 fn elicitation(rev: Revision) -> bool {
     direction("elicitation/create", rev).exists()
 }
@@ -347,7 +356,7 @@ pub(crate) fn tools(rev: Revision, dynamic: Dynamic) -> Vec<Value> {
             }),
         ));
     }
-    if mrtr(rev) {
+    if asking_fixtures(rev) {
         for (name, what) in [
             (
                 "test_input_required_result_elicitation",
@@ -383,7 +392,11 @@ pub(crate) fn tools(rev: Revision, dynamic: Dynamic) -> Vec<Value> {
             ),
             (
                 "test_streaming_elicitation",
-                "Answers with input_required, never a server-to-client request.",
+                if mrtr(rev) {
+                    "Answers with input_required, never a server-to-client request."
+                } else {
+                    "Asks for the user's name with elicitation/create."
+                },
             ),
             (
                 "test_missing_capability",
@@ -544,11 +557,11 @@ pub(crate) fn prompts(rev: Revision, dynamic: Dynamic) -> Vec<Value> {
             json!([]),
         ),
     ];
-    if mrtr(rev) {
+    if asking_fixtures(rev) {
         v.push(prompt(
             rev,
             "test_input_required_result_prompt",
-            "Asks for context first (input_required).",
+            "Asks for context first.",
             json!([]),
         ));
     }

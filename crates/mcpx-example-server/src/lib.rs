@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mcpx_protocol::error::{
-    INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION,
-    resource_not_found,
+    INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION, resource_not_found,
 };
 use mcpx_protocol::logging::Level;
 use mcpx_protocol::method::{CACHEABLE_METHODS, client_may_send};
@@ -357,7 +357,7 @@ impl ExampleServer {
             "resources/read" => self.read_resource(&call),
             "resources/subscribe" | "resources/unsubscribe" => self.subscribe(&call, method),
             "prompts/list" => Ok(json!({"prompts": fixtures::prompts(rev, self.dynamic())})),
-            "prompts/get" => self.get_prompt(&call),
+            "prompts/get" => self.get_prompt(&call).await,
             "completion/complete" => complete(&call),
             "subscriptions/listen" => self.listen(&call).await,
             other => Err(RpcError::new(
@@ -508,7 +508,7 @@ impl ExampleServer {
         Ok(json!({}))
     }
 
-    fn get_prompt(&self, c: &Call<'_>) -> Result<Value, RpcError> {
+    async fn get_prompt(&self, c: &Call<'_>) -> Result<Value, RpcError> {
         let name = c
             .str_param("name")
             .ok_or_else(|| RpcError::params("prompts/get needs a string name"))?;
@@ -552,9 +552,10 @@ impl ExampleServer {
                     json!({"context": {"type": "string"}}),
                     &["context"],
                 );
-                let answers = match self.modern_inputs(c, vec![("user_context", req)], None)? {
-                    Round::Ask(v) => return Ok(v),
-                    Round::Ready(a) => a,
+                let answers = match self.inputs(c, vec![("user_context", req)]).await? {
+                    Asked::Ask(v) => return Ok(v),
+                    Asked::Failed(m) => return Err(RpcError::new(INTERNAL_ERROR, &m)),
+                    Asked::Got(a) => a,
                 };
                 let context = answers
                     .get("user_context")
@@ -700,7 +701,7 @@ impl ExampleServer {
     }
 
     /// Asks the client for input in either era: server-to-client requests on legacy
-    /// (one after the other), one MRTR round on 2026-07-28.
+    /// (all at once, see [`Self::legacy_asks`]), one MRTR round on 2026-07-28.
     async fn inputs(&self, c: &Call<'_>, reqs: Vec<(&str, Value)>) -> Result<Asked, RpcError> {
         if c.modern() {
             return Ok(match self.modern_inputs(c, reqs, None)? {
@@ -709,29 +710,142 @@ impl ExampleServer {
             });
         }
         let mut got = Map::new();
-        for (key, req) in reqs {
+        for (key, outcome) in self.legacy_asks(c, reqs).await {
+            match outcome {
+                Ok(v) => {
+                    got.insert(key, v);
+                }
+                Err((_, m)) => return Ok(Asked::Failed(m)),
+            }
+        }
+        Ok(Asked::Got(got))
+    }
+
+    /// Legacy: puts every question to the client at once, each a server-to-client
+    /// request whose `_meta` names the key the 2026-07-28 form of the fixture uses
+    /// ([`meta::INPUT_KEY`]), and waits for every answer (or the client's cancel).
+    /// Asking at once is what lets a gateway put them to a modern client in one
+    /// `input_required` round, as the 2026-07-28 form does.
+    async fn legacy_asks(
+        &self,
+        c: &Call<'_>,
+        reqs: Vec<(&str, Value)>,
+    ) -> Vec<(String, Result<Value, (i64, String)>)> {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, (key, req)) in reqs.into_iter().enumerate() {
             let method = req
                 .get("method")
                 .and_then(Value::as_str)
-                .unwrap_or_default();
-            let params = req.get("params").map(raw);
-            let answer = match c.ctx.request(method, params.as_deref(), ASK_TIMEOUT).await {
-                Ok(f) => f,
-                Err(e) => return Ok(Asked::Failed(format!("{method} failed: {e}"))),
-            };
-            if let Some(e) = answer.error() {
-                return Ok(Asked::Failed(format!(
-                    "the client answered {method} with error {}: {}",
-                    e.code, e.message
-                )));
+                .unwrap_or_default()
+                .to_owned();
+            let mut params = req.get("params").cloned().unwrap_or(json!({}));
+            if let Some(o) = params.as_object_mut()
+                && let Some(m) = o
+                    .entry("_meta")
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+            {
+                m.insert(meta::INPUT_KEY.to_owned(), json!(key));
+                m.insert(meta::RELATED_REQUEST.to_owned(), json!(c.id));
             }
-            let result = answer
-                .result()
-                .and_then(|r| serde_json::from_str::<Value>(r).ok())
-                .unwrap_or(Value::Null);
-            got.insert(key.to_owned(), result);
+            let ctx = c.ctx.clone();
+            let key = key.to_owned();
+            set.spawn(async move {
+                let outcome = match ctx.request(&method, Some(&raw(&params)), ASK_TIMEOUT).await {
+                    Err(e) => Err((INTERNAL_ERROR, format!("{method} failed: {e}"))),
+                    Ok(f) => match f.error() {
+                        Some(e) => Err((
+                            e.code,
+                            format!(
+                                "the client answered {method} with error {}: {}",
+                                e.code, e.message
+                            ),
+                        )),
+                        None => Ok(f
+                            .result()
+                            .and_then(|r| serde_json::from_str(r).ok())
+                            .unwrap_or(Value::Null)),
+                    },
+                };
+                (i, key, outcome)
+            });
         }
-        Ok(Asked::Got(got))
+        let mut out = tokio::select! {
+            out = set.join_all() => out,
+            // Dropping the set aborts the asks still waiting.
+            () = c.ctx.cancelled().cancelled() => Vec::new(),
+        };
+        out.sort_by_key(|(i, ..)| *i);
+        out.into_iter().map(|(_, k, o)| (k, o)).collect()
+    }
+
+    /// The legacy forms of the asking fixtures whose 2026-07-28 form carries state
+    /// between `input_required` rounds: the same questions under the same keys, as
+    /// server-to-client requests. A legacy call simply waits for the answers, so it
+    /// needs no `requestState`; a gateway in front mints its own (E-13).
+    async fn legacy_asking_fixture(&self, c: &Call<'_>, name: &str) -> Result<Value, RpcError> {
+        let content = match name {
+            "test_input_required_result_multi_round" => {
+                let mut answers = Vec::new();
+                for (key, step) in [("step1", 1), ("step2", 2)] {
+                    match self.inputs(c, vec![(key, step_question(step))]).await? {
+                        Asked::Got(a) => answers.push(a.get(key).cloned().unwrap_or_default()),
+                        Asked::Failed(m) => return Ok(tool_error(&m)),
+                        Asked::Ask(v) => return Ok(v),
+                    }
+                }
+                let field = |i: usize, f: &str| {
+                    answers[i]
+                        .pointer(&format!("/content/{f}"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_owned()
+                };
+                format!(
+                    "{}'s favorite color is {}",
+                    field(0, "name"),
+                    field(1, "color")
+                )
+            }
+            "test_input_required_result_multiple_inputs" => {
+                match self.inputs(c, multiple_questions()).await? {
+                    Asked::Got(a) => multiple_answer(&a),
+                    Asked::Failed(m) => return Ok(tool_error(&m)),
+                    Asked::Ask(v) => return Ok(v),
+                }
+            }
+            "test_input_required_result_capabilities" => {
+                // A legacy server cannot tell which questions a gateway's client can
+                // answer: it asks them all and uses the answers it gets (a client that
+                // cannot answer one refuses it with -32601).
+                let got: Map<String, Value> = self
+                    .legacy_asks(c, capability_questions())
+                    .await
+                    .into_iter()
+                    .filter_map(|(k, o)| o.ok().map(|v| (k, v)))
+                    .collect();
+                if got.is_empty() {
+                    return Ok(tool_error("the client answered none of the questions"));
+                }
+                format!("answered: {}", Value::Object(got))
+            }
+            // request_state and tampered_state: one confirmation.
+            _ => match self
+                .inputs(c, vec![("confirm", confirm_request("Please confirm"))])
+                .await?
+            {
+                Asked::Got(a) => format!(
+                    "state-ok: confirmed within the call; ok = {}",
+                    a.get("confirm")
+                        .and_then(|r| r.pointer("/content/ok"))
+                        .cloned()
+                        .unwrap_or(Value::Null)
+                ),
+                Asked::Failed(m) => return Ok(tool_error(&m)),
+                Asked::Ask(v) => return Ok(v),
+            },
+        };
+        Ok(tool_result(vec![text(&content)]))
     }
 
     async fn call_tool(&self, c: &Call<'_>) -> Result<Value, RpcError> {
@@ -871,6 +985,39 @@ impl ExampleServer {
                 vec![text(&format!("announced an update of {uri}"))]
             }
             "test_dynamic_tool" => vec![text("The dynamic tool answers.")],
+            // The legacy forms of the 2026-07-28 asking fixtures: the same questions
+            // under the same keys, as server-to-client requests (see `legacy_asks`).
+            "test_missing_capability" if !c.modern() => {
+                let ask = vec![(
+                    "capital_question",
+                    sampling_request("What is the capital of France?", 100),
+                )];
+                match self.legacy_asks(c, ask).await.pop() {
+                    Some((_, Ok(a))) => vec![text(&format!("LLM response: {}", sampled_text(&a)))],
+                    // A client without sampling answers -32601: the tool cannot run.
+                    // -32021 is in JSON-RPC's implementation-defined server-error range,
+                    // so a legacy client may be sent it; 2026-07-28 gives it this meaning
+                    // (basic/index §_meta), which a gateway relays unchanged (E-25).
+                    Some((_, Err((METHOD_NOT_FOUND, _)))) => {
+                        return Err(RpcError::with_data(
+                            MISSING_REQUIRED_CLIENT_CAPABILITY,
+                            "test_missing_capability needs the sampling capability",
+                            json!({"requiredCapabilities": {"sampling": {}}}),
+                        ));
+                    }
+                    Some((_, Err((_, m)))) => return Ok(tool_error(&m)),
+                    None => return Err(RpcError::new(INTERNAL_ERROR, "cancelled")),
+                }
+            }
+            "test_input_required_result_request_state"
+            | "test_input_required_result_tampered_state"
+            | "test_input_required_result_multiple_inputs"
+            | "test_input_required_result_multi_round"
+            | "test_input_required_result_capabilities"
+                if !c.modern() =>
+            {
+                return self.legacy_asking_fixture(c, name).await;
+            }
             "test_sampling" | "test_input_required_result_sampling" | "test_missing_capability" => {
                 let prompt = args
                     .get("prompt")
@@ -913,14 +1060,7 @@ impl ExampleServer {
                         ),
                     )
                 } else {
-                    (
-                        "user_name",
-                        elicit_request(
-                            "What is your name?",
-                            json!({"name": {"type": "string"}}),
-                            &["name"],
-                        ),
-                    )
+                    ("user_name", name_question())
                 };
                 match self.inputs(c, vec![(key, req)]).await? {
                     Asked::Ask(v) => return Ok(v),
@@ -1043,41 +1183,18 @@ impl ExampleServer {
                 }
             }
             "test_input_required_result_multiple_inputs" => {
-                let reqs = vec![
-                    (
-                        "user_name",
-                        elicit_request(
-                            "What is your name?",
-                            json!({"name": {"type": "string"}}),
-                            &["name"],
-                        ),
-                    ),
-                    ("greeting", sampling_request("Generate a greeting", 50)),
-                    (
-                        "client_roots",
-                        json!({"method": "roots/list", "params": {}}),
-                    ),
-                ];
-                match self.modern_inputs(c, reqs, Some(json!({"tool": name, "step": 1})))? {
+                match self.modern_inputs(
+                    c,
+                    multiple_questions(),
+                    Some(json!({"tool": name, "step": 1})),
+                )? {
                     Round::Ask(v) => return Ok(v),
-                    Round::Ready(a) => vec![text(&format!(
-                        "name: {}; greeting: {}; roots: {}",
-                        got(&a, "user_name")
-                            .pointer("/content/name")
-                            .and_then(Value::as_str)
-                            .unwrap_or("?"),
-                        sampled_text(&got(&a, "greeting")),
-                        root_uris(&got(&a, "client_roots"))
-                    ))],
+                    Round::Ready(a) => vec![text(&multiple_answer(&a))],
                 }
             }
             "test_input_required_result_multi_round" => {
                 let retry = Retry::read(&c.params, &self.signer)?;
-                let step2 = elicit_request(
-                    "Step 2: What is your favorite color?",
-                    json!({"color": {"type": "string"}}),
-                    &["color"],
-                );
+                let step2 = step_question(2);
                 match retry.step_of(name).cloned() {
                     Some(s) if s["step"] == 2 => {
                         match self.modern_inputs(c, vec![("step2", step2)], Some(s.clone()))? {
@@ -1093,11 +1210,7 @@ impl ExampleServer {
                         }
                     }
                     _ => {
-                        let step1 = elicit_request(
-                            "Step 1: What is your name?",
-                            json!({"name": {"type": "string"}}),
-                            &["name"],
-                        );
+                        let step1 = step_question(1);
                         match self.modern_inputs(
                             c,
                             vec![("step1", step1)],
@@ -1120,20 +1233,7 @@ impl ExampleServer {
                 }
             }
             "test_input_required_result_capabilities" => {
-                let candidates = vec![
-                    (
-                        "user_name",
-                        elicit_request(
-                            "What is your name?",
-                            json!({"name": {"type": "string"}}),
-                            &["name"],
-                        ),
-                    ),
-                    (
-                        "capital_question",
-                        sampling_request("What is the capital of France?", 100),
-                    ),
-                ];
+                let candidates = capability_questions();
                 let usable: Vec<(&str, Value)> = candidates
                     .into_iter()
                     .filter(|(_, r)| mrtr::client_can(&c.caps, r))
@@ -1218,6 +1318,70 @@ fn envelope(mut result: Value, c: &Call<'_>, method: &str) -> Value {
 fn embedded(uri: &str) -> Value {
     json!({"type": "resource", "resource": {"uri": uri, "mimeType": "text/plain",
         "text": "This is an embedded resource content."}})
+}
+
+/// The name question the asking fixtures share (key `user_name`).
+fn name_question() -> Value {
+    elicit_request(
+        "What is your name?",
+        json!({"name": {"type": "string"}}),
+        &["name"],
+    )
+}
+
+/// The two questions of `test_input_required_result_multi_round` (keys `step1`, `step2`).
+fn step_question(step: u8) -> Value {
+    if step == 1 {
+        elicit_request(
+            "Step 1: What is your name?",
+            json!({"name": {"type": "string"}}),
+            &["name"],
+        )
+    } else {
+        elicit_request(
+            "Step 2: What is your favorite color?",
+            json!({"color": {"type": "string"}}),
+            &["color"],
+        )
+    }
+}
+
+/// The three questions of `test_input_required_result_multiple_inputs`.
+fn multiple_questions() -> Vec<(&'static str, Value)> {
+    vec![
+        ("user_name", name_question()),
+        ("greeting", sampling_request("Generate a greeting", 50)),
+        (
+            "client_roots",
+            json!({"method": "roots/list", "params": {}}),
+        ),
+    ]
+}
+
+/// What `test_input_required_result_multiple_inputs` answers with.
+fn multiple_answer(a: &Map<String, Value>) -> String {
+    let got = |k: &str| a.get(k).cloned().unwrap_or(Value::Null);
+    format!(
+        "name: {}; greeting: {}; roots: {}",
+        got("user_name")
+            .pointer("/content/name")
+            .and_then(Value::as_str)
+            .unwrap_or("?"),
+        sampled_text(&got("greeting")),
+        root_uris(&got("client_roots"))
+    )
+}
+
+/// The questions `test_input_required_result_capabilities` may ask (it asks only those
+/// the client can answer).
+fn capability_questions() -> Vec<(&'static str, Value)> {
+    vec![
+        ("user_name", name_question()),
+        (
+            "capital_question",
+            sampling_request("What is the capital of France?", 100),
+        ),
+    ]
 }
 
 fn elicit_request(message: &str, props: Value, required: &[&str]) -> Value {

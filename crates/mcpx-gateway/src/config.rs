@@ -235,6 +235,14 @@ pub struct Global {
     pub max_call_time: Duration,
     /// Items per page of a merged list (default 100).
     pub page_size: usize,
+    /// How long a client may take to answer a question relayed from an upstream
+    /// (sampling, elicitation, roots; sampling may involve a person; default 300 s).
+    pub ask_timeout: Duration,
+    /// How long mcpx waits, after a legacy upstream's server-to-client request, for
+    /// more of them before putting what it has to a 2026-07-28 client in one
+    /// `input_required` round (default 20 ms): a legacy server that asks several
+    /// questions at once sends them back to back.
+    pub ask_gather: Duration,
 }
 
 impl Default for Global {
@@ -245,6 +253,8 @@ impl Default for Global {
             max_frame_bytes: 64 * 1024 * 1024,
             max_call_time: Duration::from_secs(600),
             page_size: 100,
+            ask_timeout: Duration::from_secs(300),
+            ask_gather: Duration::from_millis(20),
         }
     }
 }
@@ -334,6 +344,8 @@ struct FileLimits {
     max_frame_bytes: Option<usize>,
     max_call_time_ms: Option<u64>,
     page_size: Option<usize>,
+    ask_timeout_ms: Option<u64>,
+    ask_gather_ms: Option<u64>,
 }
 
 /// Blanks out `//` and `/* */` comments and trailing commas, keeping every other byte
@@ -441,6 +453,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             .page_size
             .unwrap_or(defaults.page_size)
             .max(1),
+        ask_timeout: doc
+            .mcpx
+            .limits
+            .ask_timeout_ms
+            .map_or(defaults.ask_timeout, Duration::from_millis),
+        ask_gather: doc
+            .mcpx
+            .limits
+            .ask_gather_ms
+            .map_or(defaults.ask_gather, Duration::from_millis),
     };
     if global.max_name_len < 16 {
         return Err(value_err(format!(

@@ -124,6 +124,8 @@ pub struct Gateway {
     /// Calls of modern hosts to legacy upstreams, parked while the host answers an
     /// `input_required` result, by `requestState` token.
     parked: Mutex<HashMap<String, Parked>>,
+    /// Counter for [`Parked::generation`].
+    parkings: std::sync::atomic::AtomicU64,
     /// Counter for minted elicitation ids.
     elicitations: std::sync::atomic::AtomicU64,
     /// The most verbose log level any legacy host asked for, applied to legacy upstreams.
@@ -135,19 +137,37 @@ pub struct Gateway {
 const LISTEN_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
 /// The `requestState` prefix of a call mcpx parked (followed by a random token).
 const PARKED_PREFIX: &str = "mcpx1:";
-/// The `inputRequests` key of a parked call's question.
-const PARKED_KEY: &str = "mcpx";
+/// The most questions one parked call may have open at once; more are refused.
+const MAX_OPEN_QUESTIONS: usize = 16;
 
-/// A modern host's call to a legacy upstream, waiting for the host's answer.
+/// A modern host's call to a legacy upstream, waiting for the host's answers.
 #[derive(Debug)]
 struct Parked {
     upstream: usize,
     method: String,
+    /// The tool or prompt name or resource URI the host's call named: a retry must
+    /// name the same (E-30).
+    target: Option<String>,
     events: tokio::sync::mpsc::Receiver<CallEvent>,
     task: tokio::task::JoinHandle<Result<Frame, ClientError>>,
     cancel: tokio_util::sync::CancellationToken,
-    /// Where the host's answer to the upstream's question goes.
-    reply: Option<tokio::sync::oneshot::Sender<Result<Value, (i64, String)>>>,
+    /// The upstream's questions put to the host and not yet answered, in asking order.
+    open: Vec<Question>,
+    /// Questions asked so far in this call: numbers the keys mcpx mints.
+    asked: usize,
+    /// Which parking this is: an expiry timer of an earlier one leaves it alone.
+    generation: u64,
+}
+
+/// One server-to-client request of a legacy upstream, put to a modern host as an
+/// `inputRequests` entry.
+#[derive(Debug)]
+struct Question {
+    key: String,
+    method: String,
+    params: Value,
+    /// Where the host's answer goes (the upstream's pending request).
+    reply: tokio::sync::oneshot::Sender<Result<Value, (i64, String)>>,
 }
 
 /// 128 random bits, hex: unguessable, so a `requestState` cannot be forged (E-13, E-30).
@@ -157,10 +177,134 @@ fn random_token() -> Option<String> {
     Some(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
+/// Names, in an ask's `_meta`, the host request it is sent while serving
+/// ([`mcpx_protocol::meta::RELATED_REQUEST`]): on stdio and HTTP+SSE nothing else
+/// tells a host with several requests in flight which one asks. An upstream's value
+/// names its own request, meaningless to the host, so it is replaced.
+fn stamp_related(params: &mut Value, id: &mcpx_protocol::Id) {
+    if let Some(o) = params.as_object_mut()
+        && let Some(m) = o
+            .entry("_meta")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+    {
+        m.insert(
+            mcpx_protocol::meta::RELATED_REQUEST.to_owned(),
+            serde_json::to_value(id).unwrap_or(Value::Null),
+        );
+    }
+}
+
+/// The tool or prompt name, or resource URI, a host's call names.
+fn call_target(call: &Call) -> Option<String> {
+    let p = call.params.as_deref()?;
+    let v = mcpx_protocol::jsonrpc::member(p, "name")
+        .or_else(|| mcpx_protocol::jsonrpc::member(p, "uri"))?;
+    serde_json::from_str(v).ok()
+}
+
+/// A modern host's `inputResponses`: absent is none; anything but an object of
+/// objects (every answer is a result object) is -32602 (2026-07-28
+/// basic/patterns/mrtr: protocol errors in the retry are JSON-RPC errors).
+fn input_responses(call: &Call) -> Result<Map<String, Value>, Fault> {
+    let Some(raw) = call
+        .params
+        .as_deref()
+        .and_then(|p| mcpx_protocol::jsonrpc::member(p, "inputResponses"))
+    else {
+        return Ok(Map::new());
+    };
+    let bad = |why: &str| fault(INVALID_PARAMS, format!("inputResponses {why}"), call.host);
+    match serde_json::from_str::<Value>(raw) {
+        Ok(Value::Object(m)) => match m.iter().find(|(_, v)| !v.is_object()) {
+            Some((k, _)) => Err(bad(&format!("[{k:?}] must be a result object"))),
+            None => Ok(m),
+        },
+        _ => Err(bad("must be an object")),
+    }
+}
+
+/// Takes one question a legacy upstream asks during a parked call: refused when the
+/// host cannot be asked it, answered from `supplied` when the host sent the answer
+/// ahead, else left open for the host.
+fn take_question(
+    call: &Call,
+    p: &mut Parked,
+    supplied: &mut Map<String, Value>,
+    method: String,
+    params: Option<Value>,
+    reply: tokio::sync::oneshot::Sender<Result<Value, (i64, String)>>,
+) {
+    // 2026-07-28 basic/patterns/mrtr §Supported Requests: only these requests may
+    // answer input_required (E-26).
+    if !matches!(
+        p.method.as_str(),
+        "tools/call" | "prompts/get" | "resources/read"
+    ) {
+        let _ = reply.send(Err((
+            INTERNAL_ERROR,
+            format!("the client cannot be asked during {}", p.method),
+        )));
+        return;
+    }
+    let cap = match method.as_str() {
+        "sampling/createMessage" => "sampling",
+        "elicitation/create" => "elicitation",
+        "roots/list" => "roots",
+        _ => "",
+    };
+    // mrtr: never ask for what the client did not declare; the upstream hears
+    // -32601, as from a client without the feature, and may degrade (E-25).
+    if cap.is_empty() || call.client_capabilities.get(cap).is_none() {
+        let _ = reply.send(Err((
+            METHOD_NOT_FOUND,
+            format!("the client did not declare the capability {method} needs"),
+        )));
+        return;
+    }
+    if p.open.len() >= MAX_OPEN_QUESTIONS {
+        let _ = reply.send(Err((
+            INTERNAL_ERROR,
+            format!("more than {MAX_OPEN_QUESTIONS} questions at once"),
+        )));
+        return;
+    }
+    let mut params = params.unwrap_or(json!({}));
+    if let Some(o) = params.as_object_mut() {
+        // 2026 has no elicitationId (E-11).
+        o.remove("elicitationId");
+        // The upstream's request id means nothing to the host.
+        if let Some(Value::Object(m)) = o.get_mut("_meta") {
+            m.remove(mcpx_protocol::meta::RELATED_REQUEST);
+            if m.is_empty() {
+                o.remove("_meta");
+            }
+        }
+    }
+    p.asked += 1;
+    // The upstream's own key when it names one (a fixed key lets a host answer ahead
+    // and both eras see the same names), else one mcpx mints.
+    let named = params
+        .get("_meta")
+        .and_then(|m| m.get(mcpx_protocol::meta::INPUT_KEY))
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty() && k.len() <= 128 && !p.open.iter().any(|q| q.key == *k))
+        .map(str::to_owned);
+    let key = named.unwrap_or_else(|| format!("{cap}_{}", p.asked));
+    if let Some(answer) = supplied.remove(&key) {
+        let _ = reply.send(Ok(answer));
+        return;
+    }
+    p.open.push(Question {
+        key,
+        method,
+        params,
+        reply,
+    });
+}
+
 /// How many `input_required` rounds mcpx answers for a legacy host before giving up.
 const MAX_INPUT_ROUNDS: usize = 10;
-/// How long a host may take to answer a relayed request (sampling may involve a person).
-const ASK_TIMEOUT: Duration = Duration::from_secs(300);
 
 fn fault(code: i64, message: String, host: Revision) -> Fault {
     Fault::new(code, message, host)
@@ -240,6 +384,7 @@ impl Gateway {
             elicitations: std::sync::atomic::AtomicU64::new(1),
             subscribers: Mutex::new(HashMap::new()),
             parked: Mutex::new(HashMap::new()),
+            parkings: std::sync::atomic::AtomicU64::new(0),
             upstream_log_level: Mutex::new(None),
         })
     }
@@ -1056,11 +1201,12 @@ impl Gateway {
     }
 
     /// A modern host's call to a legacy upstream. The upstream may ask the client
-    /// something (sampling, elicitation, roots) with a wire request in the middle of the
+    /// something (sampling, elicitation, roots) with wire requests in the middle of the
     /// call; a modern host can only be asked with an `input_required` result (MRTR). So
-    /// the upstream call runs in its own task; when it asks, mcpx parks it, answers the
-    /// host `input_required` with a `requestState` naming the parked call, and resumes
-    /// it when the host retries with the answer (register E-1, E-13).
+    /// the upstream call runs in its own task; when it asks, mcpx gathers the questions
+    /// it sends back to back, parks the call, answers the host `input_required` with a
+    /// `requestState` naming the parked call, and resumes it when the host retries
+    /// with the answers (register E-1, E-13, E-24).
     async fn forward_parking(
         self: &Arc<Self>,
         call: &Call,
@@ -1070,6 +1216,8 @@ impl Gateway {
         params: &str,
         idempotent: bool,
     ) -> Result<Reply, Fault> {
+        // Answers the host sent ahead, for questions the upstream has yet to ask.
+        let supplied = input_responses(call)?;
         // A legacy upstream logs at its session's level: a modern host's per-request
         // logLevel lowers it like a legacy host's logging/setLevel (H9, C-C8).
         if let Some(log) = &call.log {
@@ -1089,22 +1237,44 @@ impl Gateway {
             idempotent,
             attribute_unsolicited: true,
         };
-        let text = params.to_owned();
+        // inputResponses and requestState are mcpx's to consume: a legacy revision
+        // has neither.
+        let text = if mcpx_protocol::jsonrpc::member(params, "inputResponses").is_some()
+            || mcpx_protocol::jsonrpc::member(params, "requestState").is_some()
+        {
+            let mut v: Value = serde_json::from_str(params).unwrap_or(json!({}));
+            if let Some(o) = v.as_object_mut() {
+                o.remove("inputResponses");
+                o.remove("requestState");
+            }
+            v.to_string()
+        } else {
+            params.to_owned()
+        };
         let method_owned = method.to_owned();
         let task = tokio::spawn(async move { conn.call(&method_owned, Some(&text), opts).await });
         let parked = Parked {
             upstream: i,
             method: method.to_owned(),
+            target: call_target(call),
             events: rx,
             task,
             cancel,
-            reply: None,
+            open: Vec::new(),
+            asked: 0,
+            generation: 0,
         };
-        self.run_parked(call, parked).await
+        self.run_parked(call, parked, supplied).await
     }
 
-    /// Drives a (possibly resumed) parked call until it answers or asks again.
-    async fn run_parked(self: &Arc<Self>, call: &Call, mut p: Parked) -> Result<Reply, Fault> {
+    /// Drives a (possibly resumed) parked call until it answers, or asks questions
+    /// `supplied` does not answer.
+    async fn run_parked(
+        self: &Arc<Self>,
+        call: &Call,
+        mut p: Parked,
+        mut supplied: Map<String, Value>,
+    ) -> Result<Reply, Fault> {
         let name = self.slots[p.upstream].name.clone();
         let facts = match self.slots[p.upstream].conn.lock().await.as_ref() {
             Some(c) => c.facts(),
@@ -1117,7 +1287,15 @@ impl Gateway {
                 ));
             }
         };
+        // Set while questions are open: when the gathering window closes.
+        let mut gathered_by: Option<tokio::time::Instant> = None;
         loop {
+            let window = async {
+                match gathered_by {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 // Events were sent before the call ended: relay them first.
                 biased;
@@ -1149,95 +1327,138 @@ impl Gateway {
                 }
                 Some(ev) = p.events.recv() => match ev {
                     CallEvent::Ask { method, params, reply } => {
-                        let cap = match method.as_str() {
-                            "sampling/createMessage" => "sampling",
-                            "elicitation/create" => "elicitation",
-                            "roots/list" => "roots",
-                            _ => "",
-                        };
-                        // 2026-07-28 basic/patterns/mrtr: never ask for what the client
-                        // did not declare.
-                        if cap.is_empty() || call.client_capabilities.get(cap).is_none() {
-                            let _ = reply.send(Err((INTERNAL_ERROR, format!("the client did not declare the {cap} capability needed for {method}"))));
-                            continue;
+                        take_question(call, &mut p, &mut supplied, method, params, reply);
+                        // Each question restarts the window: questions sent back to
+                        // back go to the host in one round.
+                        if !p.open.is_empty() {
+                            gathered_by = Some(tokio::time::Instant::now() + self.config.global.ask_gather);
                         }
-                        let mut params = params.unwrap_or(json!({}));
-                        if let Some(o) = params.as_object_mut() {
-                            // 2026 has no elicitationId (E-11).
-                            o.remove("elicitationId");
-                        }
-                        let token = random_token().ok_or_else(|| fault(INTERNAL_ERROR, "no randomness".into(), call.host))?;
-                        p.reply = Some(reply);
-                        let result = json!({
-                            "resultType": "input_required",
-                            "inputRequests": { PARKED_KEY: { "method": method, "params": params } },
-                            "requestState": format!("{PARKED_PREFIX}{token}"),
-                        });
-                        self.park(token, p);
-                        return Ok(Reply { result: result.to_string(), revision: Revision::NEWEST });
                     }
                     other => self.on_event(call, &facts, &name, other).await,
                 },
+                () = window => return self.put_questions(call, p, None),
             }
         }
     }
 
-    fn park(self: &Arc<Self>, token: String, p: Parked) {
+    /// Parks `p` and answers the host `input_required` with its open questions, under
+    /// a new `requestState` or, when asking again for what a retry lacked, the same
+    /// one (E-24).
+    fn put_questions(
+        self: &Arc<Self>,
+        call: &Call,
+        p: Parked,
+        token: Option<String>,
+    ) -> Result<Reply, Fault> {
+        let token = match token.or_else(random_token) {
+            Some(t) => t,
+            None => {
+                p.cancel.cancel();
+                return Err(fault(INTERNAL_ERROR, "no randomness".into(), call.host));
+            }
+        };
+        let requests: Map<String, Value> = p
+            .open
+            .iter()
+            .map(|q| {
+                (
+                    q.key.clone(),
+                    json!({ "method": q.method, "params": q.params }),
+                )
+            })
+            .collect();
+        let result = json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": format!("{PARKED_PREFIX}{token}"),
+        });
+        self.park(token, p);
+        Ok(Reply {
+            result: result.to_string(),
+            revision: Revision::NEWEST,
+        })
+    }
+
+    fn park(self: &Arc<Self>, token: String, mut p: Parked) {
+        let generation = self
+            .parkings
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        p.generation = generation;
         if let Ok(mut parked) = self.parked.lock() {
             parked.insert(token.clone(), p);
         }
-        // A host that never comes back: the upstream's question is answered with an
-        // error after the ask timeout, and its call is cancelled (E-6).
+        // A host that never comes back: after the ask timeout an open elicitation is
+        // answered "cancel" and any other question with an error, and the upstream
+        // call is cancelled (E-6, E-24).
         let gw = Arc::downgrade(self);
+        let timeout = self.config.global.ask_timeout;
         tokio::spawn(async move {
-            tokio::time::sleep(ASK_TIMEOUT).await;
+            tokio::time::sleep(timeout).await;
             let Some(gw) = gw.upgrade() else { return };
-            let stale = gw.parked.lock().ok().and_then(|mut m| m.remove(&token));
-            if let Some(mut p) = stale {
-                if let Some(reply) = p.reply.take() {
-                    let _ = reply.send(Err((
-                        INTERNAL_ERROR,
-                        "the client did not answer in time".into(),
-                    )));
+            let stale = gw.parked.lock().ok().and_then(|mut m| match m.get(&token) {
+                Some(p) if p.generation == generation => m.remove(&token),
+                _ => None,
+            });
+            if let Some(p) = stale {
+                for q in p.open {
+                    let answer = if q.method == "elicitation/create" {
+                        Ok(json!({ "action": "cancel" }))
+                    } else {
+                        Err((INTERNAL_ERROR, "the client did not answer in time".into()))
+                    };
+                    let _ = q.reply.send(answer);
                 }
                 p.cancel.cancel();
             }
         });
     }
 
-    /// A modern host's retry of a parked call: hand the answer to the upstream and go on.
-    async fn resume(
-        self: &Arc<Self>,
-        call: &Call,
-        state: &str,
-        params: &Value,
-    ) -> Result<Reply, Fault> {
+    /// A modern host's retry of a parked call: hand its answers to the upstream and go
+    /// on.
+    async fn resume(self: &Arc<Self>, call: &Call, state: &str) -> Result<Reply, Fault> {
         let token = state.strip_prefix(PARKED_PREFIX).unwrap_or_default();
         let parked = self.parked.lock().ok().and_then(|mut m| m.remove(token));
         let Some(mut p) = parked else {
+            // 2026-07-28 basic/patterns/mrtr: state that fails its integrity check
+            // is rejected; an unknown token is what a forged or replayed one is.
             return Err(fault(
                 INVALID_PARAMS,
                 "unknown or expired requestState".into(),
                 call.host,
             ));
         };
-        let answer = params
-            .pointer(&format!("/inputResponses/{PARKED_KEY}"))
-            .cloned();
-        let Some(answer) = answer else {
-            // mrtr: a retry missing the answer is asked again (E-24).
-            let result = json!({ "resultType": "input_required", "requestState": state });
-            let token = token.to_owned();
-            self.park(token, p);
-            return Ok(Reply {
-                result: result.to_string(),
-                revision: Revision::NEWEST,
-            });
+        let checked = if call.method != p.method || call_target(call) != p.target {
+            Err(fault(
+                INVALID_PARAMS,
+                "requestState belongs to another request".into(),
+                call.host,
+            ))
+        } else {
+            input_responses(call)
         };
-        if let Some(reply) = p.reply.take() {
-            let _ = reply.send(Ok(answer));
+        let mut supplied = match checked {
+            Ok(s) => s,
+            Err(f) => {
+                // The parked call stays for a well-formed retry.
+                if let Ok(mut m) = self.parked.lock() {
+                    m.insert(token.to_owned(), p);
+                }
+                return Err(f);
+            }
+        };
+        for q in std::mem::take(&mut p.open) {
+            match supplied.remove(&q.key) {
+                Some(answer) => {
+                    let _ = q.reply.send(Ok(answer));
+                }
+                None => p.open.push(q),
+            }
         }
-        self.run_parked(call, p).await
+        if !p.open.is_empty() {
+            // mrtr: a retry missing answers is asked again for them (E-24).
+            return self.put_questions(call, p, Some(token.to_owned()));
+        }
+        self.run_parked(call, p, supplied).await
     }
 
     /// Asks a legacy host, with a wire request in its revision, what a modern
@@ -1282,9 +1503,14 @@ impl Gateway {
                 _ => {}
             }
         }
+        stamp_related(&mut params, &call.id);
         let raw = RawValue::from_string(params.to_string())
             .map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
-        match call.ctx.request(method, Some(&raw), ASK_TIMEOUT).await {
+        match call
+            .ctx
+            .request(method, Some(&raw), self.config.global.ask_timeout)
+            .await
+        {
             Ok(frame) => match (frame.result(), frame.error()) {
                 (Some(r), _) => {
                     serde_json::from_str(r).map_err(|e| (INTERNAL_ERROR, e.to_string()))
@@ -1414,13 +1640,14 @@ impl Gateway {
                 ),
             ));
         }
-        let raw = params
-            .map(|p| RawValue::from_string(p.to_string()))
-            .transpose()
+        let mut params = params.unwrap_or(json!({}));
+        stamp_related(&mut params, &call.id);
+        let raw = RawValue::from_string(params.to_string())
+            .map(Some)
             .map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
         match call
             .ctx
-            .request(method, raw.as_deref(), Duration::from_secs(300))
+            .request(method, raw.as_deref(), self.config.global.ask_timeout)
             .await
         {
             Ok(frame) => match (frame.result(), frame.error()) {
@@ -1599,17 +1826,13 @@ impl Backend for GatewayBackend {
                     .and_then(|p| mcpx_protocol::jsonrpc::member(p, "requestState"))
                     .is_some_and(|s| s.starts_with(&format!("\"{PARKED_PREFIX}"))) =>
             {
-                let params: Value = call
+                let state: String = call
                     .params
                     .as_deref()
-                    .and_then(|p| serde_json::from_str(p).ok())
-                    .unwrap_or(json!({}));
-                let state = params
-                    .get("requestState")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                gw.resume(&call, &state, &params).await
+                    .and_then(|p| mcpx_protocol::jsonrpc::member(p, "requestState"))
+                    .and_then(|s| serde_json::from_str(s).ok())
+                    .unwrap_or_default();
+                gw.resume(&call, &state).await
             }
             "tools/call" | "prompts/get" => {
                 let prompts = call.method == "prompts/get";

@@ -24,6 +24,22 @@ pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// Request `_meta`: the progress token (every revision).
 pub const PROGRESS_TOKEN: &str = "progressToken";
 
+/// mcpx's own extension key, on the params of a legacy upstream's server-to-client
+/// request (sampling, elicitation, roots): the `inputRequests` key under which mcpx puts
+/// that request to a 2026-07-28 host, and under which it looks for a host's
+/// `inputResponses` answer. A legacy server that also speaks MRTR names its questions
+/// with it so that both eras see the same keys; without it mcpx names them itself.
+/// Like every `_meta` key, it passes through to the host untouched.
+pub const INPUT_KEY: &str = "mcpx/inputKey";
+
+/// mcpx's own extension key, on the params of a legacy server-to-client request: the
+/// id of the client request it was sent while serving. Streamable HTTP relates such a
+/// request to its client request by the stream it travels on; stdio and HTTP+SSE
+/// cannot, so a client with several requests in flight cannot tell which one asks.
+/// mcpx stamps its own asks on those transports, and, as a client, routes an ask that
+/// carries it to that request.
+pub const RELATED_REQUEST: &str = "mcpx/relatedRequestId";
+
 /// The `_meta` keys a 2026-07-28 request must carry (basic/index §_meta).
 pub const MODERN_REQUIRED_REQUEST_KEYS: &[&str] = &[PROTOCOL_VERSION, CLIENT_CAPABILITIES];
 

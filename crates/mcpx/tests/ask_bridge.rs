@@ -1,0 +1,459 @@
+//! The ask bridge (docs/asking.md), over the wire through `mcpx serve` (a real process,
+//! stdio): a 2026-07-28 host in front of a legacy upstream (`mcpx example-server
+//! --revision 2025-11-25`) that asks its questions with server-to-client requests.
+//! mcpx puts them to the host as `input_required` rounds and resumes the upstream call
+//! with the host's answers. Every frame mcpx sends the host is validated against the
+//! 2026-07-28 schema; each test names the register ids it proves.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use mcpx_protocol::{Era, Revision};
+use mcpx_testkit::tap::tap;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+const R1125: Revision = Revision::V2025_11_25;
+const R2026: Revision = Revision::V2026_07_28;
+
+struct Host {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+    rev: Revision,
+    next_id: i64,
+    dir: PathBuf,
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mcpx-ask-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A config with one upstream: `mcpx example-server --revision <rev>`.
+fn example(rev: Revision) -> Value {
+    json!({"mcpServers": {"up": {
+        "command": env!("CARGO_BIN_EXE_mcpx"),
+        "args": ["example-server", "--revision", rev.as_str()],
+    }}})
+}
+
+/// A config with one scripted upstream (`sh -c script`).
+fn scripted(script: &str) -> Value {
+    json!({"mcpServers": {"up": {"command": "sh", "args": ["-c", script]}}})
+}
+
+fn modern_meta(rev: &str) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": rev,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "disp", "version": "1"},
+    })
+}
+
+impl Host {
+    async fn start(tag: &str, config: &Value, rev: Revision) -> Host {
+        let dir = temp_dir(tag);
+        let cfg = dir.join("mcpx.json");
+        std::fs::write(&cfg, config.to_string()).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
+            .args(["serve", "--config"])
+            .arg(&cfg)
+            .env("XDG_CACHE_HOME", dir.join("cache"))
+            .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Host {
+            child,
+            stdin,
+            lines,
+            rev,
+            next_id: 1,
+            dir,
+        }
+    }
+
+    /// A legacy host's handshake, with `capabilities`; returns the InitializeResult.
+    async fn initialize(&mut self, capabilities: Value) -> Value {
+        let (init, _) = self
+            .request(
+                "initialize",
+                json!({"protocolVersion": self.rev.as_str(), "capabilities": capabilities,
+                       "clientInfo": {"name": "disp", "version": "1"}}),
+            )
+            .await;
+        self.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+            .await;
+        init
+    }
+
+    async fn send(&mut self, v: &Value) {
+        let s = self.stdin.as_mut().unwrap();
+        s.write_all(v.to_string().as_bytes()).await.unwrap();
+        s.write_all(b"\n").await.unwrap();
+        s.flush().await.unwrap();
+    }
+
+    async fn next_line(&mut self, what: &str) -> String {
+        tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("{}: no answer to {what}", self.rev))
+            .unwrap()
+            .expect("mcpx closed stdout")
+    }
+
+    /// Sends `params` as written (no `_meta` added); returns the response and the frames
+    /// that came before it, all validated against the host's schema (`validate_as`).
+    async fn raw_request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut frame = json!({"jsonrpc":"2.0","id":id,"method":method});
+        if !params.is_null() {
+            frame["params"] = params;
+        }
+        self.send(&frame).await;
+        let mut notes = Vec::new();
+        loop {
+            let line = self.next_line(method).await;
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id") == Some(&json!(id)) && v.get("method").is_none() {
+                if v.get("result").is_some() {
+                    tap()
+                        .validate_response(self.rev, method, &line)
+                        .unwrap_or_else(|e| panic!("to the host: {e}"));
+                } else {
+                    tap()
+                        .validate_frame(self.rev, &line)
+                        .unwrap_or_else(|e| panic!("to the host: {e}"));
+                }
+                return (v, notes);
+            }
+            tap()
+                .validate_frame(self.rev, &line)
+                .unwrap_or_else(|e| panic!("to the host: {e}"));
+            notes.push(v);
+        }
+    }
+
+    /// A request written for the host's revision (modern hosts add the `_meta` keys).
+    async fn request(&mut self, method: &str, mut params: Value) -> (Value, Vec<Value>) {
+        if self.rev.era() == Era::Modern {
+            let meta = modern_meta(self.rev.as_str());
+            for (k, v) in meta.as_object().unwrap() {
+                params["_meta"][k] = v.clone();
+            }
+        }
+        self.raw_request(method, params).await
+    }
+
+    /// Frames mcpx sent the upstream (`MCPX_WIRE_LOG`).
+    fn wire(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("wire.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    async fn finish(mut self) -> Vec<String> {
+        drop(self.stdin.take());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+        let wire = self.wire();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        wire
+    }
+}
+
+fn result<'a>(v: &'a Value, what: &str) -> &'a Value {
+    v.get("result")
+        .unwrap_or_else(|| panic!("{what}: expected a result, got {v}"))
+}
+
+fn error_code(v: &Value, what: &str) -> i64 {
+    v.pointer("/error/code")
+        .and_then(Value::as_i64)
+        .unwrap_or_else(|| panic!("{what}: expected an error, got {v}"))
+}
+
+async fn host(tag: &str, config: &Value, rev: Revision) -> Host {
+    let mut h = Host::start(tag, config, rev).await;
+    if rev.era() == Era::Legacy {
+        h.initialize(json!({})).await;
+    }
+    h
+}
+
+/// A modern host in front of the legacy example server.
+async fn bridged(tag: &str) -> Host {
+    Host::start(tag, &example(R1125), R2026).await
+}
+
+/// `tools/call` of `tool` from a modern host declaring `caps`, with `extra` params.
+async fn call(h: &mut Host, tool: &str, caps: Value, extra: Value) -> Value {
+    let mut meta = modern_meta("2026-07-28");
+    meta["io.modelcontextprotocol/clientCapabilities"] = caps;
+    let mut params = json!({"name": tool, "arguments": {}, "_meta": meta});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    let (v, notes) = h.raw_request("tools/call", params).await;
+    // 2026-07-28 basic/patterns: never a server-to-client request on the wire.
+    assert!(notes.iter().all(|n| n.get("id").is_none()), "{notes:?}");
+    v
+}
+
+fn all_caps() -> Value {
+    json!({"elicitation": {}, "sampling": {}, "roots": {}})
+}
+
+fn elicited(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+fn sampled(text: &str) -> Value {
+    json!({"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"})
+}
+
+fn roots() -> Value {
+    json!({"roots": [{"uri": "file:///bridge", "name": "bridge"}]})
+}
+
+fn text(r: &Value) -> String {
+    r["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// E-1, E-13, E-24: three questions a legacy upstream sends back to back reach the host
+/// in one input_required round, under the keys the upstream named; a retry lacking
+/// some answers is asked again for those only, under the same requestState; the full
+/// answers resume the upstream call; the spent requestState is then refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_asked_at_once_reach_a_modern_host_in_one_round() {
+    let mut h = bridged("round").await;
+    let tool = "test_input_required_result_multiple_inputs";
+    let v = call(&mut h, tool, all_caps(), json!({})).await;
+    let r = result(&v, "round 1");
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    let asks = r["inputRequests"].as_object().unwrap();
+    let mut keys: Vec<&str> = asks.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["client_roots", "greeting", "user_name"], "{r}");
+    assert_eq!(asks["user_name"]["method"], "elicitation/create");
+    assert_eq!(asks["greeting"]["method"], "sampling/createMessage");
+    assert_eq!(asks["client_roots"]["method"], "roots/list");
+    // The upstream's request id is not the host's business; its own key passes.
+    let meta = &asks["user_name"]["params"]["_meta"];
+    assert!(meta.get("mcpx/relatedRequestId").is_none(), "{r}");
+    assert_eq!(meta["mcpx/inputKey"], "user_name", "{r}");
+    let state = r["requestState"].as_str().unwrap().to_owned();
+
+    // Two of three answers: asked again for the third, same state (E-24).
+    let v = call(
+        &mut h,
+        tool,
+        all_caps(),
+        json!({"requestState": state, "inputResponses": {
+            "user_name": elicited(json!({"name": "Alice"})),
+            "greeting": sampled("Hello there!"),
+        }}),
+    )
+    .await;
+    let r = result(&v, "partial retry");
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    let asks = r["inputRequests"].as_object().unwrap();
+    assert_eq!(asks.keys().collect::<Vec<_>>(), ["client_roots"], "{r}");
+    assert_eq!(r["requestState"], state.as_str(), "{r}");
+
+    let v = call(
+        &mut h,
+        tool,
+        all_caps(),
+        json!({"requestState": state, "inputResponses": {"client_roots": roots()}}),
+    )
+    .await;
+    let r = result(&v, "final retry");
+    assert_ne!(r["resultType"], "input_required", "{r}");
+    assert_eq!(
+        text(r),
+        "name: Alice; greeting: Hello there!; roots: file:///bridge",
+        "{r}"
+    );
+
+    // Spent: the parked call is gone (E-13).
+    let v = call(
+        &mut h,
+        tool,
+        all_caps(),
+        json!({"requestState": state, "inputResponses": {"client_roots": roots()}}),
+    )
+    .await;
+    assert_eq!(error_code(&v, "spent state"), -32602, "{v}");
+    h.finish().await;
+}
+
+/// E-13, E-30: each round has its own requestState; a tampered one, a stale one, and
+/// a valid one presented with another request are refused with -32602, and the parked
+/// call still answers the right retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_round_has_its_own_state_bound_to_its_request() {
+    let mut h = bridged("rounds").await;
+    let tool = "test_input_required_result_multi_round";
+    let caps = json!({"elicitation": {}});
+    let v = call(&mut h, tool, caps.clone(), json!({})).await;
+    let r = result(&v, "round 1");
+    assert!(r["inputRequests"]["step1"].is_object(), "{r}");
+    let s1 = r["requestState"].as_str().unwrap().to_owned();
+
+    let v = call(
+        &mut h,
+        tool,
+        caps.clone(),
+        json!({"requestState": format!("{s1}-TAMPERED"), "inputResponses": {}}),
+    )
+    .await;
+    assert_eq!(error_code(&v, "tampered"), -32602, "{v}");
+    // The same state presented with another tool (E-30).
+    let v = call(
+        &mut h,
+        "test_input_required_result_elicitation",
+        caps.clone(),
+        json!({"requestState": s1, "inputResponses": {}}),
+    )
+    .await;
+    assert_eq!(error_code(&v, "other request"), -32602, "{v}");
+
+    let v = call(
+        &mut h,
+        tool,
+        caps.clone(),
+        json!({"requestState": s1, "inputResponses": {"step1": elicited(json!({"name": "Bo"}))}}),
+    )
+    .await;
+    let r = result(&v, "round 2");
+    assert!(r["inputRequests"]["step2"].is_object(), "{r}");
+    let s2 = r["requestState"].as_str().unwrap().to_owned();
+    assert_ne!(s1, s2);
+    let v = call(
+        &mut h,
+        tool,
+        caps.clone(),
+        json!({"requestState": s1, "inputResponses": {"step2": elicited(json!({"color": "red"}))}}),
+    )
+    .await;
+    assert_eq!(error_code(&v, "stale"), -32602, "{v}");
+    let v = call(
+        &mut h,
+        tool,
+        caps,
+        json!({"requestState": s2, "inputResponses": {"step2": elicited(json!({"color": "red"}))}}),
+    )
+    .await;
+    assert_eq!(text(result(&v, "round 3")), "Bo's favorite color is red");
+    h.finish().await;
+}
+
+/// E-25, E-24 (validation): answers sent ahead answer the upstream's question without
+/// a round; malformed inputResponses are -32602; a question the host did not declare
+/// the capability for is never put to it (the upstream hears -32601 and degrades, or
+/// fails with its own -32021, which reaches the modern host unchanged). The legacy
+/// upstream never sees inputResponses or requestState.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_ahead_undeclared_capabilities_and_bad_answers() {
+    let mut h = bridged("ahead").await;
+    let v = call(
+        &mut h,
+        "test_input_required_result_elicitation",
+        json!({"elicitation": {}}),
+        json!({"inputResponses": {
+            "user_name": elicited(json!({"name": "Alice"})),
+            "unknown_extra_key": {"action": "accept", "content": {}},
+        }}),
+    )
+    .await;
+    assert_eq!(text(result(&v, "ahead")), "Hello, Alice!", "{v}");
+
+    for bad in [json!(12345), json!({"user_name": 12345}), json!(null)] {
+        let v = call(
+            &mut h,
+            "test_input_required_result_elicitation",
+            json!({"elicitation": {}}),
+            json!({ "inputResponses": bad }),
+        )
+        .await;
+        assert_eq!(error_code(&v, "bad inputResponses"), -32602, "{bad}: {v}");
+    }
+
+    // Sampling only: the elicitation question is refused upstream, not put to the host.
+    let v = call(
+        &mut h,
+        "test_input_required_result_capabilities",
+        json!({"sampling": {}}),
+        json!({}),
+    )
+    .await;
+    let r = result(&v, "capabilities");
+    let asks = r["inputRequests"].as_object().unwrap();
+    assert_eq!(asks.keys().collect::<Vec<_>>(), ["capital_question"], "{r}");
+
+    let v = call(&mut h, "test_missing_capability", json!({}), json!({})).await;
+    assert_eq!(error_code(&v, "missing capability"), -32021, "{v}");
+    assert!(
+        v.pointer("/error/data/requiredCapabilities/sampling")
+            .is_some_and(Value::is_object),
+        "{v}"
+    );
+
+    let wire = h.finish().await;
+    let calls: Vec<Value> = wire
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["method"] == "tools/call")
+        .collect();
+    assert!(!calls.is_empty());
+    for c in &calls {
+        tap().validate_frame(R1125, &c.to_string()).unwrap();
+        assert!(c["params"].get("inputResponses").is_none(), "{c}");
+        assert!(c["params"].get("requestState").is_none(), "{c}");
+    }
+    // The refusal the upstream got for the undeclared elicitation was -32601.
+    let refused = wire
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .any(|v| v.pointer("/error/code") == Some(&json!(-32601)));
+    assert!(refused, "{wire:?}");
+}
+
+/// The same bridge on a prompt (E-26: prompts/get may answer input_required).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_can_ask_too() {
+    let mut h = bridged("prompt").await;
+    let mut meta = modern_meta("2026-07-28");
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
+    let params = json!({"name": "test_input_required_result_prompt", "_meta": meta});
+    let (v, _) = h.raw_request("prompts/get", params.clone()).await;
+    let r = result(&v, "prompt round 1");
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    let mut retry = params;
+    retry["requestState"] = r["requestState"].clone();
+    retry["inputResponses"] = json!({"user_context": elicited(json!({"context": "tests"}))});
+    let (v, _) = h.raw_request("prompts/get", retry).await;
+    let r = result(&v, "prompt round 2");
+    assert_eq!(
+        r["messages"][0]["content"]["text"], "Use this context: tests",
+        "{r}"
+    );
+    h.finish().await;
+}
