@@ -107,6 +107,12 @@ pub struct CallOptions {
     /// (stdio) may be attributed to this call when it is the only such call in flight.
     /// Off for long-lived calls such as `subscriptions/listen`.
     pub attribute_unsolicited: bool,
+    /// Whether the caller's `io.modelcontextprotocol/*` `_meta` keys are a 2026-07-28
+    /// envelope (a modern host's request), removed before a legacy upstream sees them.
+    /// `false` for a 2025-06-18-or-earlier host, whose such keys are its own opaque data
+    /// and reach a legacy upstream unchanged (register A-C9). A modern upstream never
+    /// gets the caller's envelope keys: mcpx writes its own.
+    pub caller_meta_is_envelope: bool,
 }
 
 impl Default for CallOptions {
@@ -121,6 +127,7 @@ impl Default for CallOptions {
             cancel: CancellationToken::new(),
             idempotent: false,
             attribute_unsolicited: true,
+            caller_meta_is_envelope: true,
         }
     }
 }
@@ -291,14 +298,16 @@ impl Connection {
         // The caller's own envelope (a host's 2026 `_meta` keys, its progress token)
         // means nothing upstream: mcpx writes the upstream's envelope itself.
         if let Some(Value::Object(m)) = obj.get_mut("_meta") {
-            for k in [
-                meta::PROTOCOL_VERSION,
-                meta::CLIENT_CAPABILITIES,
-                meta::CLIENT_INFO,
-                meta::LOG_LEVEL,
-                meta::PROGRESS_TOKEN,
-            ] {
-                m.remove(k);
+            m.remove(meta::PROGRESS_TOKEN);
+            if opts.caller_meta_is_envelope || facts.era == Era::Modern {
+                for k in [
+                    meta::PROTOCOL_VERSION,
+                    meta::CLIENT_CAPABILITIES,
+                    meta::CLIENT_INFO,
+                    meta::LOG_LEVEL,
+                ] {
+                    m.remove(k);
+                }
             }
             if m.is_empty() {
                 obj.remove("_meta");

@@ -112,6 +112,8 @@ pub struct Gateway {
     catalog: RwLock<Catalog>,
     /// List changes, for hosts (legacy sessions and modern listen streams).
     changes: broadcast::Sender<ListKind>,
+    /// Upstreams' `notifications/resources/updated`, for modern hosts' listen streams.
+    updates: broadcast::Sender<Frame>,
     /// Legacy host sessions seen, to tell them about list changes.
     legacy_peers: Mutex<Vec<Peer>>,
     /// The capabilities offered, kept current as upstreams connect (read per request).
@@ -306,6 +308,43 @@ fn take_question(
 /// How many `input_required` rounds mcpx answers for a legacy host before giving up.
 const MAX_INPUT_ROUNDS: usize = 10;
 
+/// Whether mcpx may send `method` to the legacy host of `call`:
+///
+/// * register A-C8 (every legacy basic/lifecycle §Initialization: the server "SHOULD
+///   NOT send requests other than pings and logging before receiving the initialized
+///   notification", read literally): no request but `ping` before the host's
+///   `notifications/initialized`; notifications are not restricted;
+/// * register E-2 (2025-11-25 basic/lifecycle §Operation: "Only use capabilities that
+///   were successfully negotiated"): `roots/list`, `sampling/createMessage` and
+///   `elicitation/create` only when the host declared `roots`, `sampling` or
+///   `elicitation` at `initialize` (`call.client_capabilities`, the session's).
+fn host_may_be_asked(call: &Call, method: &str) -> Result<(), (i64, String)> {
+    let Some(p) = &call.peer else {
+        return Ok(());
+    };
+    if method != "ping" && !p.is_initialized() {
+        return Err((
+            INTERNAL_ERROR,
+            format!(
+                "the client has not sent notifications/initialized, so it cannot be sent {method}"
+            ),
+        ));
+    }
+    let cap = match method {
+        "roots/list" => "roots",
+        "sampling/createMessage" => "sampling",
+        "elicitation/create" => "elicitation",
+        _ => return Ok(()),
+    };
+    if call.client_capabilities.get(cap).is_none() {
+        return Err((
+            INTERNAL_ERROR,
+            format!("the client did not declare the {cap} capability needed for {method}"),
+        ));
+    }
+    Ok(())
+}
+
 fn fault(code: i64, message: String, host: Revision) -> Fault {
     Fault::new(code, message, host)
 }
@@ -372,12 +411,14 @@ impl Gateway {
             })
             .collect();
         let (changes, _) = broadcast::channel(64);
+        let (updates, _) = broadcast::channel(64);
         Arc::new(Gateway {
             slots,
             config,
             era_cache,
             catalog: RwLock::new(Catalog::default()),
             changes,
+            updates,
             legacy_peers: Mutex::new(Vec::new()),
             stopping: tokio_util::sync::CancellationToken::new(),
             offered: Mutex::new(Offered::default()),
@@ -654,6 +695,75 @@ impl Gateway {
             .unwrap_or_default();
         for peer in peers {
             let _ = peer.notify(frame.clone()).await;
+        }
+        let _ = self.updates.send(frame.clone());
+    }
+
+    /// Subscribes mcpx at the upstream owning `uri` for a modern host's listen stream
+    /// (register D-C4): `resources/subscribe` on a legacy upstream, a listen of its own
+    /// with `resourceSubscriptions` on a modern one (ended by `stop`). `false` when no
+    /// upstream that declared `resources.subscribe` owns the URI.
+    async fn subscribe_upstream(
+        self: &Arc<Self>,
+        call: &Call,
+        uri: &str,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Option<usize> {
+        let i = self.route_uri(call, uri).ok()?;
+        let conn = self.connection(i).await.ok()?;
+        let facts = conn.facts();
+        let subscribable = facts
+            .capabilities
+            .pointer("/resources/subscribe")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if !subscribable {
+            return None;
+        }
+        if facts.era == Era::Legacy {
+            let params = json!({ "uri": uri }).to_string();
+            let f = conn
+                .call("resources/subscribe", Some(&params), CallOptions::default())
+                .await
+                .ok()?;
+            return f.result().is_some().then_some(i);
+        }
+        let params = json!({ "notifications": { "resourceSubscriptions": [uri] } }).to_string();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let opts = CallOptions {
+                timeout: LISTEN_LIFETIME,
+                max_time: LISTEN_LIFETIME,
+                attribute_unsolicited: false,
+                cancel: stop,
+                ..CallOptions::default()
+            };
+            if let Err(e) = conn.call("subscriptions/listen", Some(&params), opts).await {
+                tracing::debug!(upstream = conn.name(), "resource listen ended: {e}");
+            }
+        });
+        Some(i)
+    }
+
+    /// Ends what [`Gateway::subscribe_upstream`] began for a listen stream that ended: a
+    /// legacy upstream is unsubscribed unless a legacy host still holds the URI (modern
+    /// upstreams' listens end with the stream's token).
+    async fn unsubscribe_upstream(self: &Arc<Self>, i: usize, uri: &str) {
+        let held = self
+            .subscribers
+            .lock()
+            .map(|s| s.get(uri).is_some_and(|v| !v.is_empty()))
+            .unwrap_or(true);
+        let conn = self.slots[i].conn.lock().await.clone();
+        if let Some(conn) = conn.filter(|c| !held && c.facts().era == Era::Legacy) {
+            let params = json!({ "uri": uri }).to_string();
+            let _ = conn
+                .call(
+                    "resources/unsubscribe",
+                    Some(&params),
+                    CallOptions::default(),
+                )
+                .await;
         }
     }
 
@@ -1116,6 +1226,7 @@ impl Gateway {
                 cancel: call.cancel.clone(),
                 idempotent,
                 attribute_unsolicited: true,
+                caller_meta_is_envelope: host_modern,
             };
             let outcome = {
                 let fut = conn.call(method, Some(&text), opts);
@@ -1236,6 +1347,7 @@ impl Gateway {
             cancel: cancel.clone(),
             idempotent,
             attribute_unsolicited: true,
+            caller_meta_is_envelope: true,
         };
         // inputResponses and requestState are mcpx's to consume: a legacy revision
         // has neither.
@@ -1479,6 +1591,7 @@ impl Gateway {
                 ),
             ));
         }
+        host_may_be_asked(call, method)?;
         let mut params = params.unwrap_or(json!({}));
         if method == "elicitation/create" {
             let url_mode = params.get("mode").and_then(Value::as_str) == Some("url");
@@ -1640,6 +1753,7 @@ impl Gateway {
                 ),
             ));
         }
+        host_may_be_asked(call, method)?;
         let mut params = params.unwrap_or(json!({}));
         stamp_related(&mut params, &call.id);
         let raw = RawValue::from_string(params.to_string())
@@ -1666,7 +1780,7 @@ impl Gateway {
 
     /// `subscriptions/listen` from a modern host: acknowledge the kinds mcpx can deliver,
     /// then deliver them, tagged with the listen id, until the host cancels.
-    async fn listen(&self, call: &Call) -> Result<Reply, Fault> {
+    async fn listen(self: &Arc<Self>, call: &Call) -> Result<Reply, Fault> {
         let params: Value = call
             .params
             .as_deref()
@@ -1682,6 +1796,30 @@ impl Gateway {
         ] {
             if want(k) {
                 granted.insert(k.to_owned(), json!(true));
+            }
+        }
+        // D-C4 (2026-07-28 server/resources §Capabilities, schema SubscriptionFilter):
+        // a modern host subscribes to resources with `resourceSubscriptions`; mcpx
+        // subscribes at the owning upstreams and grants the URIs it could.
+        let stop = tokio_util::sync::CancellationToken::new();
+        let _stop_upstream_listens = stop.clone().drop_guard();
+        let mut urx = self.updates.subscribe();
+        let mut watched: Vec<(String, usize)> = Vec::new();
+        if let Some(uris) = requested
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+        {
+            for uri in uris.iter().filter_map(Value::as_str) {
+                if watched.iter().any(|(u, _)| u == uri) {
+                    continue;
+                }
+                if let Some(i) = self.subscribe_upstream(call, uri, &stop).await {
+                    watched.push((uri.to_owned(), i));
+                }
+            }
+            if !watched.is_empty() {
+                let uris: Vec<&str> = watched.iter().map(|(u, _)| u.as_str()).collect();
+                granted.insert("resourceSubscriptions".to_owned(), json!(uris));
             }
         }
         let sub_id = match &call.id {
@@ -1729,7 +1867,27 @@ impl Gateway {
                         let _ = call.ctx.notify(Frame::notification(kind.changed_notification(), Some(&raw(&p)?))).await;
                     }
                 }
+                update = urx.recv(), if !watched.is_empty() => {
+                    let frame = match update {
+                        Ok(f) => f,
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => break,
+                    };
+                    let uri = frame
+                        .params()
+                        .and_then(|p| mcpx_protocol::jsonrpc::member(p, "uri"))
+                        .and_then(|u| serde_json::from_str::<String>(u).ok())
+                        .unwrap_or_default();
+                    if watched.iter().any(|(u, _)| *u == uri) {
+                        // Tagged with this listen's id, not the upstream's.
+                        let p = json!({ "uri": uri, "_meta": tag });
+                        let _ = call.ctx.notify(Frame::notification("notifications/resources/updated", Some(&raw(&p)?))).await;
+                    }
+                }
             }
+        }
+        for (uri, i) in &watched {
+            self.unsubscribe_upstream(*i, uri).await;
         }
         // A graceful end (2026-07-28 basic/patterns/subscriptions §Graceful Closure).
         Ok(Reply {

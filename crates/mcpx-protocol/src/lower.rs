@@ -79,7 +79,7 @@ pub fn lower_result_stamped<'a>(
     let obj = v
         .as_object_mut()
         .ok_or_else(|| err("a result must be a JSON object".to_owned()))?;
-    let mut changed = envelope(obj, method, to);
+    let mut changed = envelope(obj, method, from, to);
     if let (Some(info), true) = (stamp.server_info, to.facts().result_type) {
         let meta = obj
             .entry("_meta")
@@ -140,7 +140,7 @@ fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>) -> Option<String> {
 }
 
 /// Adds or removes the 2026 result envelope. Returns whether anything changed.
-fn envelope(obj: &mut Map<String, Value>, method: &str, to: Revision) -> bool {
+fn envelope(obj: &mut Map<String, Value>, method: &str, from: Revision, to: Revision) -> bool {
     let mut changed = false;
     if to.facts().result_type {
         let complete = match obj.get("resultType") {
@@ -166,8 +166,15 @@ fn envelope(obj: &mut Map<String, Value>, method: &str, to: Revision) -> bool {
             changed |= obj.remove(k).is_some();
         }
         // The 2026 result `_meta` keys describe the sender in 2026 terms; a legacy
-        // receiver has its server's identity from `initialize` (A-C17, D-C12).
-        if let Some(Value::Object(m)) = obj.get_mut("_meta") {
+        // receiver has its server's identity from `initialize` (A-C17, D-C12). Only a
+        // result written in a revision that defines the key carries it as protocol data:
+        // from a 2025-06-18 or earlier sender it is that sender's own, opaque `_meta`
+        // and passes unchanged (register A-C9; 2025-06-18 basic/index §_meta does not
+        // reserve `io.modelcontextprotocol/`).
+        if let (true, Some(Value::Object(m))) = (
+            crate::meta::protocol_keys(from).contains(&crate::meta::SERVER_INFO),
+            obj.get_mut("_meta"),
+        ) {
             changed |= m.remove(crate::meta::SERVER_INFO).is_some();
             if m.is_empty() {
                 obj.remove("_meta");
@@ -403,6 +410,46 @@ mod tests {
         );
         let v = lower("tools/list", list, V2026_07_28, V2024_11_05);
         assert!(v["tools"][0].get("outputSchema").is_none());
+    }
+
+    #[test]
+    fn server_info_meta_is_protocol_data_only_from_modern_senders() {
+        // A-C9: from a 2025-06-18 sender the key is its own data and passes unchanged.
+        let raw = r#"{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"own"}}}"#;
+        let v = lower("tools/call", raw, V2025_06_18, V2025_03_26);
+        assert_eq!(
+            v["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "own"
+        );
+        // From a 2026-07-28 sender it is the sender's identity: removed for legacy.
+        let v = lower("tools/call", raw, V2026_07_28, V2025_03_26);
+        assert!(v.get("_meta").is_none(), "{v}");
+    }
+
+    #[test]
+    fn embedded_resources_without_mime_type_pass_and_prompt_links_lower() {
+        // D-C8: no mimeType is added or required; D-C9: resource_link in prompts.
+        let raw = r#"{"messages":[{"role":"user","content":{"type":"resource_link","uri":"test://l","name":"l"}},{"role":"user","content":{"type":"resource","resource":{"uri":"test://r","text":"t"}}}]}"#;
+        for to in [
+            V2024_11_05,
+            V2025_03_26,
+            V2025_06_18,
+            V2025_11_25,
+            V2026_07_28,
+        ] {
+            let v = lower("prompts/get", raw, V2025_06_18, to);
+            assert_eq!(
+                v["messages"][1]["content"],
+                json!({"type":"resource","resource":{"uri":"test://r","text":"t"}}),
+                "{to}"
+            );
+            let link = &v["messages"][0]["content"];
+            if to >= V2025_06_18 {
+                assert_eq!(link["type"], "resource_link", "{to}");
+            } else {
+                assert_eq!(link["text"], "[resource link: l <test://l>]", "{to}");
+            }
+        }
     }
 
     #[test]

@@ -20,7 +20,9 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use mcpx_protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND, translate_code};
+use mcpx_protocol::error::{
+    INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED, translate_code,
+};
 use mcpx_protocol::jsonrpc::member;
 use mcpx_protocol::lower::{Stamp, lower_result_stamped};
 use mcpx_protocol::method::client_may_send;
@@ -123,13 +125,37 @@ pub struct ProgressSink {
     ctx: RequestCtx,
     token: Box<RawValue>,
     keep_message: bool,
+    /// The last progress value relayed for this token.
+    last: Arc<Mutex<Option<f64>>>,
 }
 
 impl ProgressSink {
     /// Relays one progress notification. `message` is dropped for a 2024-11-05 host
     /// only when the spec policy makes 2024-11-05 dominate (its schema has no
     /// `message`; every later revision does: register, "Decided by those settings").
+    ///
+    /// Register C-C7: the prose governs over the schema's lowercase "should" (every
+    /// revision's basic/utilities/progress: "The progress value MUST increase with each
+    /// notification"), so a value that does not exceed the last one relayed for this
+    /// token is dropped with a warning.
     pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        {
+            let Ok(mut last) = self.last.lock() else {
+                return;
+            };
+            if let Some(l) = *last
+                && progress.partial_cmp(&l) != Some(std::cmp::Ordering::Greater)
+            {
+                tracing::warn!(
+                    progress,
+                    last = l,
+                    token = %self.token,
+                    "dropped a progress notification that does not increase"
+                );
+                return;
+            }
+            *last = Some(progress);
+        }
         let mut p = json!({ "progressToken": self.token, "progress": progress });
         if let Some(t) = total {
             p["total"] = json!(t);
@@ -333,12 +359,21 @@ impl<B: Backend> Seam<B> {
             return self.ok(id, method, &result, host);
         }
         let code = translate_code(f.code, method, f.from, host);
-        let message = if code == f.code || f.code == mcpx_protocol::error::RESOURCE_NOT_FOUND_LEGACY
-        {
-            f.message
-        } else {
-            format!("{} (error {} from the upstream)", f.message, f.code)
-        };
+        let mut message =
+            if code == f.code || f.code == mcpx_protocol::error::RESOURCE_NOT_FOUND_LEGACY {
+                f.message
+            } else {
+                format!("{} (error {} from the upstream)", f.message, f.code)
+            };
+        if f.code == URL_ELICITATION_REQUIRED && code != f.code {
+            // Register A-C11: -32042 exists only in 2025-11-25 (2026-07-28 basic/index
+            // §Error codes: MUST NOT emit it); other hosts get an error whose message
+            // carries the URLs the user is asked to open.
+            let urls = elicitation_urls(f.data.as_ref());
+            if !urls.is_empty() {
+                message = format!("{message}; open {} to continue", urls.join(", "));
+            }
+        }
         Frame::error_response(Some(id), code, &message, f.data.as_ref())
     }
 
@@ -493,6 +528,7 @@ impl<B: Backend> Seam<B> {
             .map(|t| ProgressSink {
                 ctx: ctx.clone(),
                 token: raw_str(t),
+                last: Arc::default(),
                 keep_message: !(host == Revision::V2024_11_05 && self.policy.dominates(host)),
             });
         let log = threshold.map(|threshold| LogSink {
@@ -524,6 +560,19 @@ impl<B: Backend> Seam<B> {
             Err(f) => self.fault(&id, &method, f, host),
         }
     }
+}
+
+/// The URLs of a 2025-11-25 `URLElicitationRequiredError`'s `data.elicitations`.
+fn elicitation_urls(data: Option<&Value>) -> Vec<String> {
+    data.and_then(|d| d.get("elicitations"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e.get("url").and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn raw_str(s: &str) -> Box<RawValue> {

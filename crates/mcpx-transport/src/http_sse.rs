@@ -288,6 +288,7 @@ async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame:
                         outbound: session.out.clone(),
                         pending: session.pending.clone(),
                         initialize_params,
+                        initialized: Arc::default(),
                     });
                 }
                 session.send(response).await;
@@ -312,6 +313,9 @@ async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame:
                 .flatten()
             {
                 session.inflight.cancel(&id);
+            }
+            if let Some(p) = &peer {
+                p.observe(&frame);
             }
             app.service
                 .notification(Incoming { frame, verdict }, peer)

@@ -15,6 +15,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mcpx_protocol::{Frame, Revision, Verdict};
@@ -153,6 +154,8 @@ pub struct Peer {
     pub(crate) pending: Arc<Pending>,
     /// The `params` of the `initialize` request that opened the session.
     pub(crate) initialize_params: Option<Arc<str>>,
+    /// The client sent `notifications/initialized` on this connection.
+    pub(crate) initialized: Arc<AtomicBool>,
 }
 
 impl Peer {
@@ -160,6 +163,20 @@ impl Peer {
     /// client's capabilities and info live there for the whole session).
     pub fn initialize_params(&self) -> Option<&str> {
         self.initialize_params.as_deref()
+    }
+
+    /// Whether the client has sent `notifications/initialized`. Before it, every legacy
+    /// basic/lifecycle §Initialization says the server "SHOULD NOT send requests other
+    /// than pings and logging" (register A-C8, read literally: requests only).
+    pub fn is_initialized(&self) -> bool {
+        self.initialized.load(Ordering::Acquire)
+    }
+
+    /// Records `frame` if it is the client's `notifications/initialized`.
+    pub(crate) fn observe(&self, frame: &Frame) {
+        if frame.method() == Some("notifications/initialized") {
+            self.initialized.store(true, Ordering::Release);
+        }
     }
 
     /// The negotiated revision.

@@ -233,6 +233,9 @@ impl<S: Service> Conn<S> {
                     Verdict::Legacy { .. } => self.peer(),
                     Verdict::Modern { .. } => None,
                 };
+                if let Some(p) = &peer {
+                    p.observe(&frame);
+                }
                 self.service
                     .notification(Incoming { frame, verdict }, peer)
                     .await;
@@ -324,6 +327,7 @@ impl<S: Service> Conn<S> {
                 outbound: self.out.clone(),
                 pending: self.pending.clone(),
                 initialize_params,
+                initialized: Arc::default(),
             });
         }
     }

@@ -499,6 +499,7 @@ async fn legacy_post<S: Service>(
                 session.inflight.cancel(&id);
             }
             let peer = session.peer.clone();
+            peer.observe(&frame);
             app.service
                 .notification(Incoming { frame, verdict }, Some(peer))
                 .await;
@@ -574,6 +575,7 @@ async fn initialize<S: Service>(app: &Arc<App<S>>, frame: Frame, verdict: Verdic
             outbound: out_tx,
             pending: Arc::new(Pending::new(cfg.max_pending)),
             initialize_params,
+            initialized: Arc::default(),
         },
         inflight: InFlight::default(),
         log: Mutex::new(Log {
