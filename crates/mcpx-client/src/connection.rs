@@ -132,20 +132,40 @@ impl Default for CallOptions {
     }
 }
 
-/// Methods whose re-issue is always safe: they only read (B-C10).
+/// Methods whose re-issue is always safe: they only read (B-C10: every `*/list`,
+/// `*/read` and `*/get`, `server/discover`, `completion/complete`).
 fn idempotent_method(method: &str) -> bool {
-    matches!(
-        method,
-        "server/discover"
-            | "tools/list"
-            | "prompts/list"
-            | "prompts/get"
-            | "resources/list"
-            | "resources/templates/list"
-            | "resources/read"
-            | "completion/complete"
-            | "ping"
-    )
+    matches!(method, "server/discover" | "completion/complete" | "ping")
+        || method.ends_with("/list")
+        || method.ends_with("/read")
+        || method.ends_with("/get")
+}
+
+/// Checks a result's `resultType` (register A-C22). Absent means `"complete"` in every
+/// case; `"complete"` and `"input_required"` are known; `"task"` only when the request
+/// declared the tasks extension; any other value "MUST be considered invalid"
+/// (2026-07-28 basic/index §resultType).
+fn check_result_type(frame: &Frame, client_capabilities: &Value) -> Result<(), String> {
+    let Some(raw) = frame
+        .result()
+        .and_then(|r| mcpx_protocol::jsonrpc::member(r, "resultType"))
+    else {
+        return Ok(());
+    };
+    let tasks = client_capabilities
+        .get("extensions")
+        .and_then(|e| e.get(mcpx_protocol::method::TASKS_EXTENSION))
+        .is_some();
+    match serde_json::from_str::<Value>(raw) {
+        Ok(Value::String(t)) if t == "complete" || t == "input_required" => Ok(()),
+        Ok(Value::String(t)) if t == "task" && tasks => Ok(()),
+        Ok(Value::String(t)) if t == "task" => Err(
+            "the result has resultType \"task\", but mcpx did not declare the io.modelcontextprotocol/tasks extension on that request".to_owned(),
+        ),
+        _ => Err(format!(
+            "the result has resultType {raw}, which mcpx does not recognise (2026-07-28 basic/index: such a result is invalid)"
+        )),
+    }
 }
 
 /// Frames the dispatcher routes to one call.
@@ -256,7 +276,11 @@ impl Connection {
         self.inner.up.close().await;
     }
 
-    fn next_id(&self) -> i64 {
+    /// The next request id. Ids come from one counter per connection and are never
+    /// reused while it lives, in either era (register A-C2: the legacy rule, unique in
+    /// the session, satisfies the 2026-07-28 one, unique among requests in flight, and a
+    /// stale `subscriptionId` can then never name a newer listen).
+    pub(crate) fn next_id(&self) -> i64 {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
@@ -269,6 +293,12 @@ impl Connection {
             }
             (s, _) => s,
         };
+        if matches!(source, TransportError::Auth { .. }) {
+            return ClientError::Unauthorized {
+                upstream: self.inner.name.clone(),
+                source,
+            };
+        }
         ClientError::Transport {
             upstream: self.inner.name.clone(),
             source,
@@ -463,7 +493,16 @@ impl Connection {
                 }
                 Err(Attempt::StreamBroke(e)) => return Err(self.transport_err(e)),
                 Err(Attempt::Failed(e)) => return Err(e),
-                Ok(frame) => return Ok(frame),
+                Ok(frame) => {
+                    if let Err(message) = check_result_type(&frame, &opts.client_capabilities) {
+                        tracing::warn!(upstream = %self.inner.name, method, "invalid result: {message}");
+                        return Err(ClientError::Protocol {
+                            upstream: self.inner.name.clone(),
+                            message: format!("{method}: {message}"),
+                        });
+                    }
+                    return Ok(frame);
+                }
             }
         }
     }
@@ -900,10 +939,26 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
                     crate::connection::cancelled_id(&frame)
                         .and_then(|id| routes.by_id.get(&id).cloned())
                 }
-                (Kind::Notification, _) => {
-                    let _ = inner.changes.send(frame.clone());
-                    None
-                }
+                // A notification tagged with a subscriptionId belongs to that listen
+                // (2026-07-28 schema NotificationMetaObject); one naming no open listen
+                // is stale and dropped (register A-C2: ids are never reused, so it
+                // cannot be mistaken for a newer listen's).
+                (Kind::Notification, _) => match frame.params_meta(meta::SUBSCRIPTION_ID) {
+                    Some(raw) => {
+                        let open = raw
+                            .parse::<i64>()
+                            .ok()
+                            .and_then(|id| routes.by_id.get(&id).cloned());
+                        if open.is_none() {
+                            tracing::debug!(upstream = %inner.name, subscription = raw, "dropped a notification for no open listen");
+                        }
+                        open
+                    }
+                    None => {
+                        let _ = inner.changes.send(frame.clone());
+                        None
+                    }
+                },
                 _ => None,
             }
         };
@@ -919,5 +974,61 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
             }
             None => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// B-C10: which methods are re-issued after a broken modern stream without
+    /// knowing anything about the tool.
+    #[test]
+    fn idempotent_methods() {
+        for m in [
+            "server/discover",
+            "completion/complete",
+            "tools/list",
+            "prompts/list",
+            "resources/list",
+            "resources/templates/list",
+            "resources/read",
+            "prompts/get",
+            "tasks/get",
+        ] {
+            assert!(idempotent_method(m), "{m}");
+        }
+        for m in [
+            "tools/call",
+            "subscriptions/listen",
+            "resources/subscribe",
+            "tasks/cancel",
+            "tasks/update",
+            "logging/setLevel",
+        ] {
+            assert!(!idempotent_method(m), "{m}");
+        }
+    }
+
+    /// A-C22: absent is "complete"; "task" needs the declared extension.
+    #[test]
+    fn result_types() {
+        let r = |t: &str| {
+            let raw = RawValue::from_string(t.to_owned()).unwrap();
+            Frame::result_response(&Id::Number(1), &raw)
+        };
+        let none = json!({});
+        let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+        assert!(check_result_type(&r("{}"), &none).is_ok());
+        assert!(check_result_type(&r(r#"{"resultType":"complete"}"#), &none).is_ok());
+        assert!(check_result_type(&r(r#"{"resultType":"input_required"}"#), &none).is_ok());
+        assert!(check_result_type(&r(r#"{"resultType":"task"}"#), &none).is_err());
+        assert!(check_result_type(&r(r#"{"resultType":"task"}"#), &tasks).is_ok());
+        let e = check_result_type(&r(r#"{"resultType":"Complete"}"#), &tasks).unwrap_err();
+        assert!(e.contains("\"Complete\""), "{e}");
+        assert!(check_result_type(&r(r#"{"resultType":null}"#), &none).is_err());
+        // An error response has no result to check.
+        let err = Frame::error_response(Some(&Id::Number(1)), -32603, "x", None);
+        assert!(check_result_type(&err, &none).is_ok());
     }
 }

@@ -16,8 +16,20 @@ pub enum ClientError {
         /// What happened.
         source: TransportError,
     },
+    /// The upstream refused mcpx's credential (HTTP 401, or 403 `insufficient_scope`).
+    /// The connection itself is fine; mcpx runs no authorization flow, so the operator
+    /// must configure the upstream's `headers` (registers B-C15, B-C18).
+    #[error("upstream {upstream}: {source}")]
+    Unauthorized {
+        /// The upstream's name.
+        upstream: String,
+        /// The transport's [`TransportError::Auth`], with the challenge.
+        source: TransportError,
+    },
     /// No answer within the timeout (which progress resets).
-    #[error("upstream {upstream} did not answer {method} within {after:?}")]
+    #[error(
+        "upstream request timed out: upstream {upstream} did not answer {method} within {after:?}"
+    )]
     Timeout {
         /// The upstream's name.
         upstream: String,

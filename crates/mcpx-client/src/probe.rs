@@ -581,7 +581,9 @@ pub(crate) async fn reinitialise(conn: &Connection) -> Result<(), ClientError> {
         )
     };
     tracing::info!(upstream = %inner.name, "session expired; initialising again");
-    match initialize(&target, &inner.up, 0).await? {
+    // A new session, but the same connection: its id comes from the connection's
+    // counter like every other (register A-C2).
+    match initialize(&target, &inner.up, conn.next_id()).await? {
         Some(facts) => {
             if let Ok(mut f) = inner.facts.lock() {
                 *f = std::sync::Arc::new(facts);

@@ -17,6 +17,8 @@
 //! * [`error`]: error codes and which era may emit which.
 //! * [`meta`]: protocol `_meta` keys and reserved prefixes.
 //! * [`header`]: the 2026-07-28 HTTP request headers, built and validated.
+//! * [`auth`]: an upstream's `WWW-Authenticate` challenge, read and explained (mcpx
+//!   runs no authorization flow).
 //! * [`logging`]: log levels.
 //! * [`lower`]: results reshaped for the receiver's revision, in one place.
 //! * [`classify`]: the era and revision of an incoming message (stdio and HTTP).
@@ -24,6 +26,7 @@
 //! * [`dispositions`]: the dispositions registry.
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod classify;
 pub mod codec;
 pub mod dispositions;

@@ -27,6 +27,17 @@ pub enum TransportError {
         /// The JSON-RPC error code in the body, if the body is a JSON-RPC error.
         code: Option<i64>,
     },
+    /// The upstream refused the credential: a 401, or a 403 carrying a
+    /// `WWW-Authenticate` challenge (`insufficient_scope`). mcpx runs no authorization
+    /// flow, so this is reported with what the challenge says (registers B-C15, B-C18;
+    /// [`mcpx_protocol::auth::explain`]), never acted on.
+    #[error("{}", mcpx_protocol::auth::explain(*.status, .challenge.as_deref()))]
+    Auth {
+        /// 401 or 403.
+        status: u16,
+        /// The `WWW-Authenticate` value, if any.
+        challenge: Option<String>,
+    },
     /// A legacy request carrying a session got 404: the session has expired and the
     /// client must initialise again (2025-03-26..2025-11-25 §Session Management).
     #[error("session expired (HTTP 404 on a request carrying Mcp-Session-Id)")]
@@ -69,7 +80,9 @@ impl TransportError {
     /// The HTTP status, if this is an HTTP error.
     pub fn http_status(&self) -> Option<u16> {
         match self {
-            TransportError::Http { status, .. } => Some(*status),
+            TransportError::Http { status, .. } | TransportError::Auth { status, .. } => {
+                Some(*status)
+            }
             _ => None,
         }
     }

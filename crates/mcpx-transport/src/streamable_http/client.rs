@@ -198,9 +198,19 @@ pub(crate) fn jsonrpc_error_code(body: &str) -> Option<i64> {
     v.get("error")?.get("code")?.as_i64()
 }
 
-/// A non-2xx response as a [`TransportError::Http`], with a bounded body.
+/// A non-2xx response as a [`TransportError::Http`], with a bounded body; a 401, or a
+/// 403 with a `WWW-Authenticate` challenge, as a [`TransportError::Auth`] carrying the
+/// challenge (mcpx reports it and does nothing else: no discovery, no retry; registers
+/// B-C15, B-C18).
 pub(crate) async fn http_error(resp: Response, max_body: usize) -> TransportError {
     let status = resp.status().as_u16();
+    let challenge = resp
+        .headers()
+        .get(reqwest::header::WWW_AUTHENTICATE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    if status == 401 || (status == 403 && challenge.is_some()) {
+        return TransportError::Auth { status, challenge };
+    }
     let body = match read_bounded(resp, max_body).await {
         Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) => format!("(body unreadable: {e})"),
