@@ -25,6 +25,10 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// The bad upstream's `callTimeoutMs`.
 const CALL_TIMEOUT: Duration = Duration::from_millis(1500);
+/// How late past the timeout an answer may come and still count as "within the
+/// timeout": a loaded 2-core machine (CI runs builds beside the tests) delays wake-ups
+/// by a second or more; a hang is what this bound catches, not speed.
+const SLACK: Duration = Duration::from_secs(5);
 /// The configured `mcpx.limits.maxFrameBytes`.
 const MAX_FRAME: usize = 65536;
 
@@ -381,7 +385,7 @@ async fn hang(rev: Revision) {
         "{msg}"
     );
     assert!(
-        elapsed >= CALL_TIMEOUT - Duration::from_millis(100) && elapsed < 2 * CALL_TIMEOUT,
+        elapsed >= CALL_TIMEOUT - Duration::from_millis(100) && elapsed < CALL_TIMEOUT + SLACK,
         "timeout error after {elapsed:?}"
     );
 
@@ -425,7 +429,7 @@ async fn upstream_garbage() {
         e["message"].as_str().unwrap().contains("did not answer"),
         "{r}"
     );
-    assert!(start.elapsed() < 2 * CALL_TIMEOUT, "{:?}", start.elapsed());
+    assert!(start.elapsed() < CALL_TIMEOUT + SLACK, "{:?}", start.elapsed());
 
     host.good_works().await;
     let r = host.tool("bad__boom", json!({"mode": "ok"})).await;
