@@ -457,3 +457,173 @@ async fn a_prompt_can_ask_too() {
     );
     h.finish().await;
 }
+
+/// E-6, E-24 (timeouts): a modern host that never retries leaves the legacy upstream's
+/// questions unanswered only until askTimeoutMs: then an elicitation is answered
+/// `cancel`, a sampling request -32603, and the requestState is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_questions_expire() {
+    let mut config = example(R1125);
+    config["mcpx"] = json!({"limits": {"askTimeoutMs": 400}});
+    let mut h = Host::start("expire", &config, R2026).await;
+    let v = call(
+        &mut h,
+        "test_input_required_result_elicitation",
+        all_caps(),
+        json!({}),
+    )
+    .await;
+    let state = result(&v, "elicitation")["requestState"].clone();
+    let v = call(
+        &mut h,
+        "test_input_required_result_sampling",
+        all_caps(),
+        json!({}),
+    )
+    .await;
+    assert_eq!(result(&v, "sampling")["resultType"], "input_required");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let v = call(
+        &mut h,
+        "test_input_required_result_elicitation",
+        all_caps(),
+        json!({"requestState": state,
+               "inputResponses": {"user_name": elicited(json!({"name": "Late"}))}}),
+    )
+    .await;
+    assert_eq!(error_code(&v, "expired"), -32602, "{v}");
+    let wire: Vec<Value> = h
+        .finish()
+        .await
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // mcpx's answers to the upstream's two requests (ids the upstream chose).
+    let answers: Vec<&Value> = wire
+        .iter()
+        .filter(|v| v.get("method").is_none() && v.get("id").is_some())
+        .collect();
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["result"] == json!({"action": "cancel"})),
+        "{answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .any(|a| a.pointer("/error/code") == Some(&json!(-32603))),
+        "{answers:?}"
+    );
+    for a in answers {
+        tap().validate_frame(R1125, &a.to_string()).unwrap();
+    }
+}
+
+/// E-6: a legacy host that refuses a modern upstream's question fails the call with
+/// -32603 carrying its refusal, and mcpx does not retry the upstream call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_host_refusing_a_question_fails_the_call() {
+    let mut h = Host::start("refuse", &example(R2026), R1125).await;
+    h.initialize(json!({"sampling": {}})).await;
+    let tool = "test_input_required_result_sampling";
+    h.send(
+        &json!({"jsonrpc": "2.0", "id": "call", "method": "tools/call",
+                   "params": {"name": tool, "arguments": {}}}),
+    )
+    .await;
+    let response = loop {
+        let line = h.next_line("tools/call").await;
+        tap().validate_frame(R1125, &line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["method"] == "sampling/createMessage" {
+            h.send(&json!({"jsonrpc": "2.0", "id": v["id"],
+                           "error": {"code": -32000, "message": "the user said no"}}))
+                .await;
+        } else if v["id"] == "call" {
+            break v;
+        }
+    };
+    assert_eq!(error_code(&response, "refused"), -32603, "{response}");
+    let msg = response
+        .pointer("/error/message")
+        .unwrap()
+        .as_str()
+        .unwrap();
+    assert!(msg.contains("the user said no"), "{msg}");
+    let calls = h
+        .finish()
+        .await
+        .iter()
+        .filter(|l| l.contains("\"tools/call\"") && l.contains(tool))
+        .count();
+    assert_eq!(calls, 1, "the upstream call was retried");
+}
+
+/// A legacy upstream that asks an elicitation while answering completion/complete,
+/// and completes with the error code its question got.
+const ASKS_DURING_COMPLETION: &str = r#"out() { printf '%s\n' "$1"; }
+cid=0
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | grep -o '"id":[0-9][0-9]*' | head -n 1 | cut -d: -f2)
+  case "$line" in
+    *'"id":"ask-1"'*)
+      code=$(printf '%s' "$line" | grep -o '"code":-[0-9]*' | head -n 1 | cut -d: -f2)
+      out '{"jsonrpc":"2.0","id":'"$cid"',"result":{"completion":{"values":["'"$code"'"],"hasMore":false}}}' ;;
+    *'"method":"server/discover"'*)
+      out '{"jsonrpc":"2.0","id":'"$id"',"error":{"code":-32601,"message":"Method not found"}}' ;;
+    *'"method":"initialize"'*)
+      out '{"jsonrpc":"2.0","id":'"$id"',"result":{"protocolVersion":"2025-06-18","capabilities":{"prompts":{},"completions":{}},"serverInfo":{"name":"fake","version":"1"}}}' ;;
+    *'"method":"prompts/list"'*)
+      out '{"jsonrpc":"2.0","id":'"$id"',"result":{"prompts":[{"name":"p","arguments":[{"name":"a"}]}]}}' ;;
+    *'"method":"completion/complete"'*)
+      cid=$id
+      out '{"jsonrpc":"2.0","id":"ask-1","method":"elicitation/create","params":{"message":"?","requestedSchema":{"type":"object","properties":{}}}}' ;;
+    *) [ -n "$id" ] && out '{"jsonrpc":"2.0","id":'"$id"',"result":{}}' ;;
+  esac
+done"#;
+
+/// E-26: only tools/call, prompts/get and resources/read can answer input_required; a
+/// legacy upstream's question during another request of a modern host is refused
+/// upstream with -32603 (the host declared elicitation, so it is not E-25's -32601).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_only_during_requests_that_can_answer_input_required() {
+    let config =
+        json!({"mcpServers": {"up": {"command": "sh", "args": ["-c", ASKS_DURING_COMPLETION]}}});
+    let mut h = Host::start("e26", &config, R2026).await;
+    let mut meta = modern_meta("2026-07-28");
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
+    let (v, notes) = h
+        .raw_request(
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "p"},
+                   "argument": {"name": "a", "value": ""}, "_meta": meta}),
+        )
+        .await;
+    assert!(notes.iter().all(|n| n.get("id").is_none()), "{notes:?}");
+    let r = result(&v, "completion");
+    assert_ne!(r["resultType"], "input_required", "{r}");
+    assert_eq!(r["completion"]["values"], json!(["-32603"]), "{r}");
+    h.finish().await;
+}
+
+/// E-25 (legacy half): a modern upstream's -32021 reaches a legacy host, whose revision
+/// has no such code, as -32603 with data.requiredCapabilities kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_capability_reaches_a_legacy_host_as_internal_error() {
+    let mut h = Host::start("e25-legacy", &example(R2026), R1125).await;
+    h.initialize(json!({})).await;
+    let (v, _) = h
+        .raw_request(
+            "tools/call",
+            json!({"name": "test_missing_capability", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(error_code(&v, "legacy -32021"), -32603, "{v}");
+    assert!(
+        v.pointer("/error/data/requiredCapabilities/sampling")
+            .is_some_and(Value::is_object),
+        "{v}"
+    );
+    h.finish().await;
+}

@@ -429,7 +429,11 @@ async fn upstream_garbage() {
         e["message"].as_str().unwrap().contains("did not answer"),
         "{r}"
     );
-    assert!(start.elapsed() < CALL_TIMEOUT + SLACK, "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < CALL_TIMEOUT + SLACK,
+        "{:?}",
+        start.elapsed()
+    );
 
     host.good_works().await;
     let r = host.tool("bad__boom", json!({"mode": "ok"})).await;
