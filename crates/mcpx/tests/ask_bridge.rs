@@ -6,193 +6,13 @@
 //! 2026-07-28 schema; each test names the register ids it proves.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
-use mcpx_protocol::{Era, Revision};
 use mcpx_testkit::tap::tap;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-const R1125: Revision = Revision::V2025_11_25;
-const R2026: Revision = Revision::V2026_07_28;
-
-struct Host {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
-    rev: Revision,
-    next_id: i64,
-    dir: PathBuf,
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mcpx-ask-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A config with one upstream: `mcpx example-server --revision <rev>`.
-fn example(rev: Revision) -> Value {
-    json!({"mcpServers": {"up": {
-        "command": env!("CARGO_BIN_EXE_mcpx"),
-        "args": ["example-server", "--revision", rev.as_str()],
-    }}})
-}
-
-/// A config with one scripted upstream (`sh -c script`).
-fn scripted(script: &str) -> Value {
-    json!({"mcpServers": {"up": {"command": "sh", "args": ["-c", script]}}})
-}
-
-fn modern_meta(rev: &str) -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": rev,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "disp", "version": "1"},
-    })
-}
-
-impl Host {
-    async fn start(tag: &str, config: &Value, rev: Revision) -> Host {
-        let dir = temp_dir(tag);
-        let cfg = dir.join("mcpx.json");
-        std::fs::write(&cfg, config.to_string()).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
-            .args(["serve", "--config"])
-            .arg(&cfg)
-            .env("XDG_CACHE_HOME", dir.join("cache"))
-            .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Host {
-            child,
-            stdin,
-            lines,
-            rev,
-            next_id: 1,
-            dir,
-        }
-    }
-
-    /// A legacy host's handshake, with `capabilities`; returns the InitializeResult.
-    async fn initialize(&mut self, capabilities: Value) -> Value {
-        let (init, _) = self
-            .request(
-                "initialize",
-                json!({"protocolVersion": self.rev.as_str(), "capabilities": capabilities,
-                       "clientInfo": {"name": "disp", "version": "1"}}),
-            )
-            .await;
-        self.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
-            .await;
-        init
-    }
-
-    async fn send(&mut self, v: &Value) {
-        let s = self.stdin.as_mut().unwrap();
-        s.write_all(v.to_string().as_bytes()).await.unwrap();
-        s.write_all(b"\n").await.unwrap();
-        s.flush().await.unwrap();
-    }
-
-    async fn next_line(&mut self, what: &str) -> String {
-        tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
-            .await
-            .unwrap_or_else(|_| panic!("{}: no answer to {what}", self.rev))
-            .unwrap()
-            .expect("mcpx closed stdout")
-    }
-
-    /// Sends `params` as written (no `_meta` added); returns the response and the frames
-    /// that came before it, all validated against the host's schema (`validate_as`).
-    async fn raw_request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut frame = json!({"jsonrpc":"2.0","id":id,"method":method});
-        if !params.is_null() {
-            frame["params"] = params;
-        }
-        self.send(&frame).await;
-        let mut notes = Vec::new();
-        loop {
-            let line = self.next_line(method).await;
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v.get("id") == Some(&json!(id)) && v.get("method").is_none() {
-                if v.get("result").is_some() {
-                    tap()
-                        .validate_response(self.rev, method, &line)
-                        .unwrap_or_else(|e| panic!("to the host: {e}"));
-                } else {
-                    tap()
-                        .validate_frame(self.rev, &line)
-                        .unwrap_or_else(|e| panic!("to the host: {e}"));
-                }
-                return (v, notes);
-            }
-            tap()
-                .validate_frame(self.rev, &line)
-                .unwrap_or_else(|e| panic!("to the host: {e}"));
-            notes.push(v);
-        }
-    }
-
-    /// A request written for the host's revision (modern hosts add the `_meta` keys).
-    async fn request(&mut self, method: &str, mut params: Value) -> (Value, Vec<Value>) {
-        if self.rev.era() == Era::Modern {
-            let meta = modern_meta(self.rev.as_str());
-            for (k, v) in meta.as_object().unwrap() {
-                params["_meta"][k] = v.clone();
-            }
-        }
-        self.raw_request(method, params).await
-    }
-
-    /// Frames mcpx sent the upstream (`MCPX_WIRE_LOG`).
-    fn wire(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.join("wire.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    async fn finish(mut self) -> Vec<String> {
-        drop(self.stdin.take());
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
-        let wire = self.wire();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        wire
-    }
-}
-
-fn result<'a>(v: &'a Value, what: &str) -> &'a Value {
-    v.get("result")
-        .unwrap_or_else(|| panic!("{what}: expected a result, got {v}"))
-}
-
-fn error_code(v: &Value, what: &str) -> i64 {
-    v.pointer("/error/code")
-        .and_then(Value::as_i64)
-        .unwrap_or_else(|| panic!("{what}: expected an error, got {v}"))
-}
-
-async fn host(tag: &str, config: &Value, rev: Revision) -> Host {
-    let mut h = Host::start(tag, config, rev).await;
-    if rev.era() == Era::Legacy {
-        h.initialize(json!({})).await;
-    }
-    h
-}
+mod common;
+use common::*;
 
 /// A modern host in front of the legacy example server.
 async fn bridged(tag: &str) -> Host {
@@ -201,7 +21,7 @@ async fn bridged(tag: &str) -> Host {
 
 /// `tools/call` of `tool` from a modern host declaring `caps`, with `extra` params.
 async fn call(h: &mut Host, tool: &str, caps: Value, extra: Value) -> Value {
-    let mut meta = modern_meta("2026-07-28");
+    let mut meta = modern_meta(json!({}));
     meta["io.modelcontextprotocol/clientCapabilities"] = caps;
     let mut params = json!({"name": tool, "arguments": {}, "_meta": meta});
     for (k, v) in extra.as_object().unwrap() {
@@ -417,11 +237,7 @@ async fn answers_ahead_undeclared_capabilities_and_bad_answers() {
     );
 
     let wire = h.finish().await;
-    let calls: Vec<Value> = wire
-        .iter()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v["method"] == "tools/call")
-        .collect();
+    let calls = sent(&wire, "tools/call");
     assert!(!calls.is_empty());
     for c in &calls {
         tap().validate_frame(R1125, &c.to_string()).unwrap();
@@ -431,7 +247,6 @@ async fn answers_ahead_undeclared_capabilities_and_bad_answers() {
     // The refusal the upstream got for the undeclared elicitation was -32601.
     let refused = wire
         .iter()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .any(|v| v.pointer("/error/code") == Some(&json!(-32601)));
     assert!(refused, "{wire:?}");
 }
@@ -440,7 +255,7 @@ async fn answers_ahead_undeclared_capabilities_and_bad_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_can_ask_too() {
     let mut h = bridged("prompt").await;
-    let mut meta = modern_meta("2026-07-28");
+    let mut meta = modern_meta(json!({}));
     meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
     let params = json!({"name": "test_input_required_result_prompt", "_meta": meta});
     let (v, _) = h.raw_request("prompts/get", params.clone()).await;
@@ -492,12 +307,7 @@ async fn unanswered_questions_expire() {
     )
     .await;
     assert_eq!(error_code(&v, "expired"), -32602, "{v}");
-    let wire: Vec<Value> = h
-        .finish()
-        .await
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let wire = h.finish().await;
     // mcpx's answers to the upstream's two requests (ids the upstream chose).
     let answers: Vec<&Value> = wire
         .iter()
@@ -551,11 +361,10 @@ async fn a_legacy_host_refusing_a_question_fails_the_call() {
         .as_str()
         .unwrap();
     assert!(msg.contains("the user said no"), "{msg}");
-    let calls = h
-        .finish()
-        .await
-        .iter()
-        .filter(|l| l.contains("\"tools/call\"") && l.contains(tool))
+    let wire = h.finish().await;
+    let calls = sent(&wire, "tools/call")
+        .into_iter()
+        .filter(|c| c["params"]["name"] == tool)
         .count();
     assert_eq!(calls, 1, "the upstream call was retried");
 }
@@ -591,7 +400,7 @@ async fn questions_only_during_requests_that_can_answer_input_required() {
     let config =
         json!({"mcpServers": {"up": {"command": "sh", "args": ["-c", ASKS_DURING_COMPLETION]}}});
     let mut h = Host::start("e26", &config, R2026).await;
-    let mut meta = modern_meta("2026-07-28");
+    let mut meta = modern_meta(json!({}));
     meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
     let (v, notes) = h
         .raw_request(

@@ -4,198 +4,16 @@
 //! revision. Each test names the register ids it proves (see dispositions.toml).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
-use mcpx_protocol::{Era, Revision};
+use mcpx_protocol::Era;
 use mcpx_testkit::tap::tap;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-const R2411: Revision = Revision::V2024_11_05;
-const R0326: Revision = Revision::V2025_03_26;
-const R0618: Revision = Revision::V2025_06_18;
-const R1125: Revision = Revision::V2025_11_25;
-const R2026: Revision = Revision::V2026_07_28;
+mod common;
+use common::*;
 
 const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
-
-struct Host {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
-    rev: Revision,
-    next_id: i64,
-    dir: PathBuf,
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mcpx-disp-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A config with one upstream: `mcpx example-server --revision <rev>`.
-fn example(rev: Revision) -> Value {
-    json!({"mcpServers": {"up": {
-        "command": env!("CARGO_BIN_EXE_mcpx"),
-        "args": ["example-server", "--revision", rev.as_str()],
-    }}})
-}
-
-/// A config with one scripted upstream (`sh -c script`).
-fn scripted(script: &str) -> Value {
-    json!({"mcpServers": {"up": {"command": "sh", "args": ["-c", script]}}})
-}
-
-fn modern_meta(rev: &str) -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": rev,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "disp", "version": "1"},
-    })
-}
-
-impl Host {
-    async fn start(tag: &str, config: &Value, rev: Revision) -> Host {
-        let dir = temp_dir(tag);
-        let cfg = dir.join("mcpx.json");
-        std::fs::write(&cfg, config.to_string()).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
-            .args(["serve", "--config"])
-            .arg(&cfg)
-            .env("XDG_CACHE_HOME", dir.join("cache"))
-            .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Host {
-            child,
-            stdin,
-            lines,
-            rev,
-            next_id: 1,
-            dir,
-        }
-    }
-
-    /// A legacy host's handshake, with `capabilities`; returns the InitializeResult.
-    async fn initialize(&mut self, capabilities: Value) -> Value {
-        let (init, _) = self
-            .request(
-                "initialize",
-                json!({"protocolVersion": self.rev.as_str(), "capabilities": capabilities,
-                       "clientInfo": {"name": "disp", "version": "1"}}),
-            )
-            .await;
-        self.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
-            .await;
-        init
-    }
-
-    async fn send(&mut self, v: &Value) {
-        let s = self.stdin.as_mut().unwrap();
-        s.write_all(v.to_string().as_bytes()).await.unwrap();
-        s.write_all(b"\n").await.unwrap();
-        s.flush().await.unwrap();
-    }
-
-    async fn next_line(&mut self, what: &str) -> String {
-        tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
-            .await
-            .unwrap_or_else(|_| panic!("{}: no answer to {what}", self.rev))
-            .unwrap()
-            .expect("mcpx closed stdout")
-    }
-
-    /// Sends `params` as written (no `_meta` added); returns the response and the frames
-    /// that came before it, all validated against the host's schema (`validate_as`).
-    async fn raw_request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut frame = json!({"jsonrpc":"2.0","id":id,"method":method});
-        if !params.is_null() {
-            frame["params"] = params;
-        }
-        self.send(&frame).await;
-        let mut notes = Vec::new();
-        loop {
-            let line = self.next_line(method).await;
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if v.get("id") == Some(&json!(id)) && v.get("method").is_none() {
-                if v.get("result").is_some() {
-                    tap()
-                        .validate_response(self.rev, method, &line)
-                        .unwrap_or_else(|e| panic!("to the host: {e}"));
-                } else {
-                    tap()
-                        .validate_frame(self.rev, &line)
-                        .unwrap_or_else(|e| panic!("to the host: {e}"));
-                }
-                return (v, notes);
-            }
-            tap()
-                .validate_frame(self.rev, &line)
-                .unwrap_or_else(|e| panic!("to the host: {e}"));
-            notes.push(v);
-        }
-    }
-
-    /// A request written for the host's revision (modern hosts add the `_meta` keys).
-    async fn request(&mut self, method: &str, mut params: Value) -> (Value, Vec<Value>) {
-        if self.rev.era() == Era::Modern {
-            let meta = modern_meta(self.rev.as_str());
-            for (k, v) in meta.as_object().unwrap() {
-                params["_meta"][k] = v.clone();
-            }
-        }
-        self.raw_request(method, params).await
-    }
-
-    /// Frames mcpx sent the upstream (`MCPX_WIRE_LOG`).
-    fn wire(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.join("wire.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    async fn finish(mut self) -> Vec<String> {
-        drop(self.stdin.take());
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
-        let wire = self.wire();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        wire
-    }
-}
-
-fn result<'a>(v: &'a Value, what: &str) -> &'a Value {
-    v.get("result")
-        .unwrap_or_else(|| panic!("{what}: expected a result, got {v}"))
-}
-
-fn error_code(v: &Value, what: &str) -> i64 {
-    v.pointer("/error/code")
-        .and_then(Value::as_i64)
-        .unwrap_or_else(|| panic!("{what}: expected an error, got {v}"))
-}
-
-async fn host(tag: &str, config: &Value, rev: Revision) -> Host {
-    let mut h = Host::start(tag, config, rev).await;
-    if rev.era() == Era::Legacy {
-        h.initialize(json!({})).await;
-    }
-    h
-}
 
 /// H6, D-C2: resource not found reaches legacy hosts as -32002 and modern hosts
 /// as -32602, whichever code the upstream's revision used.
@@ -497,7 +315,13 @@ async fn initialize_is_counter_offered_modern_gets_32022() {
 
     let mut h = Host::start("h4-modern", &example(R0618), R2026).await;
     let (v, _) = h
-        .raw_request("tools/list", json!({"_meta": modern_meta("2099-01-01")}))
+        .raw_request(
+            "tools/list",
+            json!({"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2099-01-01",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }}),
+        )
         .await;
     assert_eq!(error_code(&v, "tools/list"), -32022, "{v}");
     h.finish().await;
@@ -558,9 +382,8 @@ async fn modern_requests_need_and_carry_the_meta_keys() {
         .await;
     result(&v, "tools/call");
     let wire = h.finish().await;
-    let requests: Vec<Value> = wire
+    let requests: Vec<&Value> = wire
         .iter()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|v| v.get("id").is_some() && v.get("method").is_some())
         .collect();
     assert!(requests.len() >= 2, "{wire:?}");
@@ -650,7 +473,7 @@ async fn empty_cursor_is_a_cursor_only_from_modern_upstreams() {
         let wire = h.finish().await;
         let cursor_requests = wire
             .iter()
-            .filter(|l| l.contains("\"tools/list\"") && l.contains("\"cursor\":\"\""))
+            .filter(|v| v["method"] == "tools/list" && v["params"]["cursor"] == "")
             .count();
         assert_eq!(
             cursor_requests,
@@ -713,7 +536,7 @@ async fn wire_request_from_a_modern_upstream_is_dropped_while_strict() {
         if lenient {
             // The answer is written upstream asynchronously: wait for it (bounded).
             for _ in 0..50 {
-                if h.wire().iter().any(|l| l.contains("\"ask-1\"")) {
+                if h.wire().iter().any(|v| v["id"] == "ask-1") {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -722,10 +545,7 @@ async fn wire_request_from_a_modern_upstream_is_dropped_while_strict() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let wire = h.finish().await;
-        let answer = wire
-            .iter()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .find(|v| v["id"] == "ask-1");
+        let answer = wire.iter().find(|v| v["id"] == "ask-1");
         assert_eq!(answer.is_some(), lenient, "{tag}: {wire:?}");
         if let Some(a) = answer {
             // The broker relays wire asks only between legacy peers.
@@ -774,7 +594,6 @@ async fn ping_from_a_legacy_upstream_is_answered() {
     let wire = h.finish().await;
     let answer = wire
         .iter()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .find(|v| v["id"] == "ask-1")
         .unwrap_or_else(|| panic!("ping not answered: {wire:?}"));
     assert_eq!(answer["result"], json!({}), "{answer}");
@@ -810,7 +629,7 @@ async fn asks_reach_legacy_hosts_as_requests_and_modern_hosts_as_input_required(
 
     // Modern host, legacy upstream: input_required, no request on the wire.
     let mut h = Host::start("h2-modern", &example(R0618), R2026).await;
-    let mut meta = modern_meta("2026-07-28");
+    let mut meta = modern_meta(json!({}));
     meta["io.modelcontextprotocol/clientCapabilities"] = json!({"roots": {}});
     let mut params = call.clone();
     params["_meta"] = meta;
@@ -855,7 +674,7 @@ async fn modern_upstream_input_requests_reach_each_host_era() {
     h.finish().await;
 
     let mut h = Host::start("e1-modern", &example(R2026), R2026).await;
-    let mut meta = modern_meta("2026-07-28");
+    let mut meta = modern_meta(json!({}));
     meta["io.modelcontextprotocol/clientCapabilities"] = json!({"roots": {}});
     let mut params = call.clone();
     params["_meta"] = meta;
@@ -915,7 +734,7 @@ async fn completion_is_asked_only_where_the_upstream_can_answer() {
             )
             .await;
         let wire = h.finish().await;
-        let sent = wire.iter().any(|l| l.contains("\"completion/complete\""));
+        let sent = wire.iter().any(|v| v["method"] == "completion/complete");
         assert_eq!(sent, asked, "{tag}: {wire:?}");
         if asked {
             assert_eq!(
@@ -976,7 +795,7 @@ async fn list_changes_reach_each_host_era_its_own_way() {
     // Modern: a listen stream for tools only.
     let mut h = Host::start("d-c6-modern", &config, R2026).await;
     let mut listen = json!({"notifications": {"toolsListChanged": true}});
-    for (k, v) in modern_meta("2026-07-28").as_object().unwrap() {
+    for (k, v) in modern_meta(json!({})).as_object().unwrap() {
         listen["_meta"][k] = v.clone();
     }
     h.send(

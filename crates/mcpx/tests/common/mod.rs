@@ -1,0 +1,240 @@
+//! The host side of mcpx's end-to-end tests: `mcpx serve` started as a real process
+//! on stdio, driven as a host of one revision, with every frame it sends the host
+//! validated against that revision's schema (the schema tap), and the frames it sends
+//! upstream read back from `MCPX_WIRE_LOG`. Shared by the tests in this folder
+//! (`mod common;`); each uses what it needs.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use mcpx_protocol::{Era, Revision};
+use mcpx_testkit::tap::tap;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+pub const R2411: Revision = Revision::V2024_11_05;
+pub const R0326: Revision = Revision::V2025_03_26;
+pub const R0618: Revision = Revision::V2025_06_18;
+pub const R1125: Revision = Revision::V2025_11_25;
+pub const R2026: Revision = Revision::V2026_07_28;
+
+/// mcpx talking to a host (this test) on stdio.
+pub struct Host {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+    /// The revision the host speaks.
+    pub rev: Revision,
+    next_id: i64,
+    /// The test's own directory (config, era cache, wire log).
+    pub dir: PathBuf,
+}
+
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mcpx-test-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A config with one upstream: `mcpx example-server --revision <rev>`.
+pub fn example(rev: Revision) -> Value {
+    json!({"mcpServers": {"up": {
+        "command": env!("CARGO_BIN_EXE_mcpx"),
+        "args": ["example-server", "--revision", rev.as_str()],
+    }}})
+}
+
+/// A config with one scripted upstream (`sh -c script`).
+pub fn scripted(script: &str) -> Value {
+    json!({"mcpServers": {"up": {"command": "sh", "args": ["-c", script]}}})
+}
+
+pub fn modern_meta(caps: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "mcpx-tests", "version": "1"},
+    })
+}
+
+impl Host {
+    pub async fn start(tag: &str, config: &Value, rev: Revision) -> Host {
+        let dir = temp_dir(tag);
+        let cfg = dir.join("mcpx.json");
+        std::fs::write(&cfg, config.to_string()).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
+            .args(["serve", "--config"])
+            .arg(&cfg)
+            .env("XDG_CACHE_HOME", dir.join("cache"))
+            .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Host {
+            child,
+            stdin,
+            lines,
+            rev,
+            next_id: 1,
+            dir,
+        }
+    }
+
+    /// `initialize` with `capabilities`, without `notifications/initialized`.
+    pub async fn initialize_only(&mut self, capabilities: Value) -> Value {
+        let (init, _) = self
+            .raw_request(
+                "initialize",
+                json!({"protocolVersion": self.rev.as_str(), "capabilities": capabilities,
+                       "clientInfo": {"name": "mcpx-tests", "version": "1"}}),
+            )
+            .await;
+        init
+    }
+
+    pub async fn initialized(&mut self) {
+        self.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+            .await;
+    }
+
+    /// A legacy host's handshake with `capabilities`; returns the InitializeResult.
+    pub async fn initialize(&mut self, capabilities: Value) -> Value {
+        let init = self.initialize_only(capabilities).await;
+        self.initialized().await;
+        init
+    }
+
+    pub async fn send(&mut self, v: &Value) {
+        let s = self.stdin.as_mut().unwrap();
+        s.write_all(v.to_string().as_bytes()).await.unwrap();
+        s.write_all(b"\n").await.unwrap();
+        s.flush().await.unwrap();
+    }
+
+    pub async fn next_line(&mut self, what: &str) -> String {
+        tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("{}: no answer to {what}", self.rev))
+            .unwrap()
+            .expect("mcpx closed stdout")
+    }
+
+    /// The next frame, validated against the host's schema.
+    pub async fn next_frame(&mut self, what: &str) -> Value {
+        let line = self.next_line(what).await;
+        tap()
+            .validate_frame(self.rev, &line)
+            .unwrap_or_else(|e| panic!("to the host: {e}"));
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Sends `params` as written; returns the response and the frames before it, all
+    /// validated against the host's schema. Requests from mcpx are not answered.
+    pub async fn raw_request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut frame = json!({"jsonrpc":"2.0","id":id,"method":method});
+        if !params.is_null() {
+            frame["params"] = params;
+        }
+        self.send(&frame).await;
+        let mut notes = Vec::new();
+        loop {
+            let line = self.next_line(method).await;
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id") == Some(&json!(id)) && v.get("method").is_none() {
+                if v.get("result").is_some() {
+                    tap()
+                        .validate_response(self.rev, method, &line)
+                        .unwrap_or_else(|e| panic!("to the host: {e}"));
+                } else {
+                    tap()
+                        .validate_frame(self.rev, &line)
+                        .unwrap_or_else(|e| panic!("to the host: {e}"));
+                }
+                return (v, notes);
+            }
+            tap()
+                .validate_frame(self.rev, &line)
+                .unwrap_or_else(|e| panic!("to the host: {e}"));
+            notes.push(v);
+        }
+    }
+
+    /// A request written for the host's revision (modern hosts add the `_meta` keys,
+    /// with no client capabilities).
+    pub async fn request(&mut self, method: &str, mut params: Value) -> (Value, Vec<Value>) {
+        if self.rev.era() == Era::Modern {
+            let meta = modern_meta(json!({}));
+            for (k, v) in meta.as_object().unwrap() {
+                if params
+                    .pointer(&format!("/_meta/{}", k.replace('/', "~1")))
+                    .is_none()
+                {
+                    params["_meta"][k] = v.clone();
+                }
+            }
+        }
+        self.raw_request(method, params).await
+    }
+
+    /// Frames mcpx sent the upstream so far (`MCPX_WIRE_LOG`); a line still being
+    /// written is skipped.
+    pub fn wire(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.join("wire.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Ends the host (mcpx sees EOF and exits); returns every frame mcpx sent the
+    /// upstream. Each line of the log must be JSON.
+    pub async fn finish(mut self) -> Vec<Value> {
+        drop(self.stdin.take());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+        let wire = std::fs::read_to_string(self.dir.join("wire.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("wire log: {e}: {l}")))
+            .collect();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        wire
+    }
+}
+
+pub fn result<'a>(v: &'a Value, what: &str) -> &'a Value {
+    v.get("result")
+        .unwrap_or_else(|| panic!("{what}: expected a result, got {v}"))
+}
+
+pub fn error_code(v: &Value, what: &str) -> i64 {
+    v.pointer("/error/code")
+        .and_then(Value::as_i64)
+        .unwrap_or_else(|| panic!("{what}: expected an error, got {v}"))
+}
+
+pub async fn host(tag: &str, config: &Value, rev: Revision) -> Host {
+    let mut h = Host::start(tag, config, rev).await;
+    if rev.era() == Era::Legacy {
+        h.initialize_only(json!({})).await;
+        h.initialized().await;
+    }
+    h
+}
+
+/// Requests mcpx sent the upstream for `method`.
+pub fn sent<'a>(wire: &'a [Value], method: &str) -> Vec<&'a Value> {
+    wire.iter()
+        .filter(|v| v["method"] == method && v.get("id").is_some())
+        .collect()
+}
