@@ -443,6 +443,9 @@ impl Gateway {
                 target.client_info = info.clone();
                 target.policy = config.spec.clone();
                 // Same-era asks are relayed to legacy hosts, so mcpx declares them.
+                // Roots without listChanged (E-3): each ask gets the roots of the host
+                // whose request it serves (E-21), so there is no one list whose
+                // changes mcpx could announce, and modern hosts cannot signal them.
                 target.legacy_capabilities =
                     json!({ "roots": {}, "sampling": {}, "elicitation": {} });
                 Arc::new(Slot {
