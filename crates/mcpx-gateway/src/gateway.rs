@@ -19,6 +19,9 @@ use mcpx_client::{
 };
 use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
 use mcpx_protocol::header::param_headers;
+use mcpx_protocol::lower::{
+    SamplingRefusal, check_sampling_request, lower_sampling_request, sampling_tool_fields,
+};
 use mcpx_protocol::{Era, Frame, Id, Revision, meta};
 use mcpx_server::{Backend, Call, Fault, Level, ListCaps, Offered, Reply, Summary};
 use mcpx_transport::Peer;
@@ -132,6 +135,10 @@ pub struct Gateway {
     elicitations: std::sync::atomic::AtomicU64,
     /// The most verbose log level any legacy host asked for, applied to legacy upstreams.
     upstream_log_level: Mutex<Option<Level>>,
+    /// Asks relayed to legacy hosts with a progress token: the token mcpx gave the host
+    /// (random, so no other host can reach the ask) to the asking upstream's slot and
+    /// its own token (C-C6).
+    ask_progress: Mutex<HashMap<String, (usize, Value)>>,
 }
 
 /// A `subscriptions/listen` call has no response to wait for: it lasts as long as
@@ -272,6 +279,14 @@ fn take_question(
         return;
     }
     let mut params = params.unwrap_or(json!({}));
+    // E-16, E-23: a malformed sampling ask, or one with tools for a host without
+    // sampling.tools, is the legacy upstream's error (-32602), not a question.
+    if method == "sampling/createMessage"
+        && let Err(e) = prepare_sampling(call, &mut params)
+    {
+        let _ = reply.send(Err((INVALID_PARAMS, e.to_string())));
+        return;
+    }
     if let Some(o) = params.as_object_mut() {
         // 2026 has no elicitationId (E-11).
         o.remove("elicitationId");
@@ -303,6 +318,37 @@ fn take_question(
         params,
         reply,
     });
+}
+
+/// Checks a sampling ask and lowers it to the revision of the host of `call` (E-16:
+/// malformed asks are not forwarded; E-23: tools only to a host that declared
+/// `sampling.tools`; E-7: what the host's revision cannot represent is refused, never
+/// cut). Everything else passes unchanged (E-8, E-27, E-28).
+fn prepare_sampling(call: &Call, params: &mut Value) -> Result<(), SamplingRefusal> {
+    check_sampling_request(params)?;
+    if let Some(field) = sampling_tool_fields(params)
+        && call
+            .client_capabilities
+            .pointer("/sampling/tools")
+            .is_none()
+    {
+        return Err(SamplingRefusal::ToolsNotDeclared(field));
+    }
+    lower_sampling_request(params, call.host)
+}
+
+/// Forgets an ask's progress route when the ask ends (answered, failed or dropped).
+struct ProgressRoute<'a> {
+    routes: &'a Mutex<HashMap<String, (usize, Value)>>,
+    token: String,
+}
+
+impl Drop for ProgressRoute<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.routes.lock() {
+            m.remove(&self.token);
+        }
+    }
 }
 
 /// How many `input_required` rounds mcpx answers for a legacy host before giving up.
@@ -397,6 +443,9 @@ impl Gateway {
                 target.client_info = info.clone();
                 target.policy = config.spec.clone();
                 // Same-era asks are relayed to legacy hosts, so mcpx declares them.
+                // Roots without listChanged (E-3): each ask gets the roots of the host
+                // whose request it serves (E-21), so there is no one list whose
+                // changes mcpx could announce, and modern hosts cannot signal them.
                 target.legacy_capabilities =
                     json!({ "roots": {}, "sampling": {}, "elicitation": {} });
                 Arc::new(Slot {
@@ -427,6 +476,7 @@ impl Gateway {
             parked: Mutex::new(HashMap::new()),
             parkings: std::sync::atomic::AtomicU64::new(0),
             upstream_log_level: Mutex::new(None),
+            ask_progress: Mutex::new(HashMap::new()),
         })
     }
 
@@ -1593,6 +1643,18 @@ impl Gateway {
         }
         host_may_be_asked(call, method)?;
         let mut params = params.unwrap_or(json!({}));
+        // The modern upstream cannot be told (its ask has no error channel): the host's
+        // request fails, -32602 when the host lacks sampling.tools (E-23), else -32603
+        // (E-7, E-16).
+        if method == "sampling/createMessage"
+            && let Err(e) = prepare_sampling(call, &mut params)
+        {
+            let code = match e {
+                SamplingRefusal::ToolsNotDeclared(_) => INVALID_PARAMS,
+                _ => INTERNAL_ERROR,
+            };
+            return Err((code, format!("upstream {upstream}: {e}")));
+        }
         if method == "elicitation/create" {
             let url_mode = params.get("mode").and_then(Value::as_str) == Some("url");
             match call.host {
@@ -1755,7 +1817,12 @@ impl Gateway {
         }
         host_may_be_asked(call, method)?;
         let mut params = params.unwrap_or(json!({}));
+        // E-7, E-16, E-23: the asking upstream hears -32602.
+        if method == "sampling/createMessage" {
+            prepare_sampling(call, &mut params).map_err(|e| (INVALID_PARAMS, e.to_string()))?;
+        }
         stamp_related(&mut params, &call.id);
+        let _route = self.route_ask_progress(name, &mut params);
         let raw = RawValue::from_string(params.to_string())
             .map(Some)
             .map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
@@ -1776,6 +1843,55 @@ impl Gateway {
                 format!("the client did not answer {method}: {e}"),
             )),
         }
+    }
+
+    /// C-C6 (2025-11-25 basic/utilities/progress: "Either side can send progress
+    /// notifications"): an ask a legacy upstream sends with a progress token reaches the
+    /// legacy host with a token of mcpx's own, so the host's progress on it can go back
+    /// to that upstream alone, with the upstream's token. Returns the route, forgotten
+    /// when dropped.
+    fn route_ask_progress(&self, upstream: &str, params: &mut Value) -> Option<ProgressRoute<'_>> {
+        let slot = self.slots.iter().position(|s| s.name == upstream)?;
+        let meta = params.get_mut("_meta")?.as_object_mut()?;
+        let theirs = meta.get(meta::PROGRESS_TOKEN)?.clone();
+        let token = format!("mcpx-ask-{}", random_token()?);
+        meta.insert(meta::PROGRESS_TOKEN.to_owned(), json!(token));
+        self.ask_progress
+            .lock()
+            .ok()?
+            .insert(token.clone(), (slot, theirs));
+        Some(ProgressRoute {
+            routes: &self.ask_progress,
+            token,
+        })
+    }
+
+    /// A legacy host's `notifications/progress`: relayed to the upstream whose ask it
+    /// reports on, if that ask is still open and the upstream's revision lets a client
+    /// send progress (C-C6: never a modern upstream). Anything else is dropped.
+    async fn relay_ask_progress(&self, params: Option<&str>) {
+        let Some(mut params) = params.and_then(|p| serde_json::from_str::<Value>(p).ok()) else {
+            return;
+        };
+        let Some(token) = params.get("progressToken").and_then(Value::as_str) else {
+            return;
+        };
+        let route = self
+            .ask_progress
+            .lock()
+            .ok()
+            .and_then(|m| m.get(token).cloned());
+        let Some((slot, theirs)) = route else {
+            return;
+        };
+        let conn = self.slots[slot].conn.lock().await.clone();
+        let Some(conn) = conn else { return };
+        if !mcpx_protocol::method::client_may_send("notifications/progress", conn.facts().revision)
+        {
+            return;
+        }
+        params["progressToken"] = theirs;
+        let _ = conn.notify("notifications/progress", Some(params)).await;
     }
 
     /// `subscriptions/listen` from a modern host: acknowledge the kinds mcpx can deliver,
@@ -1908,6 +2024,18 @@ impl Backend for GatewayBackend {
 
     async fn log_level_requested(&self, level: Level) {
         self.0.lower_upstream_log_level(level).await;
+    }
+
+    /// A host's notification. Client-sent progress exists only in the legacy era
+    /// (2026-07-28 basic/patterns/progress: the server sends it); it is relayed per
+    /// C-C6. `notifications/roots/list_changed` is not forwarded (E-3): mcpx declares
+    /// `roots` to legacy upstreams without `listChanged`.
+    async fn notification(&self, method: &str, params: Option<&str>, host: Revision) {
+        if method == "notifications/progress"
+            && mcpx_protocol::method::client_may_send(method, host)
+        {
+            self.0.relay_ask_progress(params).await;
+        }
     }
 
     fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {

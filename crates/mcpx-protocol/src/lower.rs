@@ -16,6 +16,11 @@
 //!   `{"result": value}`, and `outputSchema` is wrapped to match in `tools/list`.
 //! * **Content blocks** a revision lacks: `audio` before 2025-03-26 and `resource_link`
 //!   before 2025-06-18 become text blocks describing them.
+//!
+//! Requests go the other way only for sampling: [`check_sampling_request`] and
+//! [`lower_sampling_request`] are what a broker applies to an upstream's
+//! `sampling/createMessage` before it puts the request to a host (registers E-7, E-16,
+//! E-23, E-27, E-31). Results of sampling pass upward unchanged.
 
 use std::borrow::Cow;
 
@@ -285,7 +290,7 @@ fn lower_block(block: &mut Value, to: Revision) -> bool {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let text = match ty {
-        "audio" if to < Revision::V2025_03_26 => format!(
+        "audio" if !to.facts().audio_content => format!(
             "[audio content ({}) omitted: this client's protocol revision has no audio]",
             block
                 .get("mimeType")
@@ -301,6 +306,127 @@ fn lower_block(block: &mut Value, to: Revision) -> bool {
     };
     *block = json!({"type": "text", "text": text});
     true
+}
+
+/// Why a `sampling/createMessage` request cannot be put to a host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SamplingRefusal {
+    /// The request is malformed (E-16): the broker does not forward it.
+    #[error("invalid sampling/createMessage request: {0}")]
+    Invalid(String),
+    /// It uses tools but the host did not declare `sampling.tools` (E-23).
+    #[error(
+        "sampling/createMessage uses {0}, but the client did not declare the sampling.tools capability"
+    )]
+    ToolsNotDeclared(&'static str),
+    /// The host's revision cannot represent it (E-7); nothing is dropped silently.
+    #[error("sampling/createMessage cannot be shown to a {rev} client: {why}")]
+    Unrepresentable {
+        /// The host's revision.
+        rev: Revision,
+        /// What it lacks.
+        why: String,
+    },
+}
+
+/// The blocks of a `SamplingMessage`'s (or result's) `content`: one block or an array.
+fn sampling_blocks(content: &Value) -> Vec<&Value> {
+    match content {
+        Value::Array(blocks) => blocks.iter().collect(),
+        block => vec![block],
+    }
+}
+
+/// Checks what a broker must check in every sampling request it relays (register E-16;
+/// 2026-07-28 client/sampling §Messages: messages "MUST contain a `role` field ... and a
+/// `content` field"; `messages` and `maxTokens` are required by the schema of every
+/// revision; §Message Content Constraints: a user message with tool results "MUST
+/// contain ONLY tool results", E-31). `maxTokens` is only checked to be an integer:
+/// its value is the host's to respect (E-28). Results are not checked (E-31).
+pub fn check_sampling_request(params: &Value) -> Result<(), SamplingRefusal> {
+    let bad = |why: String| Err(SamplingRefusal::Invalid(why));
+    let Some(messages) = params.get("messages").and_then(Value::as_array) else {
+        return bad("params.messages must be an array".into());
+    };
+    if !params.get("maxTokens").is_some_and(Value::is_i64) {
+        return bad("params.maxTokens must be an integer".into());
+    }
+    for (i, m) in messages.iter().enumerate() {
+        let role = m.get("role").and_then(Value::as_str);
+        if !matches!(role, Some("user" | "assistant")) {
+            return bad(format!(
+                "messages[{i}] must have a role of \"user\" or \"assistant\""
+            ));
+        }
+        let Some(content) = m.get("content").filter(|c| c.is_object() || c.is_array()) else {
+            return bad(format!("messages[{i}] must have a content"));
+        };
+        let blocks = sampling_blocks(content);
+        let is_result = |b: &&Value| b.get("type").and_then(Value::as_str) == Some("tool_result");
+        if role == Some("user") && blocks.iter().any(is_result) && !blocks.iter().all(is_result) {
+            return bad(format!(
+                "messages[{i}] mixes tool results with other content"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The tool-use fields a sampling request carries (`tools`, `toolChoice`), if any: a
+/// host must have declared `sampling.tools` to be sent them (register E-23; schema
+/// 2025-11-25 and 2026-07-28 CreateMessageRequestParams.tools/toolChoice: "The client
+/// MUST return an error if this field is provided but ClientCapabilities.sampling.tools
+/// is not declared").
+pub fn sampling_tool_fields(params: &Value) -> Option<&'static str> {
+    ["tools", "toolChoice"]
+        .into_iter()
+        .find(|k| params.get(*k).is_some())
+}
+
+/// Lowers a (checked) sampling request written for a newer revision to `to` (register
+/// E-7). Before 2025-11-25 a `SamplingMessage` holds exactly one block (2024-11-05: text
+/// or image; 2025-03-26 and 2025-06-18 add audio): a one-element content array is
+/// unwrapped; tools, `toolChoice`, tool_use/tool_result blocks, several blocks and, for
+/// 2024-11-05, audio cannot be represented, so the request is refused rather than cut.
+/// Everything else, `_meta` of blocks and messages included, is kept (E-27), and so is
+/// `includeContext` (E-8) and `maxTokens` (E-28).
+pub fn lower_sampling_request(params: &mut Value, to: Revision) -> Result<(), SamplingRefusal> {
+    let facts = to.facts();
+    if facts.sampling_tools {
+        return Ok(());
+    }
+    let refuse = |why: String| Err(SamplingRefusal::Unrepresentable { rev: to, why });
+    if let Some(field) = sampling_tool_fields(params) {
+        return refuse(format!("it has no {field}"));
+    }
+    let Some(messages) = params.get_mut("messages").and_then(Value::as_array_mut) else {
+        return Ok(());
+    };
+    for (i, m) in messages.iter_mut().enumerate() {
+        let Some(content) = m.get_mut("content") else {
+            continue;
+        };
+        if let Value::Array(blocks) = content {
+            if blocks.len() != 1 {
+                return refuse(format!(
+                    "messages[{i}] has {} content blocks, and it allows exactly one",
+                    blocks.len()
+                ));
+            }
+            let block = blocks.remove(0);
+            *content = block;
+        }
+        let ty = content.get("type").and_then(Value::as_str).unwrap_or("");
+        let known = match ty {
+            "text" | "image" => true,
+            "audio" => facts.audio_content,
+            _ => false,
+        };
+        if !known {
+            return refuse(format!("messages[{i}] has {ty:?} content"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -461,5 +587,110 @@ mod tests {
         let v = lower("tools/call", raw, V2025_06_18, V2025_03_26);
         assert_eq!(v["content"][0]["type"], "audio");
         assert_eq!(v["content"][1]["type"], "text");
+    }
+
+    fn sampling(messages: Value) -> Value {
+        json!({"messages": messages, "maxTokens": 50, "includeContext": "thisServer"})
+    }
+
+    /// E-16, E-31: role, content, messages and maxTokens are checked; a user message
+    /// mixing tool results with other content is refused, an assistant one is not.
+    #[test]
+    fn sampling_requests_are_checked() {
+        let text = json!({"type": "text", "text": "hi"});
+        assert!(
+            check_sampling_request(&sampling(json!([{"role": "user", "content": text}]))).is_ok()
+        );
+        for bad in [
+            json!({"maxTokens": 5}),
+            json!({"messages": [{"role": "user", "content": text}]}),
+            sampling(json!([{"content": text}])),
+            sampling(json!([{"role": "user"}])),
+            sampling(json!([{"role": "system", "content": text}])),
+            sampling(json!([{"role": "user", "content": [
+                {"type": "tool_result", "toolUseId": "a", "content": []}, text]}])),
+        ] {
+            assert!(
+                matches!(
+                    check_sampling_request(&bad),
+                    Err(SamplingRefusal::Invalid(_))
+                ),
+                "{bad}"
+            );
+        }
+        let mixed = json!([{"role": "assistant", "content": [
+            text, {"type": "tool_use", "id": "a", "name": "t", "input": {}},
+            {"type": "tool_use", "id": "b", "name": "t", "input": {}}]}]);
+        assert!(check_sampling_request(&sampling(mixed)).is_ok());
+        let results = json!([{"role": "user", "content": [
+            {"type": "tool_result", "toolUseId": "a", "content": []},
+            {"type": "tool_result", "toolUseId": "b", "content": []}]}]);
+        assert!(check_sampling_request(&sampling(results)).is_ok());
+    }
+
+    /// E-7, E-8, E-27, E-28: lowering per host revision.
+    #[test]
+    fn sampling_requests_lower_per_revision() {
+        let tool_use = json!({"type": "tool_use", "id": "a", "name": "t", "input": {},
+                              "_meta": {"cache": "k1"}});
+        let tool_result = json!({"type": "tool_result", "toolUseId": "a", "content": [],
+                                 "_meta": {"cache": "k2"}});
+        let with_tools = sampling(json!([
+            {"role": "assistant", "content": [tool_use]},
+            {"role": "user", "content": tool_result}]));
+        // 2025-11-25 and later: unchanged, tool content _meta included (E-27).
+        for to in [V2025_11_25, V2026_07_28] {
+            let mut p = with_tools.clone();
+            lower_sampling_request(&mut p, to).unwrap();
+            assert_eq!(p, with_tools, "{to}");
+        }
+        // Before: tool content, tools and toolChoice cannot be represented.
+        for to in [V2024_11_05, V2025_03_26, V2025_06_18] {
+            let mut p = with_tools.clone();
+            assert!(
+                matches!(
+                    lower_sampling_request(&mut p, to),
+                    Err(SamplingRefusal::Unrepresentable { .. })
+                ),
+                "{to}"
+            );
+            for field in ["tools", "toolChoice"] {
+                let mut p =
+                    sampling(json!([{"role": "user", "content": {"type": "text", "text": "x"}}]));
+                p[field] = if field == "tools" {
+                    json!([])
+                } else {
+                    json!({"mode": "auto"})
+                };
+                let e = lower_sampling_request(&mut p, to).unwrap_err();
+                assert!(e.to_string().contains(field), "{e}");
+            }
+            let mut p = sampling(json!([{"role": "user", "content": [
+                {"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]));
+            assert!(lower_sampling_request(&mut p, to).is_err(), "{to}");
+        }
+        // A one-element array is unwrapped; its _meta, includeContext and maxTokens kept.
+        let block = json!({"type": "text", "text": "x", "_meta": {"k": 1}});
+        let mut p = sampling(json!([{"role": "user", "content": [block]}]));
+        lower_sampling_request(&mut p, V2025_06_18).unwrap();
+        assert_eq!(p, sampling(json!([{"role": "user", "content": block}])));
+        // Audio exists from 2025-03-26.
+        let audio = sampling(json!([{"role": "user", "content":
+            {"type": "audio", "data": "AA==", "mimeType": "audio/wav"}}]));
+        let mut p = audio.clone();
+        lower_sampling_request(&mut p, V2025_03_26).unwrap();
+        assert_eq!(p, audio);
+        let mut p = audio.clone();
+        assert!(lower_sampling_request(&mut p, V2024_11_05).is_err());
+    }
+
+    #[test]
+    fn sampling_tool_fields_are_found() {
+        assert_eq!(sampling_tool_fields(&json!({"tools": []})), Some("tools"));
+        assert_eq!(
+            sampling_tool_fields(&json!({"toolChoice": {}})),
+            Some("toolChoice")
+        );
+        assert_eq!(sampling_tool_fields(&json!({"messages": []})), None);
     }
 }

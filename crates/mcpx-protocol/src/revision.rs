@@ -140,6 +140,12 @@ pub struct Facts {
     /// Servers must declare the `completions` capability to answer `completion/complete`
     /// (2025-03-26 onwards; C-C9).
     pub completions_capability: bool,
+    /// Sampling with tools: `tools`/`toolChoice` in `CreateMessageRequestParams`,
+    /// `tool_use`/`tool_result` blocks and content arrays in `SamplingMessage`
+    /// (2025-11-25 schema onwards; register E-7).
+    pub sampling_tools: bool,
+    /// `AudioContent` exists (2025-03-26 schema onwards).
+    pub audio_content: bool,
 }
 
 /// What a revision allows in `CallToolResult.structuredContent` (H7, D-C5).
@@ -185,6 +191,8 @@ pub const FACTS: [Facts; 5] = [
         error_id_optional: false,
         reserved_meta: ReservedMetaRule::None,
         completions_capability: false,
+        sampling_tools: false,
+        audio_content: false,
     },
     Facts {
         revision: Revision::V2025_03_26,
@@ -209,6 +217,8 @@ pub const FACTS: [Facts; 5] = [
         error_id_optional: false,
         reserved_meta: ReservedMetaRule::None,
         completions_capability: true,
+        sampling_tools: false,
+        audio_content: true,
     },
     Facts {
         revision: Revision::V2025_06_18,
@@ -233,6 +243,8 @@ pub const FACTS: [Facts; 5] = [
         error_id_optional: false,
         reserved_meta: ReservedMetaRule::AnyLabelFollowed,
         completions_capability: true,
+        sampling_tools: false,
+        audio_content: true,
     },
     Facts {
         revision: Revision::V2025_11_25,
@@ -257,6 +269,8 @@ pub const FACTS: [Facts; 5] = [
         error_id_optional: true,
         reserved_meta: ReservedMetaRule::SecondLabel,
         completions_capability: true,
+        sampling_tools: true,
+        audio_content: true,
     },
     Facts {
         revision: Revision::V2026_07_28,
@@ -281,6 +295,8 @@ pub const FACTS: [Facts; 5] = [
         error_id_optional: true,
         reserved_meta: ReservedMetaRule::SecondLabel,
         completions_capability: true,
+        sampling_tools: true,
+        audio_content: true,
     },
 ];
 

@@ -95,7 +95,11 @@ impl Pending {
     }
 
     /// Sends a request built from `method` and `params` with `send`, and awaits its
-    /// response for at most `timeout`.
+    /// response for at most `timeout`. On timeout the request is cancelled with
+    /// `notifications/cancelled`, sent with `send` too (every legacy basic/lifecycle
+    /// §Timeouts: the sender "SHOULD issue a cancellation notification for that request
+    /// and stop waiting"; register C-C2: this is only ever a legacy connection, as
+    /// modern ones carry no server-to-client requests).
     pub async fn call<F, Fut>(
         &self,
         method: &str,
@@ -104,7 +108,7 @@ impl Pending {
         send: F,
     ) -> Result<Frame, PeerError>
     where
-        F: FnOnce(Frame) -> Fut,
+        F: Fn(Frame) -> Fut,
         Fut: Future<Output = Result<(), PeerError>>,
     {
         let id = self.next_id();
@@ -118,6 +122,13 @@ impl Pending {
             Ok(Err(_)) => Err(PeerError::Closed),
             Err(_) => {
                 self.forget(&id);
+                let cancel = serde_json::json!({
+                    "requestId": id,
+                    "reason": format!("no response within {timeout:?}"),
+                });
+                if let Ok(p) = RawValue::from_string(cancel.to_string()) {
+                    let _ = send(Frame::notification("notifications/cancelled", Some(&p))).await;
+                }
                 Err(PeerError::Timeout(timeout))
             }
         }

@@ -206,8 +206,9 @@ impl Peer {
     ) -> Result<Frame, PeerError> {
         let tx = self.outbound.clone();
         self.pending
-            .call(method, params, timeout, |f| async move {
-                tx.send(f).await.map_err(|_| PeerError::Closed)
+            .call(method, params, timeout, |f| {
+                let tx = tx.clone();
+                async move { tx.send(f).await.map_err(|_| PeerError::Closed) }
             })
             .await
     }
