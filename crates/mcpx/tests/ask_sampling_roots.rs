@@ -8,168 +8,17 @@
 //! it proves.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use mcpx_protocol::{Era, Revision};
-use mcpx_testkit::tap::tap;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+mod common;
+use common::*;
 
 const R1105: Revision = Revision::V2024_11_05;
-const R0326: Revision = Revision::V2025_03_26;
-const R0618: Revision = Revision::V2025_06_18;
-const R1125: Revision = Revision::V2025_11_25;
-const R2026: Revision = Revision::V2026_07_28;
-
-struct Host {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
-    rev: Revision,
-    next_id: i64,
-    dir: PathBuf,
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mcpx-asr-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A config with one upstream: `mcpx example-server --revision <rev>`.
-fn example(rev: Revision) -> Value {
-    json!({"mcpServers": {"up": {
-        "command": env!("CARGO_BIN_EXE_mcpx"),
-        "args": ["example-server", "--revision", rev.as_str()],
-    }}})
-}
-
-fn modern_meta(caps: Value) -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": caps,
-        "io.modelcontextprotocol/clientInfo": {"name": "asr", "version": "1"},
-    })
-}
 
 impl Host {
-    async fn start(tag: &str, config: &Value, rev: Revision) -> Host {
-        let dir = temp_dir(tag);
-        let cfg = dir.join("mcpx.json");
-        std::fs::write(&cfg, config.to_string()).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
-            .args(["serve", "--config"])
-            .arg(&cfg)
-            .env("XDG_CACHE_HOME", dir.join("cache"))
-            .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Host {
-            child,
-            stdin,
-            lines,
-            rev,
-            next_id: 1,
-            dir,
-        }
-    }
-
-    /// A legacy host's handshake, with `capabilities`.
-    async fn initialize(&mut self, capabilities: Value) -> Value {
-        let (init, _) = self
-            .request(
-                "initialize",
-                json!({"protocolVersion": self.rev.as_str(), "capabilities": capabilities,
-                       "clientInfo": {"name": "asr", "version": "1"}}),
-            )
-            .await;
-        self.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
-            .await;
-        init
-    }
-
-    async fn send(&mut self, v: &Value) {
-        let s = self.stdin.as_mut().unwrap();
-        s.write_all(v.to_string().as_bytes()).await.unwrap();
-        s.write_all(b"\n").await.unwrap();
-        s.flush().await.unwrap();
-    }
-
-    /// The next frame mcpx sends the host, validated against the host's revision.
-    async fn next_frame(&mut self, what: &str) -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
-            .await
-            .unwrap_or_else(|_| panic!("{}: no answer to {what}", self.rev))
-            .unwrap()
-            .expect("mcpx closed stdout");
-        tap()
-            .validate_frame(self.rev, &line)
-            .unwrap_or_else(|e| panic!("to the host ({what}): {e}\n{line}"));
-        serde_json::from_str(&line).unwrap()
-    }
-
-    /// Sends a request and answers every request mcpx sends meanwhile with the frames
-    /// `answer` returns for it (in order). Returns the response, the requests mcpx
-    /// sent, and the notifications. Results are validated against the host's schema.
-    async fn exchange(
-        &mut self,
-        method: &str,
-        params: Value,
-        answer: &mut dyn FnMut(&Value) -> Vec<Value>,
-    ) -> (Value, Vec<Value>, Vec<Value>) {
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut frame = json!({"jsonrpc":"2.0","id":id,"method":method});
-        if !params.is_null() {
-            frame["params"] = params;
-        }
-        self.send(&frame).await;
-        let (mut asks, mut notes) = (Vec::new(), Vec::new());
-        loop {
-            let v = self.next_frame(method).await;
-            if v.get("id") == Some(&json!(id)) && v.get("method").is_none() {
-                if v.get("result").is_some() {
-                    tap()
-                        .validate_response(self.rev, method, &v.to_string())
-                        .unwrap_or_else(|e| panic!("to the host: {e}"));
-                }
-                return (v, asks, notes);
-            }
-            if v.get("id").is_some() && v.get("method").is_some() {
-                for f in answer(&v) {
-                    self.send(&f).await;
-                }
-                asks.push(v);
-            } else {
-                notes.push(v);
-            }
-        }
-    }
-
-    /// A request written for the host's revision, answering no asks.
-    async fn request(&mut self, method: &str, mut params: Value) -> (Value, Vec<Value>) {
-        if self.rev.era() == Era::Modern {
-            for (k, v) in modern_meta(json!({})).as_object().unwrap() {
-                params["_meta"][k] = v.clone();
-            }
-        }
-        let (v, asks, notes) = self
-            .exchange(method, params, &mut |a| panic!("unexpected ask {a}"))
-            .await;
-        assert!(asks.is_empty());
-        (v, notes)
-    }
-
     /// `tools/call` of `tool`; a modern host declares `caps` in the request.
     async fn call(
         &mut self,
@@ -194,47 +43,12 @@ impl Host {
         let _ = notes;
         (v, asks)
     }
-
-    /// Frames mcpx sent the upstream (`MCPX_WIRE_LOG`) so far.
-    fn wire(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("wire.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    /// Ends mcpx and returns the frames it sent the upstream, each validated against
-    /// the upstream's revision `up`.
-    async fn finish(mut self, up: Revision) -> Vec<Value> {
-        drop(self.stdin.take());
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
-        let wire = self.wire();
-        for f in &wire {
-            tap()
-                .validate_frame(up, &f.to_string())
-                .unwrap_or_else(|e| panic!("to the upstream ({up}): {e}\n{f}"));
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-        wire
-    }
 }
 
 async fn legacy_host(tag: &str, config: &Value, rev: Revision, caps: Value) -> Host {
     let mut h = Host::start(tag, config, rev).await;
     h.initialize(caps).await;
     h
-}
-
-fn result<'a>(v: &'a Value, what: &str) -> &'a Value {
-    v.get("result")
-        .unwrap_or_else(|| panic!("{what}: expected a result, got {v}"))
-}
-
-fn error_code(v: &Value, what: &str) -> i64 {
-    v.pointer("/error/code")
-        .and_then(Value::as_i64)
-        .unwrap_or_else(|| panic!("{what}: expected an error, got {v}"))
 }
 
 fn text(r: &Value) -> String {
@@ -269,11 +83,6 @@ fn ask_answers(wire: &[Value]) -> Vec<Value> {
         .filter(|f| f["id"] == "ask-1" && f.get("method").is_none())
         .cloned()
         .collect()
-}
-
-/// The frames of `method` mcpx sent the upstream.
-fn sent<'a>(wire: &'a [Value], method: &str) -> Vec<&'a Value> {
-    wire.iter().filter(|f| f["method"] == method).collect()
 }
 
 /// A scripted upstream at `rev` with one tool per `(name, ask)`: calling it makes the
@@ -520,7 +329,7 @@ async fn sampling_asks_are_lowered_for_legacy_hosts() {
             .await;
         assert_eq!(text(result(&v, tool)), "answered");
     }
-    let answers = ask_answers(&h.finish(R1125).await);
+    let answers = ask_answers(&h.finish_checked(R1125).await);
     assert_eq!(answers.len(), 3, "{answers:?}");
     // E-28: the result (fewer tokens than maxTokens) is relayed as the host sent it.
     assert_eq!(answers[0]["result"], answer, "{answers:?}");
@@ -560,7 +369,7 @@ async fn sampling_asks_are_lowered_for_legacy_hosts() {
         )
         .await;
     assert_eq!(unstamped(&asks[0]), ask_params("two_blocks"));
-    let answers = ask_answers(&h.finish(R1125).await);
+    let answers = ask_answers(&h.finish_checked(R1125).await);
     assert_eq!(answers[0]["result"], loop_answer, "{answers:?}");
 }
 
@@ -590,7 +399,7 @@ async fn bad_or_undeclared_sampling_asks_are_refused_to_legacy_upstreams() {
             .await;
         assert_eq!(text(result(&v, tool)), "answered");
     }
-    let answers = ask_answers(&h.finish(R1125).await);
+    let answers = ask_answers(&h.finish_checked(R1125).await);
     assert_eq!(answers.len(), refused.len(), "{answers:?}");
     for (a, tool) in answers.iter().zip(refused) {
         assert_eq!(a["error"]["code"], -32602, "{tool}: {a}");
@@ -641,7 +450,7 @@ async fn bad_or_undeclared_sampling_asks_are_refused_to_legacy_upstreams() {
         .unwrap();
     assert_eq!(q["params"], ask_params("tool_loop"), "{r}");
     // (At exit the parked tool_loop question may be answered too.)
-    let answers = ask_answers(&h.finish(R1125).await);
+    let answers = ask_answers(&h.finish_checked(R1125).await);
     assert!(answers.len() >= refused.len(), "{answers:?}");
     for (a, tool) in answers.iter().zip(refused) {
         assert_eq!(a["error"]["code"], -32602, "{tool}: {a}");
@@ -695,7 +504,7 @@ async fn modern_upstream_sampling_asks_to_a_legacy_host() {
             );
         }
     }
-    let wire = h.finish(R2026).await;
+    let wire = h.finish_checked(R2026).await;
     let calls = sent(&wire, "tools/call");
     // one_block twice (the call and its retry), the refused three once each.
     assert_eq!(calls.len(), 5, "{calls:?}");
@@ -740,7 +549,7 @@ async fn sampling_results_pass_upward_unchanged() {
         )
         .await;
     }
-    let answers = ask_answers(&h.finish(R1125).await);
+    let answers = ask_answers(&h.finish_checked(R1125).await);
     assert_eq!(answers.len(), 2);
     for (a, r) in answers.iter().zip(&results) {
         assert_eq!(&a["result"], r, "{a}");
@@ -765,7 +574,7 @@ async fn sampling_results_pass_upward_unchanged() {
             .await;
         assert_eq!(text(result(&v, "round 2")), "answered", "{v}");
     }
-    let answers = ask_answers(&h.finish(R1125).await);
+    let answers = ask_answers(&h.finish_checked(R1125).await);
     assert_eq!(answers.len(), 2);
     for (a, r) in answers.iter().zip(&results) {
         assert_eq!(&a["result"], r, "{a}");
@@ -837,7 +646,7 @@ async fn sampling_and_roots_are_brokered_in_every_era() {
                 )
                 .await;
             }
-            let wire = h.finish(up).await;
+            let wire = h.finish_checked(up).await;
             if up.era() == Era::Modern {
                 for c in sent(&wire, "tools/call") {
                     let declared =
@@ -892,7 +701,7 @@ async fn roots_are_asked_every_time_and_relayed_unchanged() {
             result(&v, "read outside roots")["contents"].is_array(),
             "{v}"
         );
-        let wire = h.finish(up).await;
+        let wire = h.finish_checked(up).await;
         if up.era() == Era::Legacy {
             // The wire answers to the upstream's roots/list requests, as the host sent them.
             let answers: Vec<&Value> = wire
@@ -943,7 +752,7 @@ async fn roots_are_asked_every_time_and_relayed_unchanged() {
             "{v}"
         );
     }
-    let wire = h.finish(R1125).await;
+    let wire = h.finish_checked(R1125).await;
     let answers: Vec<&Value> = wire
         .iter()
         .filter(|f| f.get("result").is_some_and(|r| r.get("roots").is_some()))
@@ -978,7 +787,7 @@ async fn roots_list_changed_is_not_forwarded() {
             )
             .await;
         assert_eq!(text(result(&v, "roots")), "Client roots: file:///new");
-        let wire = h.finish(up).await;
+        let wire = h.finish_checked(up).await;
         assert!(
             sent(&wire, "notifications/roots/list_changed").is_empty(),
             "{wire:?}"
@@ -999,7 +808,7 @@ async fn roots_list_changed_is_not_forwarded() {
         let (v, notes) = h.request("tools/list", json!({})).await;
         result(&v, "tools/list after the notification");
         assert!(notes.is_empty(), "{notes:?}");
-        let wire = h.finish(up).await;
+        let wire = h.finish_checked(up).await;
         assert!(
             sent(&wire, "notifications/roots/list_changed").is_empty(),
             "{wire:?}"
@@ -1038,7 +847,7 @@ async fn timed_out_asks_are_cancelled_only_on_legacy_connections() {
         cancels[0]["params"]["requestId"], asks[0]["id"],
         "{notes:?}"
     );
-    h.finish(R1125).await;
+    h.finish_checked(R1125).await;
 
     let mut h = Host::start("cc2-modern", &config, R2026).await;
     let (v, _) = h
@@ -1060,7 +869,7 @@ async fn timed_out_asks_are_cancelled_only_on_legacy_connections() {
             .all(|n| n["method"] != "notifications/cancelled"),
         "{notes:?}"
     );
-    h.finish(R1125).await;
+    h.finish_checked(R1125).await;
 }
 
 /// Waits (bounded) until mcpx has sent the upstream a frame `pred` accepts.
@@ -1112,7 +921,7 @@ async fn host_progress_on_an_ask_reaches_only_the_legacy_upstream_that_asked() {
     h.send(&progress(&token, 2)).await;
     let (v, _) = h.request("tools/list", json!({})).await;
     result(&v, "tools/list");
-    let wire = h.finish(R1125).await;
+    let wire = h.finish_checked(R1125).await;
     let sent_progress = sent(&wire, "notifications/progress");
     assert_eq!(sent_progress.len(), 1, "{sent_progress:?}");
     assert_eq!(
@@ -1144,7 +953,7 @@ async fn host_progress_on_an_ask_reaches_only_the_legacy_upstream_that_asked() {
     assert_eq!(text(result(&v, "with_progress")), "answered");
     let (v, _) = h.request("tools/list", json!({})).await;
     result(&v, "tools/list");
-    let wire = h.finish(R2026).await;
+    let wire = h.finish_checked(R2026).await;
     assert!(sent(&wire, "notifications/progress").is_empty(), "{wire:?}");
 
     // A modern host sending progress with the legacy upstream's token: ignored.
@@ -1188,6 +997,6 @@ async fn host_progress_on_an_ask_reaches_only_the_legacy_upstream_that_asked() {
         )
         .await;
     assert_eq!(text(result(&v, "round 2")), "answered");
-    let wire = h.finish(R1125).await;
+    let wire = h.finish_checked(R1125).await;
     assert!(sent(&wire, "notifications/progress").is_empty(), "{wire:?}");
 }

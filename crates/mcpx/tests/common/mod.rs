@@ -28,7 +28,8 @@ pub struct Host {
     lines: Lines<BufReader<ChildStdout>>,
     /// The revision the host speaks.
     pub rev: Revision,
-    next_id: i64,
+    /// The id of the next request the host sends.
+    pub next_id: i64,
     /// The test's own directory (config, era cache, wire log).
     pub dir: PathBuf,
 }
@@ -170,6 +171,44 @@ impl Host {
         }
     }
 
+    /// Sends a request and answers every request mcpx sends meanwhile with the frames
+    /// `answer` returns for it (in order). Returns the response, the requests mcpx
+    /// sent, and the notifications, all validated against the host's schema.
+    pub async fn exchange(
+        &mut self,
+        method: &str,
+        params: Value,
+        answer: &mut dyn FnMut(&Value) -> Vec<Value>,
+    ) -> (Value, Vec<Value>, Vec<Value>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut frame = json!({"jsonrpc":"2.0","id":id,"method":method});
+        if !params.is_null() {
+            frame["params"] = params;
+        }
+        self.send(&frame).await;
+        let (mut asks, mut notes) = (Vec::new(), Vec::new());
+        loop {
+            let v = self.next_frame(method).await;
+            if v.get("id") == Some(&json!(id)) && v.get("method").is_none() {
+                if v.get("result").is_some() {
+                    tap()
+                        .validate_response(self.rev, method, &v.to_string())
+                        .unwrap_or_else(|e| panic!("to the host: {e}"));
+                }
+                return (v, asks, notes);
+            }
+            if v.get("id").is_some() && v.get("method").is_some() {
+                for f in answer(&v) {
+                    self.send(&f).await;
+                }
+                asks.push(v);
+            } else {
+                notes.push(v);
+            }
+        }
+    }
+
     /// A request written for the host's revision (modern hosts add the `_meta` keys,
     /// with no client capabilities).
     pub async fn request(&mut self, method: &str, mut params: Value) -> (Value, Vec<Value>) {
@@ -212,6 +251,20 @@ impl Host {
     }
 }
 
+impl Host {
+    /// [`Host::finish`], with every frame mcpx sent the upstream validated against the
+    /// upstream's revision `up`.
+    pub async fn finish_checked(self, up: Revision) -> Vec<Value> {
+        let wire = self.finish().await;
+        for f in &wire {
+            tap()
+                .validate_frame(up, &f.to_string())
+                .unwrap_or_else(|e| panic!("to the upstream ({up}): {e}\n{f}"));
+        }
+        wire
+    }
+}
+
 pub fn result<'a>(v: &'a Value, what: &str) -> &'a Value {
     v.get("result")
         .unwrap_or_else(|| panic!("{what}: expected a result, got {v}"))
@@ -232,9 +285,8 @@ pub async fn host(tag: &str, config: &Value, rev: Revision) -> Host {
     h
 }
 
-/// Requests mcpx sent the upstream for `method`.
+/// The frames in `wire` with `method` (a method name is either a request's or a
+/// notification's, never both).
 pub fn sent<'a>(wire: &'a [Value], method: &str) -> Vec<&'a Value> {
-    wire.iter()
-        .filter(|v| v["method"] == method && v.get("id").is_some())
-        .collect()
+    wire.iter().filter(|v| v["method"] == method).collect()
 }
