@@ -17,6 +17,8 @@
 //! * **Content blocks** a revision lacks: `audio` before 2025-03-26 and `resource_link`
 //!   before 2025-06-18 become text blocks describing them.
 
+pub mod elicitation;
+
 use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
