@@ -20,8 +20,8 @@ use mcpx_client::{
 use mcpx_protocol::error::{
     INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED,
 };
-use mcpx_protocol::lower::elicitation;
 use mcpx_protocol::header::param_headers;
+use mcpx_protocol::lower::elicitation;
 use mcpx_protocol::{Era, Frame, Id, Revision, meta};
 use mcpx_server::{Backend, Call, Fault, Level, ListCaps, Offered, Reply, Summary};
 use mcpx_transport::Peer;
@@ -491,9 +491,7 @@ impl Gateway {
                     conn: tokio::sync::Mutex::new(None),
                     last_error: Mutex::new(None),
                     last_facts: Mutex::new(None),
-                    asks: Arc::new(tokio::sync::Semaphore::new(
-                        config.global.ask_max_pending,
-                    )),
+                    asks: Arc::new(tokio::sync::Semaphore::new(config.global.ask_max_pending)),
                 })
             })
             .collect();
@@ -1794,7 +1792,10 @@ impl Gateway {
         if elicitation::mode(params).ok()? != elicitation::Mode::Url {
             return None;
         }
-        let url = params.get("url").and_then(Value::as_str).unwrap_or_default();
+        let url = params
+            .get("url")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let mut shown = json!({
             "message": params.get("message").and_then(Value::as_str).unwrap_or_default(),
         });
@@ -1812,7 +1813,10 @@ impl Gateway {
         let id = params
             .get("elicitationId")
             .and_then(Value::as_str)
-            .map_or_else(|| format!("mcpx-{}", self.next_elicitation()), str::to_owned);
+            .map_or_else(
+                || format!("mcpx-{}", self.next_elicitation()),
+                str::to_owned,
+            );
         let mut f = fault(URL_ELICITATION_REQUIRED, text, call.host);
         f.data = Some(json!({ "elicitations": [{
             "mode": "url", "elicitationId": id, "url": url, "message": message,

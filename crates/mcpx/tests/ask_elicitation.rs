@@ -238,7 +238,6 @@ fn text(r: &Value) -> String {
         .to_owned()
 }
 
-
 /// The frames mcpx sent the upstream, parsed, each validated against `rev`'s schema.
 fn upstream_frames(wire: &[String], rev: Revision) -> Vec<Value> {
     wire.iter()
@@ -507,7 +506,13 @@ async fn url_elicitations_reach_only_hosts_that_declared_url_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn url_asks_of_a_modern_upstream_for_legacy_hosts() {
     let config = elicits("modern", &url_ask());
-    let mut h = legacy_host("e9-up-url", &config, R1125, json!({"elicitation": {"url": {}}})).await;
+    let mut h = legacy_host(
+        "e9-up-url",
+        &config,
+        R1125,
+        json!({"elicitation": {"url": {}}}),
+    )
+    .await;
     let (v, asks, _) = legacy_call(&mut h, "c", "ask", |_| json!({"action": "accept"})).await;
     assert_eq!(text(result(&v, "accepted")), "answered", "{v}");
     assert_eq!(asks.len(), 1, "{asks:?}");
@@ -540,7 +545,10 @@ async fn url_asks_of_a_modern_upstream_for_legacy_hosts() {
             assert!(e["elicitationId"].is_string(), "{tag}: {v}");
         }
         let frames = upstream_frames(&h.finish().await, R2026);
-        let calls = frames.iter().filter(|f| f["method"] == "tools/call").count();
+        let calls = frames
+            .iter()
+            .filter(|f| f["method"] == "tools/call")
+            .count();
         assert_eq!(calls, 1, "{tag}: the upstream call was retried");
     }
 }
@@ -552,7 +560,13 @@ async fn url_asks_of_a_modern_upstream_for_legacy_hosts() {
 /// asks unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elicitations_take_the_2025_06_18_shape() {
-    let mut h = legacy_host("e11-0618", &example(R1125), R0618, json!({"elicitation": {}})).await;
+    let mut h = legacy_host(
+        "e11-0618",
+        &example(R1125),
+        R0618,
+        json!({"elicitation": {}}),
+    )
+    .await;
     let (v, asks, _) = legacy_call(
         &mut h,
         "defaults",
@@ -560,7 +574,10 @@ async fn elicitations_take_the_2025_06_18_shape() {
         |_| json!({"action": "accept", "content": {"name": "Ann"}}),
     )
     .await;
-    assert!(text(result(&v, "defaults")).starts_with("Elicitation completed"), "{v}");
+    assert!(
+        text(result(&v, "defaults")).starts_with("Elicitation completed"),
+        "{v}"
+    );
     let p = &asks[0]["params"];
     assert!(p.get("mode").is_none(), "{p}");
     let props = &p["requestedSchema"]["properties"];
@@ -568,11 +585,17 @@ async fn elicitations_take_the_2025_06_18_shape() {
         assert!(props[field].get("default").is_none(), "{field}: {p}");
     }
     assert_eq!(props["verified"]["default"], true, "{p}");
-    assert_eq!(props["status"]["enum"], json!(["active", "inactive", "pending"]));
+    assert_eq!(
+        props["status"]["enum"],
+        json!(["active", "inactive", "pending"])
+    );
 
-    let (v, asks, _) = legacy_call(&mut h, "enums", "test_elicitation_sep1330_enums", |_| {
-        json!({"action": "accept", "content": {}})
-    })
+    let (v, asks, _) = legacy_call(
+        &mut h,
+        "enums",
+        "test_elicitation_sep1330_enums",
+        |_| json!({"action": "accept", "content": {}}),
+    )
     .await;
     assert!(asks.is_empty(), "{asks:?}");
     let r = result(&v, "enums");
@@ -587,10 +610,19 @@ async fn elicitations_take_the_2025_06_18_shape() {
     );
 
     // 2025-11-25 has every shape: the same ask passes unchanged.
-    let mut h = legacy_host("e11-1125", &example(R1125), R1125, json!({"elicitation": {}})).await;
-    let (v, asks, _) = legacy_call(&mut h, "enums", "test_elicitation_sep1330_enums", |_| {
-        json!({"action": "accept", "content": {}})
-    })
+    let mut h = legacy_host(
+        "e11-1125",
+        &example(R1125),
+        R1125,
+        json!({"elicitation": {}}),
+    )
+    .await;
+    let (v, asks, _) = legacy_call(
+        &mut h,
+        "enums",
+        "test_elicitation_sep1330_enums",
+        |_| json!({"action": "accept", "content": {}}),
+    )
     .await;
     assert_ne!(result(&v, "enums 1125")["isError"], true, "{v}");
     let props = &asks[0]["params"]["requestedSchema"]["properties"];
@@ -609,9 +641,12 @@ async fn only_message_is_required() {
     let no_mode = json!({"message": "Name?", "requestedSchema": schema});
     let config = elicits("legacy", &no_mode);
     let mut h = legacy_host("e18-1125", &config, R1125, json!({"elicitation": {}})).await;
-    let (v, asks, _) = legacy_call(&mut h, "c", "ask", |_| {
-        json!({"action": "accept", "content": {"name": "A"}})
-    })
+    let (v, asks, _) = legacy_call(
+        &mut h,
+        "c",
+        "ask",
+        |_| json!({"action": "accept", "content": {"name": "A"}}),
+    )
     .await;
     assert_eq!(text(result(&v, "no mode")), "answered");
     assert_eq!(asks.len(), 1);
@@ -633,7 +668,13 @@ async fn only_message_is_required() {
         json!({"requestedSchema": schema}),
         json!({"message": "Name?", "mode": "telepathy", "requestedSchema": schema}),
     ] {
-        let mut h = legacy_host("e18-bad", &elicits("legacy", &bad), R1125, json!({"elicitation": {}})).await;
+        let mut h = legacy_host(
+            "e18-bad",
+            &elicits("legacy", &bad),
+            R1125,
+            json!({"elicitation": {}}),
+        )
+        .await;
         let (v, asks, _) = legacy_call(&mut h, "c", "ask", |_| json!({})).await;
         assert!(asks.is_empty(), "{bad}: {asks:?}");
         assert_eq!(text(result(&v, "bad")), "answered");
@@ -661,7 +702,10 @@ async fn pattern_is_relayed_and_not_enforced() {
     let mut h = legacy_host("e29-1125", &config, R1125, json!({"elicitation": {}})).await;
     let (v, asks, _) = legacy_call(&mut h, "c", "ask", |_| off_pattern.clone()).await;
     assert_eq!(text(result(&v, "legacy host")), "answered");
-    assert_eq!(asks[0]["params"]["requestedSchema"]["properties"]["name"], field);
+    assert_eq!(
+        asks[0]["params"]["requestedSchema"]["properties"]["name"],
+        field
+    );
     let frames = upstream_frames(&h.finish().await, R1125);
     assert!(
         answers_upstream(&frames)
@@ -674,7 +718,12 @@ async fn pattern_is_relayed_and_not_enforced() {
     let caps = json!({"elicitation": {}});
     let v = call(&mut h, "ask", caps.clone(), json!({})).await;
     let r = result(&v, "modern host");
-    let (key, q) = r["inputRequests"].as_object().unwrap().iter().next().unwrap();
+    let (key, q) = r["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
     assert_eq!(q["params"]["requestedSchema"]["properties"]["name"], field);
     let v = call(
         &mut h,
@@ -710,7 +759,10 @@ async fn decline_and_cancel_are_results_in_both_directions() {
         json!({"requestState": state, "inputResponses": {"user_name": {"action": "decline"}}}),
     )
     .await;
-    assert_eq!(text(result(&v, "declined")), "The user did not accept (decline).");
+    assert_eq!(
+        text(result(&v, "declined")),
+        "The user did not accept (decline)."
+    );
     let frames = upstream_frames(&h.finish().await, R1125);
     assert!(
         answers_upstream(&frames)
@@ -719,14 +771,251 @@ async fn decline_and_cancel_are_results_in_both_directions() {
         "{frames:?}"
     );
 
-    let mut h = legacy_host("e14-legacy", &example(R2026), R1125, json!({"elicitation": {}})).await;
+    let mut h = legacy_host(
+        "e14-legacy",
+        &example(R2026),
+        R1125,
+        json!({"elicitation": {}}),
+    )
+    .await;
     let (v, asks, _) = legacy_call(&mut h, "c", tool, |_| json!({"action": "cancel"})).await;
     assert_eq!(asks.len(), 1);
-    assert_eq!(text(result(&v, "cancelled")), "The user did not accept (cancel).");
+    assert_eq!(
+        text(result(&v, "cancelled")),
+        "The user did not accept (cancel)."
+    );
     let frames = upstream_frames(&h.finish().await, R2026);
     assert!(
         frames.iter().any(|f| f["method"] == "tools/call"
             && f["params"]["inputResponses"]["user_name"] == json!({"action": "cancel"})),
         "{frames:?}"
     );
+}
+
+fn limited(config: Value, n: usize) -> Value {
+    let mut config = config;
+    config["mcpx"] = json!({"limits": {"askMaxPending": n}});
+    config
+}
+
+/// E-15 (legacy host, legacy upstream): with askMaxPending 2, a third elicitation of
+/// the same upstream while two are unanswered is refused upstream with -32603 "too
+/// many pending requests" (the example server then fails its tool); answering frees
+/// the permits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_asks_per_upstream_are_limited_for_legacy_hosts() {
+    let config = limited(example(R1125), 2);
+    let mut h = legacy_host("e15-legacy", &config, R1125, json!({"elicitation": {}})).await;
+    for id in ["c1", "c2", "c3"] {
+        h.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                       "params": {"name": "test_elicitation", "arguments": {}}}))
+            .await;
+    }
+    let mut asks = Vec::new();
+    let mut done = Vec::new();
+    while done.len() < 3 {
+        let line = h.next_line("tools/call").await;
+        tap().validate_frame(R1125, &line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["method"] == "elicitation/create" {
+            asks.push(v);
+        } else if v.get("result").is_some() {
+            done.push(v);
+        }
+        if done.len() == 1 && asks.len() == 2 {
+            // One call was refused while two asks wait: now answer them.
+            let r = &done[0]["result"];
+            assert_eq!(r["isError"], true, "{r}");
+            assert!(text(r).contains("too many pending requests"), "{r}");
+            for a in &asks {
+                h.send(&json!({"jsonrpc": "2.0", "id": a["id"],
+                               "result": {"action": "accept", "content": {"username": "u"}}}))
+                    .await;
+            }
+        }
+        assert!(
+            asks.len() <= 2,
+            "more than askMaxPending asks reached the host"
+        );
+    }
+    for d in &done[1..] {
+        assert_ne!(d["result"]["isError"], true, "{d}");
+    }
+    // The permits are free again.
+    let (v, asks, _) = legacy_call(
+        &mut h,
+        "c4",
+        "test_elicitation",
+        |_| json!({"action": "accept", "content": {"username": "u"}}),
+    )
+    .await;
+    assert_eq!(asks.len(), 1);
+    assert_ne!(result(&v, "after")["isError"], true, "{v}");
+    let frames = upstream_frames(&h.finish().await, R1125);
+    let refused = answers_upstream(&frames)
+        .into_iter()
+        .filter(|a| a.pointer("/error/code") == Some(&json!(-32603)))
+        .count();
+    assert_eq!(refused, 1, "{frames:?}");
+}
+
+/// E-15 (modern host, legacy upstream): parked questions hold permits, sampling and
+/// elicitation alike; the question over the limit is refused upstream, and answering
+/// a parked one frees its permit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_asks_per_upstream_are_limited_for_modern_hosts() {
+    let mut h = Host::start("e15-modern", &limited(example(R1125), 2), R2026).await;
+    let elicit = "test_input_required_result_elicitation";
+    let v = call(&mut h, elicit, all_caps(), json!({})).await;
+    let first = result(&v, "first")["requestState"].clone();
+    let v = call(
+        &mut h,
+        "test_input_required_result_sampling",
+        all_caps(),
+        json!({}),
+    )
+    .await;
+    assert_eq!(result(&v, "second")["resultType"], "input_required", "{v}");
+    let v = call(&mut h, elicit, all_caps(), json!({})).await;
+    let r = result(&v, "third");
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(text(r).contains("too many pending requests"), "{r}");
+    let v = call(
+        &mut h,
+        elicit,
+        all_caps(),
+        json!({"requestState": first, "inputResponses": {"user_name": elicited(json!({"name": "Al"}))}}),
+    )
+    .await;
+    assert_eq!(text(result(&v, "answered")), "Hello, Al!");
+    let v = call(&mut h, elicit, all_caps(), json!({})).await;
+    assert_eq!(result(&v, "fourth")["resultType"], "input_required", "{v}");
+    h.finish().await;
+}
+
+/// E-15 (legacy host, modern upstream): an inputRequests ask over the limit fails the
+/// host's request with -32603 "too many pending requests".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_asks_of_a_modern_upstream_are_limited() {
+    let config = limited(example(R2026), 1);
+    let mut h = legacy_host("e15-up", &config, R1125, json!({"elicitation": {}})).await;
+    for id in ["c1", "c2"] {
+        h.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                       "params": {"name": "test_input_required_result_elicitation", "arguments": {}}}))
+            .await;
+    }
+    let mut asks = Vec::new();
+    let mut done = Vec::new();
+    while done.len() < 2 {
+        let line = h.next_line("tools/call").await;
+        tap().validate_frame(R1125, &line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["method"] == "elicitation/create" {
+            asks.push(v);
+        } else if v.get("method").is_none() && v.get("id").is_some() {
+            if done.is_empty() {
+                assert_eq!(error_code(&v, "over the limit"), -32603, "{v}");
+                assert!(
+                    v["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("too many pending requests"),
+                    "{v}"
+                );
+                assert_eq!(asks.len(), 1, "{asks:?}");
+                h.send(&json!({"jsonrpc": "2.0", "id": asks[0]["id"],
+                               "result": elicited(json!({"name": "Bo"}))}))
+                    .await;
+            } else {
+                assert_eq!(text(result(&v, "within the limit")), "Hello, Bo!");
+            }
+            done.push(v);
+        }
+    }
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    upstream_frames(&h.finish().await, R2026);
+}
+
+/// E-10: with several upstreams (namespaces in use) every elicitation a host is shown
+/// names its upstream's namespace, "[<namespace>] " before the message, whatever the
+/// eras on either side; with one upstream the message is unchanged
+/// (only_message_is_required).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elicitations_name_their_upstream_when_namespaces_are_in_use() {
+    let bin = env!("CARGO_BIN_EXE_mcpx");
+    let config = json!({"mcpServers": {
+        "alpha": {"command": bin, "args": ["example-server", "--revision", "2025-11-25"]},
+        "beta": {"command": bin, "args": ["example-server", "--revision", "2026-07-28"],
+                 "mcpx": {"namespace": "b"}},
+    }});
+    let tool = "test_input_required_result_elicitation";
+    let mut h = legacy_host("e10-legacy", &config, R1125, json!({"elicitation": {}})).await;
+    for (name, label) in [
+        ("alpha__test_elicitation", "[alpha] "),
+        (&*format!("b__{tool}"), "[b] "),
+    ] {
+        let (v, asks, _) = legacy_call(
+            &mut h,
+            "c",
+            name,
+            |_| json!({"action": "accept", "content": {"name": "N", "username": "u"}}),
+        )
+        .await;
+        result(&v, name);
+        let m = asks[0]["params"]["message"].as_str().unwrap();
+        assert!(m.starts_with(label), "{name}: {m}");
+        assert!(
+            !m[label.len()..].starts_with('['),
+            "{name}: labelled twice: {m}"
+        );
+    }
+    h.finish().await;
+
+    let mut h = Host::start("e10-modern", &config, R2026).await;
+    for (name, label) in [
+        (format!("alpha__{tool}"), "[alpha] "),
+        (format!("b__{tool}"), "[b] "),
+    ] {
+        let v = call(&mut h, &name, json!({"elicitation": {}}), json!({})).await;
+        let r = result(&v, &name);
+        let m = r["inputRequests"]["user_name"]["params"]["message"]
+            .as_str()
+            .unwrap();
+        assert_eq!(m, format!("{label}What is your name?"), "{r}");
+    }
+    h.finish().await;
+}
+
+/// E-32: a 2026-07-28 upstream's url-mode ask and requestState pass to a modern host
+/// as written, and mcpx keeps nothing for them: the same retry can be sent twice, and
+/// the upstream gets the state back unchanged each time (whereas a bridged ask's
+/// state is single-use, E-13).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_to_modern_asks_keep_no_state_in_mcpx() {
+    let mut h = Host::start("e32", &elicits("modern", &url_ask()), R2026).await;
+    let caps = json!({"elicitation": {"url": {}}});
+    let v = call(&mut h, "ask", caps.clone(), json!({})).await;
+    let r = result(&v, "round");
+    assert_eq!(r["requestState"], "opaque-state-1", "{r}");
+    assert_eq!(r["inputRequests"]["q"]["params"], url_ask(), "{r}");
+    for n in 0..2 {
+        let v = call(
+            &mut h,
+            "ask",
+            caps.clone(),
+            json!({"requestState": "opaque-state-1",
+                   "inputResponses": {"q": {"action": "accept"}}}),
+        )
+        .await;
+        assert_eq!(text(result(&v, "retry")), "answered", "retry {n}: {v}");
+    }
+    let frames = upstream_frames(&h.finish().await, R2026);
+    let retries: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f["method"] == "tools/call" && f["params"].get("inputResponses").is_some())
+        .collect();
+    assert_eq!(retries.len(), 2, "{frames:?}");
+    for r in retries {
+        assert_eq!(r["params"]["requestState"], "opaque-state-1", "{r}");
+    }
 }

@@ -131,7 +131,9 @@ pub fn lower(
     let shape = shape(to);
     let unrepresentable = |why: String| ElicitationError::Unrepresentable { rev: to, why };
     if !shape.exists {
-        return Err(unrepresentable("its revision has no elicitation".to_owned()));
+        return Err(unrepresentable(
+            "its revision has no elicitation".to_owned(),
+        ));
     }
     if mode == Mode::Url {
         if !shape.modes {
@@ -190,7 +192,11 @@ fn lower_field(name: &str, f: &mut Map<String, Value>) -> Result<(), String> {
                     values.push(json!(v));
                     names.push(json!(t));
                 }
-                _ => return Err(format!("field {name:?} has an option without const and title")),
+                _ => {
+                    return Err(format!(
+                        "field {name:?} has an option without const and title"
+                    ));
+                }
             }
         }
         f.remove("oneOf");
