@@ -1019,3 +1019,67 @@ async fn modern_to_modern_asks_keep_no_state_in_mcpx() {
         assert_eq!(r["params"]["requestState"], "opaque-state-1", "{r}");
     }
 }
+
+/// A 2025-11-25 upstream whose tool `need` fails with -32042 naming elicitation
+/// "up-7", and whose tool `finish` first notifies that "up-7" (then "up-8", which it
+/// never named) completed.
+const NEEDS_URL: &str = r#"out() { printf '%s\n' "$1"; }
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | grep -o '"id":[0-9][0-9]*' | head -n 1 | cut -d: -f2)
+  case "$line" in
+    *'"method":"server/discover"'*)
+      out '{"jsonrpc":"2.0","id":'"$id"',"error":{"code":-32601,"message":"Method not found"}}' ;;
+    *'"method":"initialize"'*)
+      out '{"jsonrpc":"2.0","id":'"$id"',"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}}' ;;
+    *'"method":"tools/list"'*)
+      out '{"jsonrpc":"2.0","id":'"$id"',"result":{"tools":[{"name":"need","inputSchema":{"type":"object"}},{"name":"finish","inputSchema":{"type":"object"}}]}}' ;;
+    *'"name":"need"'*)
+      out '{"jsonrpc":"2.0","id":'"$id"',"error":{"code":-32042,"message":"sign in first","data":{"elicitations":[{"mode":"url","elicitationId":"up-7","url":"https://example.com/up","message":"Sign in"}]}}}' ;;
+    *'"name":"finish"'*)
+      out '{"jsonrpc":"2.0","method":"notifications/elicitation/complete","params":{"elicitationId":"up-7"}}'
+      out '{"jsonrpc":"2.0","method":"notifications/elicitation/complete","params":{"elicitationId":"up-8"}}'
+      out '{"jsonrpc":"2.0","id":'"$id"',"result":{"content":[{"type":"text","text":"finished"}]}}' ;;
+    *) [ -n "$id" ] && out '{"jsonrpc":"2.0","id":'"$id"',"result":{}}' ;;
+  esac
+done
+"#;
+
+/// E-12: the elicitations of an upstream's -32042 that reach a 2025-11-25 host are
+/// followed like relayed ones: the upstream's completion for one reaches that host;
+/// a completion for an elicitation mcpx never relayed is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_follow_url_elicitation_required_errors() {
+    let config = json!({"mcpServers": {"up": {"command": "sh", "args": ["-c", NEEDS_URL]}}});
+    let mut h = legacy_host(
+        "e12-32042",
+        &config,
+        R1125,
+        json!({"elicitation": {"url": {}}}),
+    )
+    .await;
+    let (v, _, _) = legacy_call(&mut h, "c1", "need", |_| json!({})).await;
+    assert_eq!(error_code(&v, "need"), -32042, "{v}");
+    assert_eq!(
+        v["error"]["data"]["elicitations"][0]["elicitationId"],
+        "up-7"
+    );
+    let (v, _, mut notes) = legacy_call(&mut h, "c2", "finish", |_| json!({})).await;
+    assert_eq!(text(result(&v, "finish")), "finished");
+    notes.extend(settle(&mut h).await);
+    while !notes
+        .iter()
+        .any(|n| n["method"] == "notifications/elicitation/complete")
+    {
+        let line = h.next_line("notifications/elicitation/complete").await;
+        tap().validate_frame(R1125, &line).unwrap();
+        notes.push(serde_json::from_str(&line).unwrap());
+    }
+    notes.extend(settle(&mut h).await);
+    let ids: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/elicitation/complete")
+        .map(|n| &n["params"]["elicitationId"])
+        .collect();
+    assert_eq!(ids, [&json!("up-7")], "{notes:?}");
+    h.finish().await;
+}
