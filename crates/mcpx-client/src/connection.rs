@@ -694,9 +694,12 @@ impl Connection {
                 "notifications/tools/list_changed"
                 | "notifications/prompts/list_changed"
                 | "notifications/resources/list_changed"
-                | "notifications/resources/updated",
+                | "notifications/resources/updated"
+                | "notifications/elicitation/complete",
             ) => {
                 // On a subscriptions/listen stream (2026-07-28): news about the upstream.
+                // A url elicitation's completion (2025-11-25), sent on the call's
+                // stream, belongs to the elicitation rather than the call (E-12).
                 let _ = self.inner.changes.send(frame.clone());
                 false
             }

@@ -243,6 +243,9 @@ pub struct Global {
     /// `input_required` round (default 20 ms): a legacy server that asks several
     /// questions at once sends them back to back.
     pub ask_gather: Duration,
+    /// How many sampling and elicitation asks of one upstream mcpx holds toward hosts
+    /// at once (default 4; register E-15); a further one is refused.
+    pub ask_max_pending: usize,
 }
 
 impl Default for Global {
@@ -255,6 +258,7 @@ impl Default for Global {
             page_size: 100,
             ask_timeout: Duration::from_secs(300),
             ask_gather: Duration::from_millis(20),
+            ask_max_pending: 4,
         }
     }
 }
@@ -346,6 +350,7 @@ struct FileLimits {
     page_size: Option<usize>,
     ask_timeout_ms: Option<u64>,
     ask_gather_ms: Option<u64>,
+    ask_max_pending: Option<usize>,
 }
 
 /// Blanks out `//` and `/* */` comments and trailing commas, keeping every other byte
@@ -463,6 +468,12 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             .limits
             .ask_gather_ms
             .map_or(defaults.ask_gather, Duration::from_millis),
+        ask_max_pending: doc
+            .mcpx
+            .limits
+            .ask_max_pending
+            .unwrap_or(defaults.ask_max_pending)
+            .max(1),
     };
     if global.max_name_len < 16 {
         return Err(value_err(format!(

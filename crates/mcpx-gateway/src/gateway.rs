@@ -17,8 +17,11 @@ use mcpx_client::{
     CallEvent, CallOptions, ClientError, Connection, EraCache, ServerFacts, Target,
     TargetTransport, connect,
 };
-use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
+use mcpx_protocol::error::{
+    INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED,
+};
 use mcpx_protocol::header::param_headers;
+use mcpx_protocol::lower::elicitation;
 use mcpx_protocol::lower::{
     SamplingRefusal, check_sampling_request, lower_sampling_request, sampling_tool_fields,
 };
@@ -104,6 +107,9 @@ struct Slot {
     last_error: Mutex<Option<String>>,
     /// What the upstream offered when last connected.
     last_facts: Mutex<Option<Arc<ServerFacts>>>,
+    /// One permit per sampling or elicitation ask of this upstream that mcpx may hold
+    /// toward hosts at once (`askMaxPending`, register E-15).
+    asks: Arc<tokio::sync::Semaphore>,
 }
 
 /// The gateway.
@@ -133,6 +139,10 @@ pub struct Gateway {
     parkings: std::sync::atomic::AtomicU64,
     /// Counter for minted elicitation ids.
     elicitations: std::sync::atomic::AtomicU64,
+    /// Url-mode elicitations relayed to 2025-11-25 hosts: (upstream, elicitationId) and
+    /// the host session it went to, oldest first, so the upstream's
+    /// `notifications/elicitation/complete` reaches that host only (E-12).
+    url_elicitations: Mutex<std::collections::VecDeque<(usize, String, Peer)>>,
     /// The most verbose log level any legacy host asked for, applied to legacy upstreams.
     upstream_log_level: Mutex<Option<Level>>,
     /// Asks relayed to legacy hosts with a progress token: the token mcpx gave the host
@@ -148,6 +158,10 @@ const LISTEN_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
 const PARKED_PREFIX: &str = "mcpx1:";
 /// The most questions one parked call may have open at once; more are refused.
 const MAX_OPEN_QUESTIONS: usize = 16;
+/// How many url-mode elicitations relayed to 2025-11-25 hosts mcpx remembers for
+/// their completion notifications (E-12); the oldest is forgotten first (2025-11-25
+/// client/elicitation §Completion Notifications: clients ignore unknown ids anyway).
+const MAX_URL_ELICITATIONS: usize = 256;
 
 /// A modern host's call to a legacy upstream, waiting for the host's answers.
 #[derive(Debug)]
@@ -166,6 +180,11 @@ struct Parked {
     asked: usize,
     /// Which parking this is: an expiry timer of an earlier one leaves it alone.
     generation: u64,
+    /// The upstream's ask permits (E-15): each open sampling or elicitation question
+    /// holds one.
+    asks: Arc<tokio::sync::Semaphore>,
+    /// Put before each elicitation message when namespaces are in use (E-10).
+    label: Option<String>,
 }
 
 /// One server-to-client request of a legacy upstream, put to a modern host as an
@@ -177,6 +196,8 @@ struct Question {
     params: Value,
     /// Where the host's answer goes (the upstream's pending request).
     reply: tokio::sync::oneshot::Sender<Result<Value, (i64, String)>>,
+    /// Held while the question is open (E-15).
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// 128 random bits, hex: unguessable, so a `requestState` cannot be forged (E-13, E-30).
@@ -287,9 +308,16 @@ fn take_question(
         let _ = reply.send(Err((INVALID_PARAMS, e.to_string())));
         return;
     }
+    if method == "elicitation/create" {
+        // E-11, E-18: checked and shaped for the host (2026 has no elicitationId); a
+        // malformed ask, or a mode mcpx did not declare, is the upstream's -32602 (E-14).
+        if let Err(e) = elicitation::lower(&mut params, call.host, String::new) {
+            let _ = reply.send(Err((INVALID_PARAMS, e.to_string())));
+            return;
+        }
+        label_elicitation(p.label.as_deref(), &mut params);
+    }
     if let Some(o) = params.as_object_mut() {
-        // 2026 has no elicitationId (E-11).
-        o.remove("elicitationId");
         // The upstream's request id means nothing to the host.
         if let Some(Value::Object(m)) = o.get_mut("_meta") {
             m.remove(mcpx_protocol::meta::RELATED_REQUEST);
@@ -312,11 +340,19 @@ fn take_question(
         let _ = reply.send(Ok(answer));
         return;
     }
+    let permit = match ask_permit(&p.asks, &method) {
+        Ok(permit) => permit,
+        Err(refusal) => {
+            let _ = reply.send(Err(refusal));
+            return;
+        }
+    };
     p.open.push(Question {
         key,
         method,
         params,
         reply,
+        _permit: permit,
     });
 }
 
@@ -349,6 +385,47 @@ impl Drop for ProgressRoute<'_> {
             m.remove(&self.token);
         }
     }
+}
+
+/// A permit for one sampling or elicitation ask an upstream puts to a host (register
+/// E-15): each upstream may have `askMaxPending` of them held by mcpx at once; a further
+/// one is refused with -32603. Client rate limiting is a SHOULD for elicitation in
+/// 2025-06-18 and 2025-11-25 client/elicitation §Security Considerations and for
+/// sampling in every revision (client/sampling §Security Considerations). Roots are
+/// not limited.
+fn ask_permit(
+    asks: &Arc<tokio::sync::Semaphore>,
+    method: &str,
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, (i64, String)> {
+    if !matches!(method, "sampling/createMessage" | "elicitation/create") {
+        return Ok(None);
+    }
+    asks.clone().try_acquire_owned().map(Some).map_err(|_| {
+        (
+            INTERNAL_ERROR,
+            format!("too many pending requests: {method} refused"),
+        )
+    })
+}
+
+/// E-10: puts `label` ("[<namespace>] ") before an elicitation's message. 2025-11-25
+/// client/elicitation §Security Considerations: clients MUST make clear which server
+/// asks; behind mcpx the host sees only mcpx, so the message names the upstream.
+fn label_elicitation(label: Option<&str>, params: &mut Value) {
+    if let (Some(label), Some(Value::String(m))) = (label, params.get_mut("message")) {
+        *m = format!("{label}{m}");
+    }
+}
+
+/// Whether the host of `call` can be put a url-mode elicitation: its revision has url
+/// mode and it declared `elicitation.url` (2025-11-25 client/elicitation
+/// §Capabilities: an empty `elicitation` object means form mode only).
+fn host_takes_url(call: &Call) -> bool {
+    elicitation::shape(call.host).modes
+        && call
+            .client_capabilities
+            .pointer("/elicitation/url")
+            .is_some()
 }
 
 /// How many `input_required` rounds mcpx answers for a legacy host before giving up.
@@ -446,8 +523,15 @@ impl Gateway {
                 // Roots without listChanged (E-3): each ask gets the roots of the host
                 // whose request it serves (E-21), so there is no one list whose
                 // changes mcpx could announce, and modern hosts cannot signal them.
-                target.legacy_capabilities =
-                    json!({ "roots": {}, "sampling": {}, "elicitation": {} });
+                // Both elicitation modes: a url-mode ask reaches a host that can take
+                // it, and ends the request of one that cannot (E-9), so only another
+                // mode is one mcpx did not declare (E-14; 2025-11-25
+                // client/elicitation §Capabilities).
+                target.legacy_capabilities = json!({
+                    "roots": {},
+                    "sampling": {},
+                    "elicitation": { "form": {}, "url": {} },
+                });
                 Arc::new(Slot {
                     name: name.clone(),
                     namespace: s.mcpx.namespace.clone().unwrap_or_else(|| name.clone()),
@@ -456,6 +540,7 @@ impl Gateway {
                     conn: tokio::sync::Mutex::new(None),
                     last_error: Mutex::new(None),
                     last_facts: Mutex::new(None),
+                    asks: Arc::new(tokio::sync::Semaphore::new(config.global.ask_max_pending)),
                 })
             })
             .collect();
@@ -472,6 +557,7 @@ impl Gateway {
             stopping: tokio_util::sync::CancellationToken::new(),
             offered: Mutex::new(Offered::default()),
             elicitations: std::sync::atomic::AtomicU64::new(1),
+            url_elicitations: Mutex::new(std::collections::VecDeque::new()),
             subscribers: Mutex::new(HashMap::new()),
             parked: Mutex::new(HashMap::new()),
             parkings: std::sync::atomic::AtomicU64::new(0),
@@ -645,6 +731,10 @@ impl Gateway {
                     Some("notifications/resources/list_changed") => ListKind::Resources,
                     Some("notifications/resources/updated") => {
                         gw.relay_resource_updated(&frame).await;
+                        continue;
+                    }
+                    Some("notifications/elicitation/complete") => {
+                        gw.relay_elicitation_complete(i, &frame).await;
                         continue;
                     }
                     _ => continue,
@@ -1259,6 +1349,10 @@ impl Gateway {
         let mut rounds = 0;
         loop {
             let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+            // Fired by the host's cancellation, or when an ask ends the host's request
+            // before the upstream answers (E-9).
+            let cancel = call.cancel.child_token();
+            let mut ended: Option<Fault> = None;
             let opts = CallOptions {
                 events: Some(tx),
                 progress: call.progress.is_some(),
@@ -1273,7 +1367,7 @@ impl Gateway {
                 },
                 timeout: slot.config.mcpx.call_timeout,
                 max_time: self.config.global.max_call_time,
-                cancel: call.cancel.clone(),
+                cancel: cancel.clone(),
                 idempotent,
                 attribute_unsolicited: true,
                 caller_meta_is_envelope: host_modern,
@@ -1285,13 +1379,23 @@ impl Gateway {
                     tokio::select! {
                         // Events were sent before the response: relay them first.
                         biased;
-                        Some(ev) = rx.recv() => self.on_event(call, &facts, &slot.name, ev).await,
+                        Some(ev) = rx.recv() => {
+                            if let Some(f) = self.on_event(call, &facts, &slot.name, ev).await {
+                                cancel.cancel();
+                                ended.get_or_insert(f);
+                            }
+                        }
                         r = &mut fut => break r,
                     }
                 }
             };
             while let Ok(ev) = rx.try_recv() {
-                self.on_event(call, &facts, &slot.name, ev).await;
+                if let Some(f) = self.on_event(call, &facts, &slot.name, ev).await {
+                    ended.get_or_insert(f);
+                }
+            }
+            if let Some(f) = ended {
+                return Err(f);
             }
             let frame = match outcome {
                 Ok(frame) => frame,
@@ -1337,6 +1441,10 @@ impl Gateway {
                         .and_then(Value::as_str)
                         .unwrap_or_default();
                     let p = req.get("params").cloned();
+                    // E-9: not retried; the host learns the URL from the error.
+                    if let Some(f) = self.url_refusal(call, &slot.name, m, p.as_ref()) {
+                        return Err(f);
+                    }
                     match self.ask_legacy_host(call, &slot.name, m, p).await {
                         Ok(answer) => {
                             responses.insert(key.clone(), answer);
@@ -1425,6 +1533,8 @@ impl Gateway {
             open: Vec::new(),
             asked: 0,
             generation: 0,
+            asks: slot.asks.clone(),
+            label: self.label(i),
         };
         self.run_parked(call, parked, supplied).await
     }
@@ -1465,7 +1575,7 @@ impl Gateway {
                     let outcome = joined.map_err(|e| fault(INTERNAL_ERROR, format!("upstream {name}: {e}"), call.host))?;
                     while let Ok(ev) = p.events.try_recv() {
                         if !matches!(ev, CallEvent::Ask { .. }) {
-                            self.on_event(call, &facts, &name, ev).await;
+                            let _ = self.on_event(call, &facts, &name, ev).await;
                         }
                     }
                     return match outcome {
@@ -1489,6 +1599,15 @@ impl Gateway {
                 }
                 Some(ev) = p.events.recv() => match ev {
                     CallEvent::Ask { method, params, reply } => {
+                        // E-9: a url-mode question the host cannot take ends its
+                        // request; the upstream hears "cancel" and its call is cancelled.
+                        if mcpx_protocol::method::MRTR_METHODS.contains(&p.method.as_str())
+                            && let Some(f) = self.url_refusal(call, &name, &method, params.as_ref())
+                        {
+                            let _ = reply.send(Ok(json!({ "action": "cancel" })));
+                            p.cancel.cancel();
+                            return Err(f);
+                        }
                         take_question(call, &mut p, &mut supplied, method, params, reply);
                         // Each question restarts the window: questions sent back to
                         // back go to the host in one round.
@@ -1496,7 +1615,9 @@ impl Gateway {
                             gathered_by = Some(tokio::time::Instant::now() + self.config.global.ask_gather);
                         }
                     }
-                    other => self.on_event(call, &facts, &name, other).await,
+                    other => {
+                        let _ = self.on_event(call, &facts, &name, other).await;
+                    }
                 },
                 () = window => return self.put_questions(call, p, None),
             }
@@ -1655,29 +1776,21 @@ impl Gateway {
             };
             return Err((code, format!("upstream {upstream}: {e}")));
         }
+        let i = self.slot_index(upstream);
         if method == "elicitation/create" {
-            let url_mode = params.get("mode").and_then(Value::as_str) == Some("url");
-            match call.host {
-                // 2025-11-25 URL mode needs an elicitationId, which 2026 removed (E-11).
-                Revision::V2025_11_25 if url_mode && params.get("elicitationId").is_none() => {
-                    params["elicitationId"] = json!(format!("mcpx-{}", self.next_elicitation()));
-                }
-                Revision::V2025_06_18 if url_mode => {
-                    return Err((
-                        INTERNAL_ERROR,
-                        format!(
-                            "upstream {upstream} asks for a URL-mode elicitation, which 2025-06-18 clients cannot show"
-                        ),
-                    ));
-                }
-                Revision::V2025_06_18 => {
-                    if let Some(o) = params.as_object_mut() {
-                        o.remove("mode");
-                    }
-                }
-                _ => {}
-            }
+            // E-11, E-18: shaped for the host (a 2025-11-25 url-mode ask gets a minted
+            // elicitationId); what the host cannot be shown fails its request, since a
+            // modern upstream has no error channel for it.
+            elicitation::lower(&mut params, call.host, || {
+                format!("mcpx-{}", self.next_elicitation())
+            })
+            .map_err(|e| (INTERNAL_ERROR, format!("upstream {upstream}: {e}")))?;
+            label_elicitation(i.and_then(|i| self.label(i)).as_deref(), &mut params);
         }
+        let _permit = match i {
+            Some(i) => ask_permit(&self.slots[i].asks, method)?,
+            None => None,
+        };
         stamp_related(&mut params, &call.id);
         let raw = RawValue::from_string(params.to_string())
             .map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
@@ -1704,6 +1817,174 @@ impl Gateway {
         }
     }
 
+    fn slot_index(&self, name: &str) -> Option<usize> {
+        self.slots.iter().position(|s| s.name == name)
+    }
+
+    /// E-10: "[<namespace>] ", put before upstream `i`'s elicitation messages when
+    /// namespaces are in use (several upstreams; names are then prefixed too).
+    fn label(&self, i: usize) -> Option<String> {
+        (self.slots.len() > 1).then(|| format!("[{}] ", self.slots[i].namespace))
+    }
+
+    /// E-9, E-19: a url-mode elicitation of upstream `name` for a host that declared
+    /// elicitation but cannot take url mode (a 2025-06-18 host, or one without
+    /// `elicitation.url`). mcpx never turns it into a form (2025-11-25
+    /// client/elicitation §User Interaction Model: sensitive data goes by url, never
+    /// by form), so it ends the host's request: with -32042 and the elicitation in
+    /// `data.elicitations` for a 2025-11-25 host (client/elicitation §URL Elicitation
+    /// Required Error, read as a MUST: E-19), else with -32603 whose message carries
+    /// the URL (2026-07-28 basic/index §Error Codes: -32042 MUST NOT be emitted).
+    /// Hosts that declared no elicitation are refused as for any undeclared ask.
+    fn url_refusal(
+        &self,
+        call: &Call,
+        name: &str,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Option<Fault> {
+        if method != "elicitation/create"
+            || host_takes_url(call)
+            || !elicitation::shape(call.host).exists
+            || call.client_capabilities.get("elicitation").is_none()
+        {
+            return None;
+        }
+        let params = params?;
+        if elicitation::mode(params).ok()? != elicitation::Mode::Url {
+            return None;
+        }
+        let url = params
+            .get("url")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut shown = json!({
+            "message": params.get("message").and_then(Value::as_str).unwrap_or_default(),
+        });
+        label_elicitation(
+            self.slot_index(name).and_then(|i| self.label(i)).as_deref(),
+            &mut shown,
+        );
+        let message = shown["message"].as_str().unwrap_or_default().to_owned();
+        let text = format!(
+            "upstream {name} needs the user to open {url} ({message}); this client cannot show url-mode elicitations"
+        );
+        if !mcpx_protocol::error::may_emit(call.host, URL_ELICITATION_REQUIRED) {
+            return Some(fault(INTERNAL_ERROR, text, call.host));
+        }
+        let id = params
+            .get("elicitationId")
+            .and_then(Value::as_str)
+            .map_or_else(
+                || format!("mcpx-{}", self.next_elicitation()),
+                str::to_owned,
+            );
+        let mut f = fault(URL_ELICITATION_REQUIRED, text, call.host);
+        f.data = Some(json!({ "elicitations": [{
+            "mode": "url", "elicitationId": id, "url": url, "message": message,
+        }]}));
+        Some(f)
+    }
+
+    /// Remembers that upstream `i`'s url-mode elicitation `id` went to `peer`, when the
+    /// host's revision has completion notifications (E-12: 2025-11-25 only).
+    fn note_url_elicitation(&self, host: Revision, i: usize, id: &str, peer: &Peer) {
+        if !mcpx_protocol::method::server_may_send("notifications/elicitation/complete", host) {
+            return;
+        }
+        if let Ok(mut m) = self.url_elicitations.lock() {
+            m.retain(|(u, e, _)| !(*u == i && e == id));
+            m.push_back((i, id.to_owned(), peer.clone()));
+            while m.len() > MAX_URL_ELICITATIONS {
+                m.pop_front();
+            }
+        }
+    }
+
+    /// E-12: the elicitations of an upstream's -32042 that reach a 2025-11-25 host
+    /// unchanged (A-C11) are remembered like relayed ones, for their completion.
+    fn note_required_elicitations(&self, call: &Call, name: &str, data: Option<&str>) {
+        let (Some(i), Some(peer)) = (self.slot_index(name), &call.peer) else {
+            return;
+        };
+        let data: Value = data
+            .and_then(|d| serde_json::from_str(d).ok())
+            .unwrap_or(Value::Null);
+        for e in data
+            .get("elicitations")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(id) = e.get("elicitationId").and_then(Value::as_str) {
+                self.note_url_elicitation(call.host, i, id, peer);
+            }
+        }
+    }
+
+    /// E-12: an upstream's `notifications/elicitation/complete` goes, unchanged, to
+    /// the 2025-11-25 host its elicitation went to, once; one naming an elicitation
+    /// mcpx did not relay that way (unknown, completed, or put to a 2026-07-28 host,
+    /// whose revision has no such notification) is dropped (2025-11-25
+    /// client/elicitation §Completion Notifications: only to the client that
+    /// initiated the elicitation; clients ignore unknown ids).
+    async fn relay_elicitation_complete(&self, i: usize, frame: &Frame) {
+        let id = frame
+            .params()
+            .and_then(|p| mcpx_protocol::jsonrpc::member(p, "elicitationId"))
+            .and_then(|v| serde_json::from_str::<String>(v).ok());
+        let peer = id.as_ref().and_then(|id| {
+            let mut m = self.url_elicitations.lock().ok()?;
+            let at = m.iter().position(|(u, e, _)| *u == i && e == id)?;
+            m.remove(at).map(|(_, _, p)| p)
+        });
+        match peer {
+            Some(peer) => {
+                let _ = peer.notify(frame.clone()).await;
+            }
+            None => tracing::debug!(
+                upstream = %self.slots[i].name,
+                elicitation = ?id,
+                "dropped notifications/elicitation/complete for no relayed elicitation"
+            ),
+        }
+    }
+
+    /// A 2026-07-28 upstream's `input_required` result passes to a modern host as it
+    /// is (its `requestState` untouched: E-32), except that elicitation messages are
+    /// labelled when namespaces are in use (E-10) and an `elicitationId`, which 2026
+    /// lacks, is removed (E-12). `None` when nothing changes.
+    fn relabel_input_required(&self, name: &str, result: &str) -> Option<String> {
+        let label = self.slot_index(name).and_then(|i| self.label(i));
+        if label.is_none() && !result.contains("\"elicitationId\"") {
+            return None;
+        }
+        let mut v: Value = serde_json::from_str(result).ok()?;
+        if v.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return None;
+        }
+        let mut changed = false;
+        for req in v
+            .get_mut("inputRequests")
+            .and_then(Value::as_object_mut)?
+            .values_mut()
+        {
+            if req.get("method").and_then(Value::as_str) != Some("elicitation/create") {
+                continue;
+            }
+            if let Some(params) = req.get_mut("params") {
+                if let Some(o) = params.as_object_mut() {
+                    changed |= o.remove("elicitationId").is_some();
+                }
+                if label.is_some() && params.get("message").is_some_and(Value::is_string) {
+                    label_elicitation(label.as_deref(), params);
+                    changed = true;
+                }
+            }
+        }
+        changed.then(|| v.to_string())
+    }
+
     fn next_elicitation(&self) -> u64 {
         self.elicitations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -1718,6 +1999,9 @@ impl Gateway {
         frame: Frame,
     ) -> Result<Reply, Fault> {
         if let Some(e) = frame.error() {
+            if e.code == URL_ELICITATION_REQUIRED {
+                self.note_required_elicitations(call, name, e.data.as_deref());
+            }
             return Err(Fault {
                 code: e.code,
                 message: format!("upstream {name}: {}", e.message),
@@ -1730,7 +2014,13 @@ impl Gateway {
                     && !facts.revision.facts().input_validation_is_tool_error,
             });
         }
-        let result = frame.result().unwrap_or("{}").to_owned();
+        let mut result = frame.result().unwrap_or("{}").to_owned();
+        if facts.era == Era::Modern
+            && call.host.era() == Era::Modern
+            && let Some(relabelled) = self.relabel_input_required(name, &result)
+        {
+            result = relabelled;
+        }
         if facts.era == Era::Modern && call.host.era() == Era::Legacy {
             let input_required = serde_json::from_str::<Value>(&result)
                 .ok()
@@ -1757,7 +2047,15 @@ impl Gateway {
         })
     }
 
-    async fn on_event(&self, call: &Call, facts: &ServerFacts, name: &str, ev: CallEvent) {
+    /// Relays one event of an upstream call. `Some` when it ends the host's request
+    /// (E-9); the caller then cancels the upstream call.
+    async fn on_event(
+        &self,
+        call: &Call,
+        facts: &ServerFacts,
+        name: &str,
+        ev: CallEvent,
+    ) -> Option<Fault> {
         match ev {
             CallEvent::Progress {
                 progress,
@@ -1782,10 +2080,21 @@ impl Gateway {
                 params,
                 reply,
             } => {
+                // E-9: a url-mode elicitation the legacy host cannot take ends its
+                // request; the upstream's ask is answered "cancel".
+                if facts.era == Era::Legacy
+                    && call.host.era() == Era::Legacy
+                    && call.peer.is_some()
+                    && let Some(f) = self.url_refusal(call, name, &method, params.as_ref())
+                {
+                    let _ = reply.send(Ok(json!({ "action": "cancel" })));
+                    return Some(f);
+                }
                 let answer = self.ask(call, facts, name, &method, params).await;
                 let _ = reply.send(answer);
             }
         }
+        None
     }
 
     /// Relays a server-to-client request from an upstream to the host, within one era.
@@ -1821,6 +2130,28 @@ impl Gateway {
         if method == "sampling/createMessage" {
             prepare_sampling(call, &mut params).map_err(|e| (INVALID_PARAMS, e.to_string()))?;
         }
+        let i = self.slot_index(name);
+        if method == "elicitation/create" {
+            // E-11, E-18: shaped for the host; what it cannot be shown, a malformed
+            // ask, or a mode mcpx did not declare is the upstream's -32602 (E-14).
+            let mode = elicitation::lower(&mut params, call.host, || {
+                format!("mcpx-{}", self.next_elicitation())
+            })
+            .map_err(|e| (INVALID_PARAMS, e.to_string()))?;
+            label_elicitation(i.and_then(|i| self.label(i)).as_deref(), &mut params);
+            if let (elicitation::Mode::Url, Some(i), Some(peer), Some(id)) = (
+                mode,
+                i,
+                &call.peer,
+                params.get("elicitationId").and_then(Value::as_str),
+            ) {
+                self.note_url_elicitation(call.host, i, id, peer);
+            }
+        }
+        let _permit = match i {
+            Some(i) => ask_permit(&self.slots[i].asks, method)?,
+            None => None,
+        };
         stamp_related(&mut params, &call.id);
         let _route = self.route_ask_progress(name, &mut params);
         let raw = RawValue::from_string(params.to_string())

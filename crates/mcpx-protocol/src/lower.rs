@@ -22,6 +22,8 @@
 //! `sampling/createMessage` before it puts the request to a host (registers E-7, E-16,
 //! E-23, E-27, E-31). Results of sampling pass upward unchanged.
 
+pub mod elicitation;
+
 use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};

@@ -14,48 +14,6 @@ use serde_json::{Value, json};
 mod common;
 use common::*;
 
-/// A modern host in front of the legacy example server.
-async fn bridged(tag: &str) -> Host {
-    Host::start(tag, &example(R1125), R2026).await
-}
-
-/// `tools/call` of `tool` from a modern host declaring `caps`, with `extra` params.
-async fn call(h: &mut Host, tool: &str, caps: Value, extra: Value) -> Value {
-    let mut meta = modern_meta(json!({}));
-    meta["io.modelcontextprotocol/clientCapabilities"] = caps;
-    let mut params = json!({"name": tool, "arguments": {}, "_meta": meta});
-    for (k, v) in extra.as_object().unwrap() {
-        params[k] = v.clone();
-    }
-    let (v, notes) = h.raw_request("tools/call", params).await;
-    // 2026-07-28 basic/patterns: never a server-to-client request on the wire.
-    assert!(notes.iter().all(|n| n.get("id").is_none()), "{notes:?}");
-    v
-}
-
-fn all_caps() -> Value {
-    json!({"elicitation": {}, "sampling": {}, "roots": {}})
-}
-
-fn elicited(content: Value) -> Value {
-    json!({"action": "accept", "content": content})
-}
-
-fn sampled(text: &str) -> Value {
-    json!({"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"})
-}
-
-fn roots() -> Value {
-    json!({"roots": [{"uri": "file:///bridge", "name": "bridge"}]})
-}
-
-fn text(r: &Value) -> String {
-    r["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// E-1, E-13, E-24: three questions a legacy upstream sends back to back reach the host
 /// in one input_required round, under the keys the upstream named; a retry lacking
 /// some answers is asked again for those only, under the same requestState; the full

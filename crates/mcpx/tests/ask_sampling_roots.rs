@@ -51,13 +51,6 @@ async fn legacy_host(tag: &str, config: &Value, rev: Revision, caps: Value) -> H
     h
 }
 
-fn text(r: &Value) -> String {
-    r["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// The response frame answering request `req` with `result`.
 fn reply(req: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": req["id"], "result": result})

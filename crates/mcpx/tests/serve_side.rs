@@ -349,7 +349,7 @@ async fn modern_capabilities_are_per_request() {
     let init = sent(&wire, "initialize");
     assert_eq!(
         init[0]["params"]["capabilities"],
-        json!({"roots": {}, "sampling": {}, "elicitation": {}}),
+        json!({"roots": {}, "sampling": {}, "elicitation": {"form": {}, "url": {}}}),
         "{}",
         init[0]
     );

@@ -290,3 +290,47 @@ pub async fn host(tag: &str, config: &Value, rev: Revision) -> Host {
 pub fn sent<'a>(wire: &'a [Value], method: &str) -> Vec<&'a Value> {
     wire.iter().filter(|v| v["method"] == method).collect()
 }
+
+// ---- 2026-07-28 hosts and input_required rounds ------------------------------
+
+/// A modern host in front of the legacy example server.
+pub async fn bridged(tag: &str) -> Host {
+    Host::start(tag, &example(R1125), R2026).await
+}
+
+/// `tools/call` of `tool` from a modern host declaring `caps`, with `extra` params.
+pub async fn call(h: &mut Host, tool: &str, caps: Value, extra: Value) -> Value {
+    let mut meta = modern_meta(json!({}));
+    meta["io.modelcontextprotocol/clientCapabilities"] = caps;
+    let mut params = json!({"name": tool, "arguments": {}, "_meta": meta});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    let (v, notes) = h.raw_request("tools/call", params).await;
+    // 2026-07-28 basic/patterns: never a server-to-client request on the wire.
+    assert!(notes.iter().all(|n| n.get("id").is_none()), "{notes:?}");
+    v
+}
+
+pub fn all_caps() -> Value {
+    json!({"elicitation": {}, "sampling": {}, "roots": {}})
+}
+
+pub fn elicited(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+pub fn sampled(text: &str) -> Value {
+    json!({"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"})
+}
+
+pub fn roots() -> Value {
+    json!({"roots": [{"uri": "file:///bridge", "name": "bridge"}]})
+}
+
+pub fn text(r: &Value) -> String {
+    r["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
