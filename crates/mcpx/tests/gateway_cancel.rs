@@ -7,7 +7,6 @@
 //!   request's stream and sends no `notifications/cancelled`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -17,23 +16,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn wait_port(port: u16) {
-    for _ in 0..200 {
-        if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("nothing listens on {port}");
-}
+mod common;
+use common::{free_port, wait_port};
 
 fn dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("mcpx-cancel-{}-{tag}", std::process::id()));

@@ -3,7 +3,6 @@
 //! new session and retries the request once, and the host never notices.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::net::TcpListener;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -13,13 +12,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+mod common;
+use common::free_port;
 
 async fn example_server(port: u16) -> Child {
     let child = Command::new(env!("CARGO_BIN_EXE_mcpx"))

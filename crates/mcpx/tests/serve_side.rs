@@ -5,7 +5,6 @@
 //! the register ids it proves (see dispositions.toml).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -642,24 +641,6 @@ async fn resource_subscriptions_per_host_era() {
 
 // ---------------------------------------------------------------------------------
 // Streamable HTTP.
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn wait_port(port: u16) {
-    for _ in 0..200 {
-        if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("nothing listens on {port}");
-}
 
 /// `mcpx serve --http` fronting the dual-era example server (stdio).
 async fn http_gateway(dir: &Path) -> (Child, u16) {

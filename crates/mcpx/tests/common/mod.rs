@@ -21,6 +21,29 @@ pub const R0618: Revision = Revision::V2025_06_18;
 pub const R1125: Revision = Revision::V2025_11_25;
 pub const R2026: Revision = Revision::V2026_07_28;
 
+/// A port nothing listens on now (the OS picks it; bound on 127.0.0.1 only).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits (up to 10 s) until something accepts connections on 127.0.0.1:`port`.
+pub async fn wait_port(port: u16) {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("nothing listens on {port}");
+}
+
 /// mcpx talking to a host (this test) on stdio.
 pub struct Host {
     child: Child,
