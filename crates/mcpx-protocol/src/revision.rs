@@ -140,6 +140,24 @@ pub struct Facts {
     /// Servers must declare the `completions` capability to answer `completion/complete`
     /// (2025-03-26 onwards; C-C9).
     pub completions_capability: bool,
+    /// How tasks exist in the revision (H13): the 2025-11-25 core utility (`tasks`
+    /// capability, `params.task`, `execution.taskSupport`, `tasks/get|result|list|cancel`),
+    /// or only through the `io.modelcontextprotocol/tasks` extension (2026-07-28), or not.
+    pub tasks: TasksFlavor,
+}
+
+/// How a revision carries tasks (register H13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TasksFlavor {
+    /// No tasks (2025-06-18 and earlier).
+    None,
+    /// 2025-11-25 basic/utilities/tasks: requestor-driven, `params.task`, `CreateTaskResult
+    /// {task}`, `tasks/get|result|list|cancel`, tool-level `execution.taskSupport`.
+    Core,
+    /// ext-tasks 2026-07-28: server-directed, opted into per request in
+    /// `clientCapabilities.extensions`; flat `resultType: "task"` handles,
+    /// `tasks/get|update|cancel`.
+    Extension,
 }
 
 /// What a revision allows in `CallToolResult.structuredContent` (H7, D-C5).
@@ -185,6 +203,7 @@ pub const FACTS: [Facts; 5] = [
         error_id_optional: false,
         reserved_meta: ReservedMetaRule::None,
         completions_capability: false,
+        tasks: TasksFlavor::None,
     },
     Facts {
         revision: Revision::V2025_03_26,
@@ -209,6 +228,7 @@ pub const FACTS: [Facts; 5] = [
         error_id_optional: false,
         reserved_meta: ReservedMetaRule::None,
         completions_capability: true,
+        tasks: TasksFlavor::None,
     },
     Facts {
         revision: Revision::V2025_06_18,
@@ -233,6 +253,7 @@ pub const FACTS: [Facts; 5] = [
         error_id_optional: false,
         reserved_meta: ReservedMetaRule::AnyLabelFollowed,
         completions_capability: true,
+        tasks: TasksFlavor::None,
     },
     Facts {
         revision: Revision::V2025_11_25,
@@ -257,6 +278,7 @@ pub const FACTS: [Facts; 5] = [
         error_id_optional: true,
         reserved_meta: ReservedMetaRule::SecondLabel,
         completions_capability: true,
+        tasks: TasksFlavor::Core,
     },
     Facts {
         revision: Revision::V2026_07_28,
@@ -281,6 +303,7 @@ pub const FACTS: [Facts; 5] = [
         error_id_optional: true,
         reserved_meta: ReservedMetaRule::SecondLabel,
         completions_capability: true,
+        tasks: TasksFlavor::Extension,
     },
 ];
 
