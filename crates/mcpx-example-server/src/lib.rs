@@ -388,6 +388,7 @@ impl ExampleServer {
             caps: &c.caps,
             session: c.ctx.peer().and_then(|p| p.session_id().map(str::to_owned)),
             cancel: c.ctx.cancelled(),
+            ctx: &c.ctx,
         }
     }
 

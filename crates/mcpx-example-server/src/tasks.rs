@@ -50,6 +50,7 @@ pub(crate) fn support(name: &str) -> Option<TaskSupport> {
         "greet" => TaskSupport::Forbidden,
         "slow_compute" | "protocol_error_job" => TaskSupport::Optional,
         "failing_job" => TaskSupport::Required,
+        "task_augmented_ask" => TaskSupport::Forbidden,
         _ => return None,
     })
 }
@@ -86,7 +87,14 @@ pub(crate) fn tools(rev: Revision) -> Vec<Value> {
             obj(json!({}), &[]),
         ),
     ];
+    let ask = (
+        "task_augmented_ask",
+        "Asks the client with a task-augmented elicitation/create (2025-11-25) and reports what came back.",
+        obj(json!({}), &[]),
+    );
+    let extra = (flavor == TasksFlavor::Core).then_some(ask);
     defs.into_iter()
+        .chain(extra)
         .map(|(name, description, input)| {
             let mut t = json!({"name": name, "description": description, "inputSchema": input});
             // 2025-11-25 schema ToolExecution; 2026-07-28's Tool has no `execution`.
@@ -214,6 +222,7 @@ pub(crate) struct Req<'a> {
     pub(crate) caps: &'a Value,
     pub(crate) session: Option<String>,
     pub(crate) cancel: &'a CancellationToken,
+    pub(crate) ctx: &'a mcpx_transport::RequestCtx,
 }
 
 fn missing_extension() -> RpcError {
@@ -286,7 +295,7 @@ impl Tasks {
         };
         e.outcome = Some(outcome);
         e.updated = now_ms();
-        let _ = e.changed.send(e.status);
+        e.changed.send_replace(e.status);
     }
 
     /// Creates a task running fixture `name`; returns its id and task object.
@@ -344,6 +353,9 @@ impl Tasks {
     ) -> Option<Result<Value, RpcError>> {
         let support = support(name)?;
         let flavor = r.rev.facts().tasks;
+        if name == "task_augmented_ask" {
+            return Some(Ok(task_augmented_ask(r).await));
+        }
         let wants_task = match flavor {
             TasksFlavor::None => false,
             TasksFlavor::Core => {
@@ -485,7 +497,7 @@ impl Tasks {
                     e.status = Status::Cancelled;
                     e.message = Some("The task was cancelled by request.".to_owned());
                     e.updated = now_ms();
-                    let _ = e.changed.send(e.status);
+                    e.changed.send_replace(e.status);
                     return Ok(match flavor {
                         TasksFlavor::Core => Self::task_json(&id, e),
                         _ => json!({}),
@@ -532,5 +544,44 @@ impl Tasks {
                 &format!("task {id} was cancelled before it produced a result"),
             )),
         }
+    }
+}
+
+/// `task_augmented_ask`: an elicitation with `task` (2025-11-25 basic/utilities/tasks),
+/// sent whatever the client declared, so a gateway's handling of it shows (E-17): a
+/// receiver without the capability processes it normally; a `CreateTaskResult` back is
+/// reported as a tool error.
+async fn task_augmented_ask(r: &Req<'_>) -> Value {
+    let params = json!({
+        "message": "Confirm?",
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        "task": {"ttl": 60000},
+    });
+    let raw = serde_json::value::RawValue::from_string(params.to_string()).ok();
+    let answer = r
+        .ctx
+        .request(
+            "elicitation/create",
+            raw.as_deref(),
+            Duration::from_secs(60),
+        )
+        .await;
+    let text =
+        |t: String, err: bool| json!({"content": [{"type": "text", "text": t}], "isError": err});
+    match answer {
+        Err(e) => text(format!("elicitation/create failed: {e}"), true),
+        Ok(f) => match (f.result(), f.error()) {
+            (Some(res), _) => {
+                let v: Value = serde_json::from_str(res).unwrap_or(Value::Null);
+                if v.get("task").is_some() {
+                    text(format!("got a CreateTaskResult: {v}"), true)
+                } else {
+                    let action = v.get("action").and_then(Value::as_str).unwrap_or("?");
+                    text(format!("elicitation answered: {action}"), false)
+                }
+            }
+            (_, Some(e)) => text(format!("the client refused: {}", e.message), true),
+            _ => text("empty answer".to_owned(), true),
+        },
     }
 }

@@ -243,6 +243,16 @@ pub struct Global {
     /// `input_required` round (default 20 ms): a legacy server that asks several
     /// questions at once sends them back to back.
     pub ask_gather: Duration,
+    /// The most gateway tasks held at once, running or finished (default 1024): a
+    /// task-augmented call beyond it is refused (register H13; 2025-11-25
+    /// basic/utilities/tasks §Resource Management).
+    pub max_tasks: usize,
+    /// How long a gateway task is kept from its creation (default 1 h); also the most
+    /// a 2025-11-25 host's `task.ttl` may ask for. An expired task is cancelled and
+    /// forgotten.
+    pub task_ttl: Duration,
+    /// The polling interval suggested to hosts and used for upstream tasks (default 500 ms).
+    pub task_poll_interval: Duration,
 }
 
 impl Default for Global {
@@ -255,6 +265,9 @@ impl Default for Global {
             page_size: 100,
             ask_timeout: Duration::from_secs(300),
             ask_gather: Duration::from_millis(20),
+            max_tasks: 1024,
+            task_ttl: Duration::from_secs(3600),
+            task_poll_interval: Duration::from_millis(500),
         }
     }
 }
@@ -346,6 +359,9 @@ struct FileLimits {
     page_size: Option<usize>,
     ask_timeout_ms: Option<u64>,
     ask_gather_ms: Option<u64>,
+    max_tasks: Option<usize>,
+    task_ttl_ms: Option<u64>,
+    task_poll_interval_ms: Option<u64>,
 }
 
 /// Blanks out `//` and `/* */` comments and trailing commas, keeping every other byte
@@ -463,6 +479,19 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             .limits
             .ask_gather_ms
             .map_or(defaults.ask_gather, Duration::from_millis),
+        max_tasks: doc.mcpx.limits.max_tasks.unwrap_or(defaults.max_tasks),
+        task_ttl: doc
+            .mcpx
+            .limits
+            .task_ttl_ms
+            .map_or(defaults.task_ttl, Duration::from_millis)
+            .max(Duration::from_secs(1)),
+        task_poll_interval: doc
+            .mcpx
+            .limits
+            .task_poll_interval_ms
+            .map_or(defaults.task_poll_interval, Duration::from_millis)
+            .max(Duration::from_millis(10)),
     };
     if global.max_name_len < 16 {
         return Err(value_err(format!(

@@ -29,6 +29,10 @@ use tokio::sync::broadcast;
 use crate::config::{Config, ServerConfig, Transport};
 use crate::naming::{NameMap, NameRules};
 
+// Gateway tasks (H13): a child module, so it drives calls through the routing here.
+#[path = "tasks.rs"]
+mod tasks;
+
 /// The lists the catalog merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ListKind {
@@ -132,6 +136,8 @@ pub struct Gateway {
     elicitations: std::sync::atomic::AtomicU64,
     /// The most verbose log level any legacy host asked for, applied to legacy upstreams.
     upstream_log_level: Mutex<Option<Level>>,
+    /// Gateway tasks (H13), bounded by `mcpx.limits.maxTasks`/`taskTtlMs`.
+    tasks: tasks::Store,
 }
 
 /// A `subscriptions/listen` call has no response to wait for: it lasts as long as
@@ -272,6 +278,7 @@ fn take_question(
         return;
     }
     let mut params = params.unwrap_or(json!({}));
+    tasks::strip_ask_task(&mut params);
     if let Some(o) = params.as_object_mut() {
         // 2026 has no elicitationId (E-11).
         o.remove("elicitationId");
@@ -427,6 +434,7 @@ impl Gateway {
             parked: Mutex::new(HashMap::new()),
             parkings: std::sync::atomic::AtomicU64::new(0),
             upstream_log_level: Mutex::new(None),
+            tasks: tasks::Store::default(),
         })
     }
 
@@ -1091,7 +1099,10 @@ impl Gateway {
         }
         let end = (start + page).min(all.len());
         let items = &all[start..end];
-        let mut result = json!({ kind.key(): items });
+        let shaped = (kind == ListKind::Tools)
+            .then(|| tasks::shape_tools(items, call.host))
+            .flatten();
+        let mut result = json!({ kind.key(): shaped.as_deref().unwrap_or(items) });
         if end < all.len() {
             result["nextCursor"] = json!(format!("mcpx:{end}"));
         }
@@ -1756,6 +1767,7 @@ impl Gateway {
         host_may_be_asked(call, method)?;
         let mut params = params.unwrap_or(json!({}));
         stamp_related(&mut params, &call.id);
+        tasks::ask_params(&mut params, call);
         let raw = RawValue::from_string(params.to_string())
             .map(Some)
             .map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
@@ -1965,6 +1977,7 @@ impl Backend for GatewayBackend {
                         && (f.has("prompts") || f.has("resources"))
                 }),
             logging: any("logging"),
+            tasks: tasks::offered(&facts),
             instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
         }
     }
@@ -1992,7 +2005,12 @@ impl Backend for GatewayBackend {
                     .unwrap_or_default();
                 gw.resume(&call, &state).await
             }
-            "tools/call" | "prompts/get" => {
+            "tools/call" => tasks::tools_call(gw, &call).await,
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
+                tasks::method(gw, &call).await
+            }
+            // tools/call goes through `tasks` (above); this arm serves prompts/get.
+            "prompts/get" => {
                 let prompts = call.method == "prompts/get";
                 let (i, original, params) = gw.route_name(&call, prompts)?;
                 let idempotent = prompts
