@@ -327,9 +327,9 @@ impl ExampleServer {
         };
         // ext-tasks 2026-07-28: tasks/get|update|cancel exist for a modern request
         // through the extension (gated per request in `tasks::Tasks::method`).
-        if !client_may_send(method, rev)
-            && !(modern && mcpx_protocol::method::tasks_extension_client_method(method, rev))
-        {
+        let exists = client_may_send(method, rev)
+            || (modern && mcpx_protocol::method::tasks_extension_client_method(method, rev));
+        if !exists {
             return Err(RpcError::new(
                 METHOD_NOT_FOUND,
                 &format!("method not found in MCP {rev}: {method}"),
