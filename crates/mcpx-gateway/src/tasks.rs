@@ -9,8 +9,8 @@
 //! * a 2025-11-25 upstream's task (a tool with `execution.taskSupport: "required"`):
 //!   task-augmented `tools/call`, `tasks/get` every poll interval, then `tasks/result`;
 //!   cancellation is `tasks/cancel` (2025-11-25 basic/utilities/tasks);
-//! * a 2026-07-28 upstream's task (mcpx declares `io.modelcontextprotocol/tasks` on the
-//!   request when the upstream advertises the extension): `tasks/get` until terminal,
+//! * a 2026-07-28 upstream's task (the host's declaration, or mcpx's own after a -32021
+//!   naming the extension): `tasks/get` until terminal,
 //!   the result or error inlined; cancellation is `tasks/cancel` (ext-tasks 2026-07-28).
 //!
 //! What the host sees depends on its revision ([`mcpx_protocol::revision::Facts::tasks`]):
@@ -440,14 +440,26 @@ impl Gateway {
             }
             // ext-tasks: mcpx always declares the extension to an upstream that has it,
             // so a tool that needs a task still runs for hosts without it (C-C13).
+            // The host's capabilities go up as declared (A-C16); when the upstream
+            // answers that the tool needs the extension (-32021), mcpx declares it itself
+            // and drives the task (C-C13).
             TasksFlavor::Extension => {
-                let up = derive(
-                    call,
-                    with_extension(&call.client_capabilities),
-                    call.cancel.clone(),
-                    call.related_task.clone(),
-                );
-                let reply = self.forward(&up, i, "tools/call", params, idempotent).await;
+                let mut reply = self
+                    .forward(call, i, "tools/call", params, idempotent)
+                    .await;
+                let needs_extension = matches!(&reply, Err(f)
+                    if f.code == mcpx_protocol::error::MISSING_REQUIRED_CLIENT_CAPABILITY
+                        && f.data.as_ref().and_then(|d| d.pointer("/requiredCapabilities/extensions"))
+                            .and_then(|e| e.get(TASKS_EXTENSION)).is_some());
+                if needs_extension && !declares_extension(&call.client_capabilities) {
+                    let up = derive(
+                        call,
+                        with_extension(&call.client_capabilities),
+                        call.cancel.clone(),
+                        call.related_task.clone(),
+                    );
+                    reply = self.forward(&up, i, "tools/call", params, idempotent).await;
+                }
                 let handle = reply
                     .as_ref()
                     .ok()
