@@ -56,7 +56,8 @@
 //! | input-required-result-unsupported-methods | `tools/list`, `prompts/list` are never `input_required` |
 //! | http-header-validation | transport (needs any tool for `Mcp-Name`) |
 //! | http-custom-header-server-validation | tool `test_custom_headers` (`region` → `x-mcp-header: Region`; 2026-07-28 only) |
-//! | tasks-* | not implemented (the tasks extension) |
+//! | tasks-lifecycle, -capability-negotiation, -wire-fields, -request-state-removal, -dispatch-and-envelope, -required-task-error, -status-notifications | tools `greet`, `slow_compute`, `failing_job` (`required`), `protocol_error_job` (see `tasks`) |
+//! | tasks-mrtr-input, tasks-mrtr-composition | not implemented (`confirm_delete`, `multi_input`, `test_tool_with_task`: task input rounds) |
 //!
 //! Beyond the suite, for mcpx's own tests: `test_add` (input validation), `test_resource_link`,
 //! `test_structured_content`, `test_structured_value` (non-object, 2026-07-28),
@@ -406,6 +407,8 @@ pub(crate) fn tools(rev: Revision, dynamic: Dynamic) -> Vec<Value> {
             v.push(tool(rev, name, name, what, empty()));
         }
     }
+    // The tasks fixtures (2025-11-25 and the 2026-07-28 extension; see `tasks`).
+    v.extend(crate::tasks::tools(rev));
     if dynamic.tool {
         v.push(tool(
             rev,

@@ -26,6 +26,7 @@
 pub mod features;
 pub mod fixtures;
 mod mrtr;
+mod tasks;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -142,6 +143,8 @@ pub struct ExampleServer {
     dynamic_tool: AtomicBool,
     dynamic_prompt: AtomicBool,
     dynamic_resource: AtomicBool,
+    /// Tasks (2025-11-25 core and the 2026-07-28 extension), bounded.
+    tasks: std::sync::Arc<tasks::Tasks>,
 }
 
 impl Default for ExampleServer {
@@ -220,6 +223,7 @@ impl ExampleServer {
             dynamic_tool: AtomicBool::new(false),
             dynamic_prompt: AtomicBool::new(false),
             dynamic_resource: AtomicBool::new(false),
+            tasks: std::sync::Arc::default(),
         }
     }
 
@@ -321,7 +325,11 @@ impl ExampleServer {
         } else {
             json!({})
         };
-        if !client_may_send(method, rev) {
+        // ext-tasks 2026-07-28: tasks/get|update|cancel exist for a modern request
+        // through the extension (gated per request in `tasks::Tasks::method`).
+        let exists = client_may_send(method, rev)
+            || (modern && mcpx_protocol::method::tasks_extension_client_method(method, rev));
+        if !exists {
             return Err(RpcError::new(
                 METHOD_NOT_FOUND,
                 &format!("method not found in MCP {rev}: {method}"),
@@ -360,12 +368,28 @@ impl ExampleServer {
             "prompts/get" => self.get_prompt(&call).await,
             "completion/complete" => complete(&call),
             "subscriptions/listen" => self.listen(&call).await,
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
+                let r = self.task_req(&call);
+                self.tasks.method(&r, method).await
+            }
             other => Err(RpcError::new(
                 METHOD_NOT_FOUND,
                 &format!("method not found: {other}"),
             )),
         }?;
         Ok(envelope(result, &call, method))
+    }
+
+    fn task_req<'a>(&self, c: &'a Call<'_>) -> tasks::Req<'a> {
+        tasks::Req {
+            rev: c.rev,
+            modern: c.modern(),
+            params: &c.params,
+            caps: &c.caps,
+            session: c.ctx.peer().and_then(|p| p.session_id().map(str::to_owned)),
+            cancel: c.ctx.cancelled(),
+            ctx: &c.ctx,
+        }
     }
 
     fn initialize(&self, rev: Revision) -> Value {
@@ -873,6 +897,9 @@ impl ExampleServer {
                 Err(RpcError::params(&message))
             };
         }
+        if let Some(r) = self.tasks.tool_call(&self.task_req(c), name, &args).await {
+            return r;
+        }
         let f = features(c.rev);
         let got = |a: &Map<String, Value>, k: &str| a.get(k).cloned().unwrap_or(Value::Null);
         let content = match name {
@@ -1287,6 +1314,7 @@ fn capabilities(rev: Revision) -> Value {
     if rev.facts().completions_capability {
         c["completions"] = json!({});
     }
+    tasks::capabilities(rev, &mut c);
     c
 }
 

@@ -246,6 +246,16 @@ pub struct Global {
     /// How many sampling and elicitation asks of one upstream mcpx holds toward hosts
     /// at once (default 4; register E-15); a further one is refused.
     pub ask_max_pending: usize,
+    /// The most gateway tasks held at once, running or finished (default 1024): a
+    /// task-augmented call beyond it is refused (register H13; 2025-11-25
+    /// basic/utilities/tasks §Resource Management).
+    pub max_tasks: usize,
+    /// How long a gateway task is kept from its creation (default 1 h); also the most
+    /// a 2025-11-25 host's `task.ttl` may ask for. An expired task is cancelled and
+    /// forgotten.
+    pub task_ttl: Duration,
+    /// The polling interval suggested to hosts and used for upstream tasks (default 500 ms).
+    pub task_poll_interval: Duration,
 }
 
 impl Default for Global {
@@ -259,6 +269,9 @@ impl Default for Global {
             ask_timeout: Duration::from_secs(300),
             ask_gather: Duration::from_millis(20),
             ask_max_pending: 4,
+            max_tasks: 1024,
+            task_ttl: Duration::from_secs(3600),
+            task_poll_interval: Duration::from_millis(500),
         }
     }
 }
@@ -351,6 +364,9 @@ struct FileLimits {
     ask_timeout_ms: Option<u64>,
     ask_gather_ms: Option<u64>,
     ask_max_pending: Option<usize>,
+    max_tasks: Option<usize>,
+    task_ttl_ms: Option<u64>,
+    task_poll_interval_ms: Option<u64>,
 }
 
 /// Blanks out `//` and `/* */` comments and trailing commas, keeping every other byte
@@ -474,6 +490,19 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             .ask_max_pending
             .unwrap_or(defaults.ask_max_pending)
             .max(1),
+        max_tasks: doc.mcpx.limits.max_tasks.unwrap_or(defaults.max_tasks),
+        task_ttl: doc
+            .mcpx
+            .limits
+            .task_ttl_ms
+            .map_or(defaults.task_ttl, Duration::from_millis)
+            .max(Duration::from_secs(1)),
+        task_poll_interval: doc
+            .mcpx
+            .limits
+            .task_poll_interval_ms
+            .map_or(defaults.task_poll_interval, Duration::from_millis)
+            .max(Duration::from_millis(10)),
     };
     if global.max_name_len < 16 {
         return Err(value_err(format!(

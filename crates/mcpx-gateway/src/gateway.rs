@@ -35,6 +35,10 @@ use tokio::sync::broadcast;
 use crate::config::{Config, ServerConfig, Transport};
 use crate::naming::{NameMap, NameRules};
 
+// Gateway tasks (H13): a child module, so it drives calls through the routing here.
+#[path = "tasks.rs"]
+mod tasks;
+
 /// The lists the catalog merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ListKind {
@@ -149,6 +153,8 @@ pub struct Gateway {
     /// (random, so no other host can reach the ask) to the asking upstream's slot and
     /// its own token (C-C6).
     ask_progress: Mutex<HashMap<String, (usize, Value)>>,
+    /// Gateway tasks (H13), bounded by `mcpx.limits.maxTasks`/`taskTtlMs`.
+    tasks: tasks::Store,
 }
 
 /// A `subscriptions/listen` call has no response to wait for: it lasts as long as
@@ -300,6 +306,7 @@ fn take_question(
         return;
     }
     let mut params = params.unwrap_or(json!({}));
+    tasks::strip_ask_task(&mut params);
     // E-16, E-23: a malformed sampling ask, or one with tools for a host without
     // sampling.tools, is the legacy upstream's error (-32602), not a question.
     if method == "sampling/createMessage"
@@ -563,6 +570,7 @@ impl Gateway {
             parkings: std::sync::atomic::AtomicU64::new(0),
             upstream_log_level: Mutex::new(None),
             ask_progress: Mutex::new(HashMap::new()),
+            tasks: tasks::Store::default(),
         })
     }
 
@@ -1231,7 +1239,10 @@ impl Gateway {
         }
         let end = (start + page).min(all.len());
         let items = &all[start..end];
-        let mut result = json!({ kind.key(): items });
+        let shaped = (kind == ListKind::Tools)
+            .then(|| tasks::shape_tools(items, call.host))
+            .flatten();
+        let mut result = json!({ kind.key(): shaped.as_deref().unwrap_or(items) });
         if end < all.len() {
             result["nextCursor"] = json!(format!("mcpx:{end}"));
         }
@@ -2153,6 +2164,7 @@ impl Gateway {
             None => None,
         };
         stamp_related(&mut params, &call.id);
+        tasks::ask_params(&mut params, call);
         let _route = self.route_ask_progress(name, &mut params);
         let raw = RawValue::from_string(params.to_string())
             .map(Some)
@@ -2424,6 +2436,7 @@ impl Backend for GatewayBackend {
                         && (f.has("prompts") || f.has("resources"))
                 }),
             logging: any("logging"),
+            tasks: tasks::offered(&facts),
             instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
         }
     }
@@ -2451,7 +2464,12 @@ impl Backend for GatewayBackend {
                     .unwrap_or_default();
                 gw.resume(&call, &state).await
             }
-            "tools/call" | "prompts/get" => {
+            "tools/call" => tasks::tools_call(gw, &call).await,
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
+                tasks::method(gw, &call).await
+            }
+            // tools/call goes through `tasks` (above); this arm serves prompts/get.
+            "prompts/get" => {
                 let prompts = call.method == "prompts/get";
                 let (i, original, params) = gw.route_name(&call, prompts)?;
                 let idempotent = prompts

@@ -39,6 +39,7 @@ pub mod meta;
 pub mod method;
 pub mod revision;
 pub mod spec;
+pub mod task;
 
 pub use classify::{Rejection, Verdict};
 pub use codec::{DecodeError, Decoded, Limits};

@@ -171,6 +171,15 @@ pub const TASKS_EXTENSION_METHODS: &[ExtensionMethod] = &[
     },
 ];
 
+/// A client that declared the tasks extension may send `name` to a server whose
+/// revision carries tasks through it (ext-tasks 2026-07-28 §Supported Methods).
+pub fn tasks_extension_client_method(name: &str, rev: Revision) -> bool {
+    rev.facts().tasks == crate::revision::TasksFlavor::Extension
+        && TASKS_EXTENSION_METHODS
+            .iter()
+            .any(|m| m.name == name && m.kind == Kind::Request && m.direction.from_client())
+}
+
 /// Looks a method up in the core table.
 pub fn lookup(name: &str) -> Option<&'static MethodEntry> {
     METHODS.iter().find(|e| e.name == name)
@@ -207,11 +216,15 @@ pub const CACHEABLE_METHODS: &[&str] = &[
 ];
 
 /// Methods that must carry the `Mcp-Name` header on 2026-07-28 Streamable HTTP, and the
-/// `params` field it mirrors (basic/transports/streamable-http §Request Metadata Headers).
+/// `params` field it mirrors (basic/transports/streamable-http §Request Metadata Headers;
+/// the tasks extension's methods by ext-tasks §Streamable HTTP: Routing Headers).
 pub const NAMED_METHODS: &[(&str, &str)] = &[
     ("tools/call", "name"),
     ("prompts/get", "name"),
     ("resources/read", "uri"),
+    ("tasks/get", "taskId"),
+    ("tasks/update", "taskId"),
+    ("tasks/cancel", "taskId"),
 ];
 
 #[cfg(test)]

@@ -146,6 +146,24 @@ pub struct Facts {
     pub sampling_tools: bool,
     /// `AudioContent` exists (2025-03-26 schema onwards).
     pub audio_content: bool,
+    /// How tasks exist in the revision (H13): the 2025-11-25 core utility (`tasks`
+    /// capability, `params.task`, `execution.taskSupport`, `tasks/get|result|list|cancel`),
+    /// or only through the `io.modelcontextprotocol/tasks` extension (2026-07-28), or not.
+    pub tasks: TasksFlavor,
+}
+
+/// How a revision carries tasks (register H13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TasksFlavor {
+    /// No tasks (2025-06-18 and earlier).
+    None,
+    /// 2025-11-25 basic/utilities/tasks: requestor-driven, `params.task`, `CreateTaskResult
+    /// {task}`, `tasks/get|result|list|cancel`, tool-level `execution.taskSupport`.
+    Core,
+    /// ext-tasks 2026-07-28: server-directed, opted into per request in
+    /// `clientCapabilities.extensions`; flat `resultType: "task"` handles,
+    /// `tasks/get|update|cancel`.
+    Extension,
 }
 
 /// What a revision allows in `CallToolResult.structuredContent` (H7, D-C5).
@@ -193,6 +211,7 @@ pub const FACTS: [Facts; 5] = [
         completions_capability: false,
         sampling_tools: false,
         audio_content: false,
+        tasks: TasksFlavor::None,
     },
     Facts {
         revision: Revision::V2025_03_26,
@@ -219,6 +238,7 @@ pub const FACTS: [Facts; 5] = [
         completions_capability: true,
         sampling_tools: false,
         audio_content: true,
+        tasks: TasksFlavor::None,
     },
     Facts {
         revision: Revision::V2025_06_18,
@@ -245,6 +265,7 @@ pub const FACTS: [Facts; 5] = [
         completions_capability: true,
         sampling_tools: false,
         audio_content: true,
+        tasks: TasksFlavor::None,
     },
     Facts {
         revision: Revision::V2025_11_25,
@@ -271,6 +292,7 @@ pub const FACTS: [Facts; 5] = [
         completions_capability: true,
         sampling_tools: true,
         audio_content: true,
+        tasks: TasksFlavor::Core,
     },
     Facts {
         revision: Revision::V2026_07_28,
@@ -297,6 +319,7 @@ pub const FACTS: [Facts; 5] = [
         completions_capability: true,
         sampling_tools: true,
         audio_content: true,
+        tasks: TasksFlavor::Extension,
     },
 ];
 

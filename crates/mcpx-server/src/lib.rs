@@ -25,7 +25,8 @@ use mcpx_protocol::error::{
 };
 use mcpx_protocol::jsonrpc::member;
 use mcpx_protocol::lower::{Stamp, lower_result_stamped};
-use mcpx_protocol::method::client_may_send;
+use mcpx_protocol::method::{client_may_send, tasks_extension_client_method};
+use mcpx_protocol::revision::TasksFlavor;
 use mcpx_protocol::{Era, Frame, Id, Revision, SpecPolicy, meta};
 use mcpx_transport::{Incoming, Peer, RequestCtx, Service};
 use serde_json::value::RawValue;
@@ -49,6 +50,8 @@ pub struct Summary {
     pub logging: bool,
     /// Instructions for the host's model.
     pub instructions: Option<String>,
+    /// Tasks: some upstream runs tools as tasks (register H13).
+    pub tasks: bool,
 }
 
 /// Which capabilities are offered: what the capability gate of every request needs,
@@ -67,6 +70,8 @@ pub struct Offered {
     pub completions: bool,
     /// Logging.
     pub logging: bool,
+    /// Tasks (2025-11-25 core or the 2026-07-28 extension, per host revision; H13).
+    pub tasks: bool,
 }
 
 impl Summary {
@@ -79,6 +84,7 @@ impl Summary {
             resources_subscribe: self.resources_subscribe,
             completions: self.completions,
             logging: self.logging,
+            tasks: self.tasks,
         }
     }
 }
@@ -112,6 +118,25 @@ impl Summary {
         }
         if self.logging {
             caps.insert("logging".into(), json!({}));
+        }
+        // H13: 2025-11-25 basic/utilities/tasks §Server Capabilities (task-augmented
+        // tools/call, tasks/list, tasks/cancel); ext-tasks §Capability Negotiation.
+        if self.tasks {
+            match rev.facts().tasks {
+                TasksFlavor::None => {}
+                TasksFlavor::Core => {
+                    caps.insert(
+                        "tasks".into(),
+                        json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+                    );
+                }
+                TasksFlavor::Extension => {
+                    caps.insert(
+                        "extensions".into(),
+                        json!({ mcpx_protocol::method::TASKS_EXTENSION: {} }),
+                    );
+                }
+            }
         }
         Value::Object(caps)
     }
@@ -233,6 +258,9 @@ pub struct Call {
     /// The request's context, for notifications related to it (a `subscriptions/listen`
     /// stream) and its cancellation.
     pub ctx: RequestCtx,
+    /// The gateway task this call is the underlying work of, if any (2025-11-25
+    /// `io.modelcontextprotocol/related-task`, register C-C12). `None` from the seam.
+    pub related_task: Option<String>,
 }
 
 /// A result, as raw JSON written in `revision`.
@@ -382,7 +410,10 @@ impl<B: Backend> Seam<B> {
         let host = req.verdict.revision();
         let id = frame.id().cloned().unwrap_or(Id::Number(0));
         let method = frame.method().unwrap_or_default().to_owned();
-        if !client_may_send(&method, host) {
+        // ext-tasks 2026-07-28: tasks/get|update|cancel exist for modern hosts through the
+        // extension, gated below on the request's own declaration.
+        let extension_method = tasks_extension_client_method(&method, host);
+        if !client_may_send(&method, host) && !extension_method {
             return Frame::error_response(
                 Some(&id),
                 METHOD_NOT_FOUND,
@@ -485,6 +516,9 @@ impl<B: Backend> Seam<B> {
             "resources/list" | "resources/read" | "resources/templates/list" => o.resources,
             "resources/subscribe" | "resources/unsubscribe" => o.resources_subscribe,
             "completion/complete" => o.completions,
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
+                o.tasks
+            }
             _ => true,
         };
         if !offered {
@@ -493,6 +527,19 @@ impl<B: Backend> Seam<B> {
                 METHOD_NOT_FOUND,
                 &format!("{method} is not available: no upstream offers the capability it needs"),
                 None,
+            );
+        }
+        // ext-tasks §Error Handling: a request that did not declare the extension gets
+        // -32021 naming it (register C-C13).
+        if extension_method && !mcpx_protocol::task::declares_extension(&caps) {
+            return Frame::error_response(
+                Some(&id),
+                mcpx_protocol::error::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                &format!(
+                    "{method} needs the {} extension",
+                    mcpx_protocol::method::TASKS_EXTENSION
+                ),
+                Some(&mcpx_protocol::task::required_extension_data()),
             );
         }
         // Logging: only where the host asked (H9, C-C8).
@@ -546,6 +593,7 @@ impl<B: Backend> Seam<B> {
             peer: ctx.peer().cloned(),
             client_capabilities: caps,
             ctx: ctx.clone(),
+            related_task: None,
         };
         match self.backend.call(call).await {
             Ok(reply) => {

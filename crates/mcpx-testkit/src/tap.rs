@@ -248,3 +248,79 @@ impl SchemaTap {
         .find(|d| self.has_definition(rev, d))
     }
 }
+
+/// The tasks extension's schema (ext-tasks 2026-07-28), compiled once per definition.
+fn tasks_extension_validator(def: &str) -> Result<Arc<Validator>, TapError> {
+    type Cache = Mutex<HashMap<String, Arc<Validator>>>;
+    static DOC: OnceLock<Result<Value, String>> = OnceLock::new();
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let doc = DOC
+        .get_or_init(|| {
+            let text = crate::shared::read_shared(
+                "spec/extensions/tasks/ext-tasks-2026-07-28/schema.json",
+            )?;
+            serde_json::from_str(&text).map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| TapError::Setup(e.clone()))?;
+    let cache = CACHE.get_or_init(Mutex::default);
+    if let Some(v) = cache
+        .lock()
+        .map_err(|e| TapError::Setup(e.to_string()))?
+        .get(def)
+    {
+        return Ok(v.clone());
+    }
+    if doc.pointer(&format!("/$defs/{def}")).is_none() {
+        return Err(TapError::Setup(format!(
+            "ext-tasks has no definition {def}"
+        )));
+    }
+    let mut doc = doc.clone();
+    if let Some(obj) = doc.as_object_mut() {
+        obj.insert(
+            "allOf".to_owned(),
+            json!([{ "$ref": format!("#/$defs/{def}") }]),
+        );
+    }
+    let v = Arc::new(jsonschema::validator_for(&doc).map_err(|e| TapError::Setup(e.to_string()))?);
+    cache
+        .lock()
+        .map_err(|e| TapError::Setup(e.to_string()))?
+        .insert(def.to_owned(), v.clone());
+    Ok(v)
+}
+
+impl SchemaTap {
+    /// Validates a frame sent to a 2026-07-28 peer that declared the
+    /// `io.modelcontextprotocol/tasks` extension: the core envelope (`JSONRPCMessage`),
+    /// and its `result` against the extension's definition `def` (`CreateTaskResult`,
+    /// `GetTaskResult`, `CancelTaskResult`, `UpdateTaskResult`).
+    pub fn validate_tasks_extension_response(
+        &self,
+        def: &str,
+        frame: &str,
+    ) -> Result<(), TapError> {
+        self.validate_frame(Revision::V2026_07_28, frame)?;
+        let value: Value =
+            serde_json::from_str(frame).map_err(|e| TapError::NotJson(e.to_string()))?;
+        let Some(result) = value.get("result") else {
+            return Ok(());
+        };
+        let v = tasks_extension_validator(def)?;
+        let reasons: Vec<String> = v
+            .iter_errors(result)
+            .take(5)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        if reasons.is_empty() {
+            return Ok(());
+        }
+        Err(TapError::Invalid {
+            revision: Revision::V2026_07_28,
+            definition: format!("ext-tasks {def}"),
+            reasons: reasons.join("; "),
+            frame: frame.chars().take(2000).collect(),
+        })
+    }
+}

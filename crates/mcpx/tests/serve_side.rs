@@ -397,14 +397,19 @@ async fn legacy_host_capabilities_come_from_initialize() {
 }
 
 /// A-C20, A-C19: mcpx declares its features in the DiscoverResult (capabilities there,
-/// no extensions of its own to declare), never in results' `_meta`.
+/// no extensions of its own to declare but the tasks extension it serves for an upstream
+/// that has it, H13), never in results' `_meta`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_features_are_declared_only_on_discover() {
     let mut h = Host::start("a-c20", &example(R2026), R2026).await;
     let (v, _) = h.request("server/discover", json!({})).await;
     let caps = &result(&v, "discover")["capabilities"];
     assert!(caps["tools"].is_object(), "{v}");
-    assert!(caps.get("extensions").is_none(), "{v}");
+    assert_eq!(
+        caps.get("extensions"),
+        Some(&json!({"io.modelcontextprotocol/tasks": {}})),
+        "{v}"
+    );
     for (method, params) in [
         ("tools/list", json!({})),
         ("tools/call", call("test_simple_text")),

@@ -64,7 +64,7 @@ use mcpx_protocol::error::modern_http_status;
 use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
 use mcpx_protocol::header as mcp_header;
 use mcpx_protocol::jsonrpc::{Kind, member};
-use mcpx_protocol::method::client_may_send;
+use mcpx_protocol::method::{client_may_send, tasks_extension_client_method};
 use mcpx_protocol::{Frame, Id, Revision, Verdict};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -796,7 +796,10 @@ async fn modern_post<S: Service>(
         return rejection_response(&r, Some(&id));
     }
     let method = frame.method().unwrap_or_default();
-    if !client_may_send(method, rev) {
+    // ext-tasks 2026-07-28 §Supported Methods: the extension's methods exist for modern
+    // requests; whether this request negotiated the extension is the service's to judge
+    // (-32021 otherwise).
+    if !client_may_send(method, rev) && !tasks_extension_client_method(method, rev) {
         // 2026-07-28 streamable-http §Protocol Version Header: an unknown method "MUST
         // respond with 404 Not Found and a JSON-RPC error with code -32601" (H10).
         return error_response(

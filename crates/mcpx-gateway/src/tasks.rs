@@ -1,0 +1,989 @@
+//! Gateway tasks (registers H13, C-C10, C-C11, C-C12, C-C13, E-17).
+//!
+//! A child module of `gateway` (it drives calls through the gateway's routing). Every
+//! task a host sees is mcpx's own: a random 128-bit id in a bounded [`Store`] (at most
+//! `mcpx.limits.maxTasks`, each kept `taskTtlMs` from its creation), whose underlying
+//! work is a spawned driver that brings the upstream call to its end:
+//!
+//! * a plain `tools/call` to the upstream (any revision);
+//! * a 2025-11-25 upstream's task (a tool with `execution.taskSupport: "required"`):
+//!   task-augmented `tools/call`, `tasks/get` every poll interval, then `tasks/result`;
+//!   cancellation is `tasks/cancel` (2025-11-25 basic/utilities/tasks);
+//! * a 2026-07-28 upstream's task (the host's declaration, or mcpx's own after a -32021
+//!   naming the extension): `tasks/get` until terminal,
+//!   the result or error inlined; cancellation is `tasks/cancel` (ext-tasks 2026-07-28).
+//!
+//! What the host sees depends on its revision ([`mcpx_protocol::revision::Facts::tasks`]):
+//!
+//! * **2025-11-25** (core): tools keep their `execution.taskSupport`; a call with
+//!   `params.task` to a tool that supports tasks gets `CreateTaskResult {task}`; a call
+//!   with a task to a tool without support, or without one to a `required` tool, gets
+//!   -32601 (§Tool-Level Negotiation, C-C10). `tasks/cancel` moves the task to
+//!   `cancelled` before answering and it stays so; a terminal task is -32602 (§Task
+//!   Cancellation, C-C11). Tasks are bound to the host's session (`tasks/list` shows
+//!   only its own). `io.modelcontextprotocol/related-task` is put on the `tasks/result`
+//!   response and on asks raised by the task's work, never on `tasks/get|list|cancel`
+//!   results (§Related Task Metadata, C-C12).
+//! * **2026-07-28 with the extension declared on the request** (C-C13): a tool that
+//!   supports tasks, or an upstream that answered with a task, gets a flat
+//!   `resultType: "task"` handle; `tasks/get` inlines `result`/`error`; `tasks/cancel`
+//!   is an acknowledgement and the task reports how the work really ended (ext-tasks
+//!   §Task Cancellation: cooperative). Modern requests carry no session, so extension
+//!   tasks are bound to nothing but their unguessable id (ext-tasks §Security).
+//! * **everyone else**: `params.task` and `execution.taskSupport` are removed, and mcpx
+//!   drives any upstream task to completion itself, answering with the final result.
+//!
+//! mcpx declares no client-side tasks capability to upstreams, so the `task` field of
+//! an upstream's sampling/elicitation ask is removed and the ask relayed as a normal
+//! request (E-17).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mcpx_client::{CallOptions, ClientError, Connection, ServerFacts};
+use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, translate_code};
+use mcpx_protocol::lower::lower_result;
+use mcpx_protocol::method::TASKS_EXTENSION;
+use mcpx_protocol::revision::TasksFlavor;
+use mcpx_protocol::task::{Status, TaskSupport, declares_extension, iso8601, strip_task_support};
+use mcpx_protocol::{Revision, meta};
+use mcpx_server::{Call, Fault, Reply};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::{Gateway, fault, random_token};
+
+/// How an upstream runs tasks, from what it declared at connection.
+pub(super) fn upstream_flavor(f: &ServerFacts) -> TasksFlavor {
+    match f.revision.facts().tasks {
+        // 2025-11-25 §Tool-Level Negotiation rule 1: only with tasks.requests.tools.call.
+        TasksFlavor::Core
+            if f.capabilities
+                .pointer("/tasks/requests/tools/call")
+                .is_some() =>
+        {
+            TasksFlavor::Core
+        }
+        TasksFlavor::Extension
+            if f.capabilities
+                .get("extensions")
+                .and_then(|e| e.get(TASKS_EXTENSION))
+                .is_some() =>
+        {
+            TasksFlavor::Extension
+        }
+        _ => TasksFlavor::None,
+    }
+}
+
+/// Whether mcpx offers tasks at all: some upstream runs them.
+pub(super) fn offered<'a>(facts: impl IntoIterator<Item = &'a Arc<ServerFacts>>) -> bool {
+    facts
+        .into_iter()
+        .any(|f| upstream_flavor(f) != TasksFlavor::None)
+}
+
+/// One page of `tools/list` for `host`: `execution.taskSupport` exists only in
+/// 2025-11-25 (schema `ToolExecution`); other hosts get it removed (H13).
+pub(super) fn shape_tools(items: &[Value], host: Revision) -> Option<Vec<Value>> {
+    if host.facts().tasks == TasksFlavor::Core {
+        return None;
+    }
+    let mut out = items.to_vec();
+    let changed = out.iter_mut().fold(false, |c, t| strip_task_support(t) | c);
+    changed.then_some(out)
+}
+
+/// An upstream's server-to-client ask, before it is relayed to `call`'s host: its
+/// `task` is removed (mcpx declared no client tasks capability, so the ask is processed
+/// normally: 2025-11-25 basic/utilities/tasks, E-17), and when the ask is raised by a
+/// gateway task's work for a 2025-11-25 host it names that task (C-C12).
+pub(super) fn ask_params(params: &mut Value, call: &Call) {
+    strip_ask_task(params);
+    if let (Some(id), TasksFlavor::Core) = (&call.related_task, call.host.facts().tasks)
+        && let Some(o) = params.as_object_mut()
+        && let Some(m) = o
+            .entry("_meta")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+    {
+        m.insert(meta::RELATED_TASK.to_owned(), json!({ "taskId": id }));
+    }
+}
+
+/// Removes `task` from an ask's params (E-17), and the upstream's own related-task,
+/// which names a task the host does not know.
+pub(super) fn strip_ask_task(params: &mut Value) {
+    if let Some(o) = params.as_object_mut() {
+        o.remove("task");
+        if let Some(Value::Object(m)) = o.get_mut("_meta") {
+            m.remove(meta::RELATED_TASK);
+            if m.is_empty() {
+                o.remove("_meta");
+            }
+        }
+    }
+}
+
+/// Who may see a task: a 2025-11-25 host's session, or any extension request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Owner {
+    Core(String),
+    Extension,
+}
+
+#[derive(Debug)]
+struct Entry {
+    owner: Owner,
+    status: Status,
+    message: Option<String>,
+    created: u64,
+    updated: u64,
+    ttl: Duration,
+    born: Instant,
+    /// `None` until the work ends (or when it was cancelled).
+    outcome: Option<Result<Reply, Fault>>,
+    /// Fired by `tasks/cancel` (and on expiry): the work's cancellation.
+    cancel: CancellationToken,
+    changed: watch::Sender<Status>,
+}
+
+/// The gateway's tasks, bounded by `mcpx.limits.maxTasks` and `taskTtlMs`.
+#[derive(Debug, Default)]
+pub(super) struct Store {
+    map: Mutex<HashMap<String, Entry>>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn poisoned(host: Revision) -> Fault {
+    fault(INTERNAL_ERROR, "task store lock poisoned".into(), host)
+}
+
+fn not_found(id: &str, host: Revision) -> Fault {
+    // Both flavours: an unknown (or expired) taskId is -32602.
+    fault(
+        INVALID_PARAMS,
+        format!("Failed to retrieve task: Task not found: {id}"),
+        host,
+    )
+}
+
+/// The `Task` object in the owner's flavour.
+fn task_json(id: &str, e: &Entry, poll: Duration) -> Value {
+    let mut t = json!({
+        "taskId": id,
+        "status": e.status.as_str(),
+        "createdAt": iso8601(e.created),
+        "lastUpdatedAt": iso8601(e.updated),
+    });
+    if let Some(m) = &e.message {
+        t["statusMessage"] = json!(m);
+    }
+    match e.owner {
+        Owner::Core(_) => {
+            t["ttl"] = json!(ms(e.ttl));
+            t["pollInterval"] = json!(ms(poll));
+        }
+        Owner::Extension => {
+            t["ttlMs"] = json!(ms(e.ttl));
+            t["pollIntervalMs"] = json!(ms(poll));
+        }
+    }
+    t
+}
+
+/// The tool result's `isError`.
+fn is_tool_error(reply: &Reply) -> bool {
+    serde_json::from_str::<Value>(&reply.result)
+        .ok()
+        .and_then(|v| v.get("isError").and_then(Value::as_bool))
+        == Some(true)
+}
+
+/// Removes an upstream's related-task from a final result: it names the upstream's task.
+fn clean(mut reply: Reply) -> Reply {
+    if reply.result.contains(meta::RELATED_TASK)
+        && let Ok(mut v) = serde_json::from_str::<Value>(&reply.result)
+    {
+        strip_ask_task(&mut v);
+        reply.result = v.to_string();
+    }
+    reply
+}
+
+impl Store {
+    /// Forgets expired tasks, cancelling their work.
+    fn purge(map: &mut HashMap<String, Entry>) {
+        map.retain(|_, e| {
+            let keep = e.born.elapsed() < e.ttl;
+            if !keep {
+                e.cancel.cancel();
+            }
+            keep
+        });
+    }
+
+    fn create(
+        &self,
+        owner: Owner,
+        ttl: Duration,
+        max: usize,
+        poll: Duration,
+        host: Revision,
+    ) -> Result<(String, Value, CancellationToken), Fault> {
+        let id = random_token()
+            .ok_or_else(|| fault(INTERNAL_ERROR, "no randomness for a task id".into(), host))?;
+        let now = now_ms();
+        let cancel = CancellationToken::new();
+        let e = Entry {
+            owner,
+            status: Status::Working,
+            message: None,
+            created: now,
+            updated: now,
+            ttl,
+            born: Instant::now(),
+            outcome: None,
+            cancel: cancel.clone(),
+            changed: watch::channel(Status::Working).0,
+        };
+        let task = task_json(&id, &e, poll);
+        let mut map = self.map.lock().map_err(|_| poisoned(host))?;
+        Self::purge(&mut map);
+        if map.len() >= max {
+            // 2025-11-25 §Resource Management: a bound on tasks, documented
+            // (mcpx.limits.maxTasks).
+            return Err(fault(
+                INTERNAL_ERROR,
+                format!("too many tasks (mcpx.limits.maxTasks = {max})"),
+                host,
+            ));
+        }
+        // Durable before the handle is returned (ext-tasks §Task Creation).
+        map.insert(id.clone(), e);
+        Ok((id, task, cancel))
+    }
+
+    /// Records how the work ended: `None` is cancelled.
+    fn finish(&self, id: &str, outcome: Option<Result<Reply, Fault>>) {
+        let Ok(mut map) = self.map.lock() else {
+            return;
+        };
+        let Some(e) = map.get_mut(id) else {
+            return;
+        };
+        // C-C11: a 2025-11-25 task cancelled by request stays cancelled whatever the
+        // work ends with (§Task Cancellation: MUST remain in cancelled status).
+        if e.status.is_terminal() {
+            return;
+        }
+        let core = matches!(e.owner, Owner::Core(_));
+        let (status, message) = match &outcome {
+            None => (
+                Status::Cancelled,
+                Some("The task was cancelled.".to_owned()),
+            ),
+            Some(Err(f)) => (Status::Failed, Some(f.message.clone())),
+            // 2025-11-25 §Task Execution Errors: isError ends the task failed; ext-tasks
+            // §Task Status: a tool error is completed, failed is for JSON-RPC errors.
+            Some(Ok(r)) if core && is_tool_error(r) => (
+                Status::Failed,
+                Some("The tool reported an error.".to_owned()),
+            ),
+            Some(Ok(_)) => (Status::Completed, None),
+        };
+        e.status = status;
+        e.message = message;
+        e.outcome = outcome.map(|o| o.map(clean));
+        e.updated = now_ms();
+        e.changed.send_replace(status);
+    }
+}
+
+/// What starting the upstream call gave.
+enum First {
+    /// The final answer.
+    Final(Result<Reply, Fault>),
+    /// The upstream made a task of it: poll it.
+    Upstream {
+        conn: Connection,
+        flavor: TasksFlavor,
+        id: String,
+        poll: Duration,
+    },
+}
+
+/// A copy of `call` for the work of a task (or an upstream request that declares the
+/// extension): what differs is its capabilities, cancellation and related task.
+fn derive(call: &Call, caps: Value, cancel: CancellationToken, related: Option<String>) -> Call {
+    Call {
+        id: call.id.clone(),
+        method: call.method.clone(),
+        params: call.params.clone(),
+        host: call.host,
+        progress: call.progress.clone(),
+        log: call.log.clone(),
+        cancel,
+        peer: call.peer.clone(),
+        client_capabilities: caps,
+        ctx: call.ctx.clone(),
+        related_task: related,
+    }
+}
+
+fn with_extension(caps: &Value) -> Value {
+    let mut caps = if caps.is_object() {
+        caps.clone()
+    } else {
+        json!({})
+    };
+    let ext = caps
+        .as_object_mut()
+        .map(|o| o.entry("extensions").or_insert_with(|| json!({})));
+    if let Some(Value::Object(e)) = ext {
+        e.insert(TASKS_EXTENSION.to_owned(), json!({}));
+    }
+    caps
+}
+
+impl Gateway {
+    fn upstream_opts(&self, i: usize, flavor: TasksFlavor) -> CallOptions {
+        CallOptions {
+            client_capabilities: if flavor == TasksFlavor::Extension {
+                with_extension(&json!({}))
+            } else {
+                json!({})
+            },
+            timeout: self.slots[i].config.mcpx.call_timeout,
+            max_time: self.config.global.max_call_time,
+            ..CallOptions::default()
+        }
+    }
+
+    /// The upstream fault of a client error.
+    fn client_fault(&self, i: usize, e: ClientError, host: Revision) -> Fault {
+        fault(
+            INTERNAL_ERROR,
+            format!("upstream {}: {e}", self.slots[i].name),
+            host,
+        )
+    }
+
+    /// Starts the upstream side of a `tools/call`: an upstream task where the upstream
+    /// requires or returns one, else the plain call.
+    async fn task_start(
+        self: &Arc<Self>,
+        call: &Call,
+        i: usize,
+        params: &str,
+        idempotent: bool,
+        support: TaskSupport,
+    ) -> First {
+        let conn = match self.connection(i).await {
+            Ok(c) => c,
+            Err(e) => {
+                return First::Final(Err(fault(
+                    INTERNAL_ERROR,
+                    format!("upstream {} is unavailable: {e}", self.slots[i].name),
+                    call.host,
+                )));
+            }
+        };
+        let facts = conn.facts();
+        match upstream_flavor(&facts) {
+            // 2025-11-25 §Tool-Level Negotiation: a "required" tool MUST be invoked as a
+            // task; "optional" ones are called plainly (progress and asks stay live).
+            TasksFlavor::Core if support == TaskSupport::Required => {
+                let mut p: Value = serde_json::from_str(params).unwrap_or_else(|_| json!({}));
+                p["task"] = json!({ "ttl": ms(self.config.global.task_ttl) });
+                let mut opts = self.upstream_opts(i, TasksFlavor::Core);
+                opts.cancel = call.cancel.clone();
+                opts.progress = call.progress.is_some();
+                let frame = match conn.call("tools/call", Some(&p.to_string()), opts).await {
+                    Ok(f) => f,
+                    Err(e) => return First::Final(Err(self.client_fault(i, e, call.host))),
+                };
+                let task = frame
+                    .result()
+                    .and_then(|r| serde_json::from_str::<Value>(r).ok())
+                    .and_then(|v| v.get("task").cloned());
+                match task
+                    .as_ref()
+                    .and_then(|t| t.get("taskId").and_then(Value::as_str))
+                {
+                    Some(id) => First::Upstream {
+                        id: id.to_owned(),
+                        poll: self.poll_interval(task.as_ref(), "pollInterval"),
+                        conn,
+                        flavor: TasksFlavor::Core,
+                    },
+                    None => First::Final(self.answer(
+                        call,
+                        &facts,
+                        &self.slots[i].name,
+                        "tools/call",
+                        frame,
+                    )),
+                }
+            }
+            // ext-tasks: mcpx always declares the extension to an upstream that has it,
+            // so a tool that needs a task still runs for hosts without it (C-C13).
+            // The host's capabilities go up as declared (A-C16); when the upstream
+            // answers that the tool needs the extension (-32021), mcpx declares it itself
+            // and drives the task (C-C13).
+            TasksFlavor::Extension => {
+                let mut reply = self
+                    .forward(call, i, "tools/call", params, idempotent)
+                    .await;
+                let needs_extension = matches!(&reply, Err(f)
+                    if f.code == mcpx_protocol::error::MISSING_REQUIRED_CLIENT_CAPABILITY
+                        && f.data.as_ref().and_then(|d| d.pointer("/requiredCapabilities/extensions"))
+                            .and_then(|e| e.get(TASKS_EXTENSION)).is_some());
+                if needs_extension && !declares_extension(&call.client_capabilities) {
+                    let up = derive(
+                        call,
+                        with_extension(&call.client_capabilities),
+                        call.cancel.clone(),
+                        call.related_task.clone(),
+                    );
+                    reply = self.forward(&up, i, "tools/call", params, idempotent).await;
+                }
+                let handle = reply
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| serde_json::from_str::<Value>(&r.result).ok())
+                    .filter(|v| v.get("resultType").and_then(Value::as_str) == Some("task"));
+                match handle
+                    .as_ref()
+                    .and_then(|h| h.get("taskId").and_then(Value::as_str))
+                {
+                    Some(id) => First::Upstream {
+                        id: id.to_owned(),
+                        poll: self.poll_interval(handle.as_ref(), "pollIntervalMs"),
+                        conn,
+                        flavor: TasksFlavor::Extension,
+                    },
+                    None => First::Final(reply),
+                }
+            }
+            _ => First::Final(
+                self.forward(call, i, "tools/call", params, idempotent)
+                    .await,
+            ),
+        }
+    }
+
+    /// The upstream's suggested interval, no shorter than mcpx's own.
+    fn poll_interval(&self, task: Option<&Value>, key: &str) -> Duration {
+        let ours = self.config.global.task_poll_interval;
+        task.and_then(|t| t.get(key))
+            .and_then(Value::as_u64)
+            .map_or(ours, |u| Duration::from_millis(u).clamp(ours, ours * 20))
+    }
+
+    /// Polls an upstream task until it ends. `cancel` asks the upstream to cancel
+    /// (`tasks/cancel`) once; with `stop_on_cancel` the result is then `None` at once
+    /// (a 2025-11-25 host's task is already cancelled), else polling goes on and the
+    /// upstream's terminal status is reported (ext-tasks cooperative cancellation).
+    #[allow(clippy::too_many_arguments)]
+    async fn task_poll(
+        self: &Arc<Self>,
+        call: &Call,
+        i: usize,
+        conn: Connection,
+        flavor: TasksFlavor,
+        id: String,
+        poll: Duration,
+        cancel: &CancellationToken,
+        stop_on_cancel: bool,
+    ) -> Option<Result<Reply, Fault>> {
+        let facts = conn.facts();
+        let name = self.slots[i].name.clone();
+        let params = json!({ "taskId": id }).to_string();
+        let mut cancel_sent = false;
+        let deadline = Instant::now() + self.config.global.task_ttl;
+        loop {
+            if cancel.is_cancelled() && !cancel_sent {
+                cancel_sent = true;
+                let _ = conn
+                    .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
+                    .await;
+                if stop_on_cancel {
+                    return None;
+                }
+            }
+            if Instant::now() > deadline {
+                return Some(Err(fault(
+                    INTERNAL_ERROR,
+                    format!("upstream {name}'s task {id} outlived mcpx.limits.taskTtlMs"),
+                    call.host,
+                )));
+            }
+            tokio::select! {
+                () = tokio::time::sleep(poll) => {}
+                () = cancel.cancelled(), if !cancel_sent => continue,
+            }
+            let frame = match conn
+                .call("tasks/get", Some(&params), self.upstream_opts(i, flavor))
+                .await
+            {
+                Ok(f) => f,
+                Err(e) => return Some(Err(self.client_fault(i, e, call.host))),
+            };
+            if frame.error().is_some() {
+                return Some(self.answer(call, &facts, &name, "tasks/get", frame));
+            }
+            let task: Value = frame
+                .result()
+                .and_then(|r| serde_json::from_str(r).ok())
+                .unwrap_or(Value::Null);
+            let status = task
+                .get("status")
+                .and_then(Value::as_str)
+                .and_then(Status::parse);
+            match (flavor, status) {
+                (_, Some(Status::Cancelled)) => return None,
+                (TasksFlavor::Core, Some(Status::Completed | Status::Failed)) => {
+                    // §Retrieving Task Results: the result is the underlying request's.
+                    let mut opts = self.upstream_opts(i, flavor);
+                    opts.timeout = opts.timeout.max(poll * 4);
+                    return Some(match conn.call("tasks/result", Some(&params), opts).await {
+                        Ok(f) => self.answer(call, &facts, &name, "tools/call", f),
+                        Err(e) => Err(self.client_fault(i, e, call.host)),
+                    });
+                }
+                (_, Some(Status::Completed)) => {
+                    let result = task.get("result").cloned().unwrap_or_else(|| json!({}));
+                    return Some(Ok(Reply {
+                        result: result.to_string(),
+                        revision: facts.revision,
+                    }));
+                }
+                (_, Some(Status::Failed)) => {
+                    let e = task.get("error");
+                    return Some(Err(Fault {
+                        code: e
+                            .and_then(|e| e.get("code"))
+                            .and_then(Value::as_i64)
+                            .unwrap_or(INTERNAL_ERROR),
+                        message: format!(
+                            "upstream {name}: {}",
+                            e.and_then(|e| e.get("message"))
+                                .and_then(Value::as_str)
+                                .unwrap_or("the task failed")
+                        ),
+                        data: e.and_then(|e| e.get("data")).cloned(),
+                        from: facts.revision,
+                        input_validation: false,
+                    }));
+                }
+                (_, Some(Status::InputRequired)) => {
+                    let _ = conn
+                        .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
+                        .await;
+                    return Some(Err(fault(
+                        INTERNAL_ERROR,
+                        format!(
+                            "upstream {name}'s task needs input from the client, which mcpx does not relay for tasks yet"
+                        ),
+                        call.host,
+                    )));
+                }
+                (_, Some(Status::Working)) => {}
+                (_, None) => {
+                    return Some(Err(fault(
+                        INTERNAL_ERROR,
+                        format!("upstream {name}: tasks/get answered without a valid status"),
+                        call.host,
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Creates a gateway task whose work is `work`, and answers with its handle.
+    fn task_spawn(
+        self: &Arc<Self>,
+        call: &Call,
+        owner: Owner,
+        ttl: Duration,
+        work: Work,
+    ) -> Result<Reply, Fault> {
+        let g = &self.config.global;
+        let (id, task, cancel) = self.tasks.create(
+            owner.clone(),
+            ttl,
+            g.max_tasks,
+            g.task_poll_interval,
+            call.host,
+        )?;
+        let tcall = derive(
+            call,
+            call.client_capabilities.clone(),
+            cancel.clone(),
+            Some(id.clone()),
+        );
+        let gw = self.clone();
+        let stop_on_cancel = matches!(owner, Owner::Core(_));
+        let task_id = id.clone();
+        tokio::spawn(async move {
+            let first = match work {
+                Work::Start {
+                    i,
+                    params,
+                    idempotent,
+                    support,
+                } => (
+                    i,
+                    gw.task_start(&tcall, i, &params, idempotent, support).await,
+                ),
+                Work::Adopt { i, first } => (i, first),
+            };
+            let outcome = match first {
+                (_, First::Final(r)) => Some(r).filter(|_| !cancel.is_cancelled()),
+                (
+                    i,
+                    First::Upstream {
+                        conn,
+                        flavor,
+                        id,
+                        poll,
+                    },
+                ) => {
+                    gw.task_poll(&tcall, i, conn, flavor, id, poll, &cancel, stop_on_cancel)
+                        .await
+                }
+            };
+            gw.tasks.finish(&task_id, outcome);
+        });
+        let result = match owner {
+            Owner::Core(_) => json!({ "task": task }),
+            Owner::Extension => {
+                let mut t = task;
+                t["resultType"] = json!("task");
+                t
+            }
+        };
+        Ok(Reply {
+            result: result.to_string(),
+            revision: call.host,
+        })
+    }
+}
+
+/// The work of a new gateway task.
+enum Work {
+    /// Start the upstream call.
+    Start {
+        i: usize,
+        params: String,
+        idempotent: bool,
+        support: TaskSupport,
+    },
+    /// Carry on with an upstream call already started.
+    Adopt { i: usize, first: First },
+}
+
+fn session_key(call: &Call) -> String {
+    call.peer
+        .as_ref()
+        .and_then(|p| p.session_id())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// `tools/call` from a host of any revision.
+pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Fault> {
+    let (i, original, params) = gw.route_name(call, false)?;
+    let exposed = super::call_target(call).unwrap_or_default();
+    let (idempotent, support) = {
+        let c = gw
+            .catalog
+            .read()
+            .map_err(|_| fault(INTERNAL_ERROR, "catalog lock poisoned".into(), call.host))?;
+        let support = c
+            .lists
+            .get("tools")
+            .and_then(|t| {
+                t.iter()
+                    .find(|d| d.get("name").and_then(Value::as_str) == Some(exposed.as_str()))
+            })
+            .map(TaskSupport::of_tool)
+            .unwrap_or_default();
+        (c.idempotent_tools.contains(&(i, original)), support)
+    };
+    // The host's `task` is mcpx's to act on; upstreams get mcpx's own (E-17, H13).
+    let mut p: Value = serde_json::from_str(&params).unwrap_or_else(|_| json!({}));
+    let asked = p.get("task").filter(|t| t.is_object()).cloned();
+    let params = match p.as_object_mut().and_then(|o| o.remove("task")) {
+        Some(_) => p.to_string(),
+        None => params,
+    };
+    let g = &gw.config.global;
+    match call.host.facts().tasks {
+        TasksFlavor::Core => {
+            // C-C10: 2025-11-25 §Tool-Level Negotiation, -32601 both ways.
+            if asked.is_some() && !support.allows_task() {
+                return Err(fault(
+                    METHOD_NOT_FOUND,
+                    format!(
+                        "{exposed} does not support task-augmented calls (execution.taskSupport)"
+                    ),
+                    call.host,
+                ));
+            }
+            if asked.is_none() && support == TaskSupport::Required {
+                return Err(fault(
+                    METHOD_NOT_FOUND,
+                    format!(
+                        "{exposed} must be called as a task (execution.taskSupport is \"required\")"
+                    ),
+                    call.host,
+                ));
+            }
+            if let Some(t) = asked {
+                let ttl = t
+                    .get("ttl")
+                    .and_then(Value::as_u64)
+                    .map_or(g.task_ttl, |v| Duration::from_millis(v).min(g.task_ttl));
+                let work = Work::Start {
+                    i,
+                    params,
+                    idempotent,
+                    support,
+                };
+                return gw.task_spawn(call, Owner::Core(session_key(call)), ttl, work);
+            }
+        }
+        // C-C13: handles only for a request that declared the extension.
+        TasksFlavor::Extension if declares_extension(&call.client_capabilities) => {
+            if support.allows_task() {
+                let work = Work::Start {
+                    i,
+                    params,
+                    idempotent,
+                    support,
+                };
+                return gw.task_spawn(call, Owner::Extension, g.task_ttl, work);
+            }
+            return match gw.task_start(call, i, &params, idempotent, support).await {
+                First::Final(r) => r.map(clean),
+                first @ First::Upstream { .. } => {
+                    gw.task_spawn(call, Owner::Extension, g.task_ttl, Work::Adopt { i, first })
+                }
+            };
+        }
+        _ => {}
+    }
+    // Everyone else: the final result, whatever the upstream made of it.
+    match gw.task_start(call, i, &params, idempotent, support).await {
+        First::Final(r) => r.map(clean),
+        First::Upstream {
+            conn,
+            flavor,
+            id,
+            poll,
+        } => gw
+            .task_poll(call, i, conn, flavor, id, poll, &call.cancel, true)
+            .await
+            .map(|r| r.map(clean))
+            .unwrap_or_else(|| {
+                Err(fault(
+                    INTERNAL_ERROR,
+                    "the upstream task was cancelled".into(),
+                    call.host,
+                ))
+            }),
+    }
+}
+
+/// `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel` (2025-11-25) and
+/// `tasks/get`, `tasks/update`, `tasks/cancel` (extension; the seam has checked the
+/// request declared it).
+pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Fault> {
+    let host = call.host;
+    let owner = match host.facts().tasks {
+        TasksFlavor::Core => Owner::Core(session_key(call)),
+        TasksFlavor::Extension => Owner::Extension,
+        TasksFlavor::None => {
+            return Err(fault(
+                METHOD_NOT_FOUND,
+                format!("method not found: {}", call.method),
+                host,
+            ));
+        }
+    };
+    let poll = gw.config.global.task_poll_interval;
+    let params: Value = call
+        .params
+        .as_deref()
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or_else(|| json!({}));
+    let reply = |v: Value| {
+        Ok(Reply {
+            result: v.to_string(),
+            revision: host,
+        })
+    };
+    if call.method == "tasks/list" {
+        let page = gw.config.global.page_size.max(1);
+        let start = match params.get("cursor") {
+            None => 0,
+            Some(c) => c
+                .as_str()
+                .and_then(|c| c.strip_prefix("mcpxt:"))
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| fault(INVALID_PARAMS, format!("invalid cursor {c}"), host))?,
+        };
+        let mut map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
+        Store::purge(&mut map);
+        let mut mine: Vec<(&String, &Entry)> =
+            map.iter().filter(|(_, e)| e.owner == owner).collect();
+        mine.sort_by(|a, b| a.1.born.cmp(&b.1.born).then(a.0.cmp(b.0)));
+        if start > mine.len() {
+            return Err(fault(INVALID_PARAMS, "cursor past the end".into(), host));
+        }
+        let end = (start + page).min(mine.len());
+        let tasks: Vec<Value> = mine[start..end]
+            .iter()
+            .map(|(id, e)| task_json(id, e, poll))
+            .collect();
+        let mut out = json!({ "tasks": tasks });
+        if end < mine.len() {
+            out["nextCursor"] = json!(format!("mcpxt:{end}"));
+        }
+        return reply(out);
+    }
+    // C-C12: params.taskId names the task; a related-task in _meta is ignored.
+    let id = params
+        .get("taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| fault(INVALID_PARAMS, "params.taskId is required".into(), host))?
+        .to_owned();
+    let mut changed = {
+        let mut map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
+        Store::purge(&mut map);
+        let e = map
+            .get_mut(&id)
+            .filter(|e| e.owner == owner)
+            .ok_or_else(|| not_found(&id, host))?;
+        match call.method.as_str() {
+            "tasks/get" => {
+                let mut t = task_json(&id, e, poll);
+                if owner == Owner::Extension {
+                    // ext-tasks §Task Polling: completed inlines result, failed error.
+                    match &e.outcome {
+                        Some(Ok(r)) if e.status == Status::Completed => {
+                            let lowered =
+                                lower_result("tools/call", &r.result, r.revision, host)
+                                    .map_err(|x| fault(INTERNAL_ERROR, x.to_string(), host))?;
+                            t["result"] = serde_json::from_str(&lowered).unwrap_or_default();
+                        }
+                        Some(Err(f)) if e.status == Status::Failed => {
+                            let mut err = json!({
+                                "code": translate_code(f.code, "tools/call", f.from, host),
+                                "message": f.message,
+                            });
+                            if let Some(d) = &f.data {
+                                err["data"] = d.clone();
+                            }
+                            t["error"] = err;
+                        }
+                        _ => {}
+                    }
+                }
+                return reply(t);
+            }
+            "tasks/cancel" => {
+                if owner == Owner::Extension {
+                    // ext-tasks §Task Cancellation: an acknowledgement; the task ends as
+                    // the work really ends (C-C11).
+                    e.cancel.cancel();
+                    return reply(json!({}));
+                }
+                if e.status.is_terminal() {
+                    // 2025-11-25 §Task Cancellation: MUST reject with -32602.
+                    return Err(fault(
+                        INVALID_PARAMS,
+                        format!(
+                            "Cannot cancel task: already in terminal status '{}'",
+                            e.status.as_str()
+                        ),
+                        host,
+                    ));
+                }
+                // MUST transition to cancelled before sending the response.
+                e.status = Status::Cancelled;
+                e.message = Some("The task was cancelled by request.".to_owned());
+                e.updated = now_ms();
+                e.cancel.cancel();
+                e.changed.send_replace(Status::Cancelled);
+                return reply(task_json(&id, e, poll));
+            }
+            // ext-tasks §Task Update Requests: mcpx's tasks never wait for input, so no
+            // key is outstanding and every response is ignored; the ack is owed.
+            "tasks/update" => return reply(json!({})),
+            "tasks/result" => e.changed.subscribe(),
+            other => {
+                return Err(fault(
+                    METHOD_NOT_FOUND,
+                    format!("method not found: {other}"),
+                    host,
+                ));
+            }
+        }
+    };
+    // tasks/result blocks until the task is terminal (§Retrieving Task Results).
+    while !changed.borrow_and_update().is_terminal() {
+        tokio::select! {
+            () = call.cancel.cancelled() => {
+                return Err(fault(INTERNAL_ERROR, "cancelled".into(), host));
+            }
+            r = changed.changed() => if r.is_err() { return Err(not_found(&id, host)) },
+        }
+    }
+    let outcome = {
+        let map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
+        map.get(&id)
+            .ok_or_else(|| not_found(&id, host))?
+            .outcome
+            .clone()
+    };
+    match outcome {
+        Some(Ok(r)) => {
+            let lowered = lower_result("tools/call", &r.result, r.revision, host)
+                .map_err(|x| fault(INTERNAL_ERROR, x.to_string(), host))?;
+            let mut v: Value = serde_json::from_str(&lowered).unwrap_or_else(|_| json!({}));
+            // §Related Task Metadata: tasks/result MUST carry it (C-C12).
+            if let Some(o) = v.as_object_mut()
+                && let Some(m) = o
+                    .entry("_meta")
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+            {
+                m.insert(meta::RELATED_TASK.to_owned(), json!({ "taskId": id }));
+            }
+            reply(v)
+        }
+        // "If the underlying request resulted in a JSON-RPC error, tasks/result MUST
+        // return that same JSON-RPC error."
+        Some(Err(f)) => Err(f),
+        None => Err(fault(
+            INVALID_PARAMS,
+            format!("task {id} was cancelled and has no result"),
+            host,
+        )),
+    }
+}

@@ -1,0 +1,640 @@
+//! Tasks through `mcpx serve` (a real process, stdio): 2025-11-25 hosts get gateway
+//! tasks (core), 2026-07-28 hosts get extension handles when the request declared the
+//! extension and final results otherwise, older hosts never see tasks; against the
+//! example server in 2025-11-25 and 2026-07-28 modes. Every frame mcpx sends the host is
+//! validated against the host's schema (and extension results against the ext-tasks
+//! schema); each test names the register ids it proves.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, dead_code)]
+
+use std::time::Duration;
+
+use mcpx_testkit::tap::tap;
+use serde_json::{Value, json};
+
+mod common;
+use common::*;
+
+const EXT: &str = "io.modelcontextprotocol/tasks";
+
+/// A 2026-07-28 request's `_meta`, declaring the tasks extension or not.
+fn meta_with(ext: bool) -> Value {
+    let mut m = modern_meta(json!({}));
+    if ext {
+        m["io.modelcontextprotocol/clientCapabilities"] = json!({"extensions": {EXT: {}}});
+    }
+    m
+}
+
+impl Host {
+    /// A 2026-07-28 request with (or without) the extension, its result checked
+    /// against the ext-tasks definition `def` when one is given.
+    async fn modern(
+        &mut self,
+        method: &str,
+        mut params: Value,
+        ext: bool,
+        def: Option<&str>,
+    ) -> Value {
+        params["_meta"] = meta_with(ext);
+        let id = self.next_id;
+        self.next_id += 1;
+        let frame = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+        self.send(&frame).await;
+        loop {
+            let line = self.next_line(method).await;
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id") == Some(&json!(id)) && v.get("method").is_none() {
+                match def {
+                    Some(d) => tap()
+                        .validate_tasks_extension_response(d, &line)
+                        .unwrap_or_else(|e| panic!("to the host: {e}")),
+                    None if v.get("result").is_some() => tap()
+                        .validate_response(R2026, method, &line)
+                        .unwrap_or_else(|e| panic!("to the host: {e}")),
+                    None => tap()
+                        .validate_frame(R2026, &line)
+                        .unwrap_or_else(|e| panic!("to the host: {e}")),
+                }
+                return v;
+            }
+            tap()
+                .validate_frame(R2026, &line)
+                .unwrap_or_else(|e| panic!("to the host: {e}"));
+        }
+    }
+
+    /// Polls a task until `done(status)`; returns the last tasks/get result.
+    async fn poll_core(&mut self, id: &str, done: &[&str]) -> Value {
+        for _ in 0..200 {
+            let (v, _) = self.request("tasks/get", json!({"taskId": id})).await;
+            let r = result(&v, "tasks/get").clone();
+            if done.contains(&r["status"].as_str().unwrap_or_default()) {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("task {id} never reached {done:?}");
+    }
+
+    async fn poll_ext(&mut self, id: &str, done: &[&str]) -> Value {
+        for _ in 0..200 {
+            let v = self
+                .modern(
+                    "tasks/get",
+                    json!({"taskId": id}),
+                    true,
+                    Some("GetTaskResult"),
+                )
+                .await;
+            let r = result(&v, "tasks/get").clone();
+            if done.contains(&r["status"].as_str().unwrap_or_default()) {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("task {id} never reached {done:?}");
+    }
+}
+
+fn tool<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no tool {name} in {list}"))
+}
+
+/// Frames mcpx sent the upstream whose text contains every one of `needles`.
+fn containing<'a>(wire: &'a [Value], needles: &[&str]) -> Vec<&'a Value> {
+    wire.iter()
+        .filter(|v| {
+            let l = v.to_string();
+            needles.iter().all(|n| l.contains(n))
+        })
+        .collect()
+}
+
+/// H13, C-C12: a 2025-11-25 host sees taskSupport, gets gateway tasks for
+/// task-augmented calls (CreateTaskResult, tasks/get, tasks/list, tasks/result), with
+/// related-task on the tasks/result response only; an "optional" tool reaches the
+/// upstream as a plain call, a "required" one as an upstream task mcpx drives.
+#[tokio::test]
+async fn core_host_gets_gateway_tasks() {
+    let mut h = Host::start("core", &example(R1125), R1125).await;
+    let init = h.initialize(json!({})).await;
+    assert_eq!(
+        init["result"]["capabilities"]["tasks"],
+        json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+        "{init}"
+    );
+    let (list, _) = h.request("tools/list", json!({})).await;
+    let list = result(&list, "tools/list");
+    assert_eq!(
+        tool(list, "slow_compute")["execution"]["taskSupport"],
+        "optional"
+    );
+    assert_eq!(
+        tool(list, "failing_job")["execution"]["taskSupport"],
+        "required"
+    );
+
+    let (v, _) = h
+        .request("tools/call", json!({"name": "slow_compute", "arguments": {"seconds": 0.3, "label": "a"}, "task": {"ttl": 60000}}))
+        .await;
+    let task = &result(&v, "tools/call")["task"];
+    let id = task["taskId"]
+        .as_str()
+        .expect("a CreateTaskResult")
+        .to_owned();
+    assert_eq!(task["status"], "working");
+    assert_eq!(task["ttl"], 60000);
+    let (g, _) = h.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(result(&g, "tasks/get")["taskId"], json!(id));
+    assert!(
+        g["result"].get("_meta").is_none(),
+        "C-C12: no related-task on tasks/get: {g}"
+    );
+    let (l, _) = h.request("tasks/list", json!({})).await;
+    assert!(
+        result(&l, "tasks/list")["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["taskId"] == json!(id))
+    );
+    // tasks/result blocks until the task ends, and names it.
+    let (r, _) = h.request("tasks/result", json!({"taskId": id})).await;
+    let r = result(&r, "tasks/result");
+    assert_eq!(text(r), "computed a after 0.3 s");
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/related-task"],
+        json!({"taskId": id})
+    );
+    let done = h.poll_core(&id, &["completed"]).await;
+    assert!(done.get("_meta").is_none());
+
+    // "required": mcpx runs the upstream's task; isError ends it failed (2025-11-25).
+    let (v, _) = h
+        .request(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}, "task": {}}),
+        )
+        .await;
+    let id2 = result(&v, "tools/call")["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (r, _) = h.request("tasks/result", json!({"taskId": id2})).await;
+    assert_eq!(result(&r, "tasks/result")["isError"], true);
+    assert_eq!(
+        h.poll_core(&id2, &["failed", "completed"]).await["status"],
+        "failed"
+    );
+    // Unknown ids are -32602.
+    let (u, _) = h.request("tasks/get", json!({"taskId": "nope"})).await;
+    assert_eq!(error_code(&u, "unknown task"), -32602);
+
+    let wire = h.finish().await;
+    let plain = containing(&wire, &["\"tools/call\"", "slow_compute"]);
+    assert!(
+        !plain.is_empty() && plain.iter().all(|l| !l.to_string().contains("\"task\"")),
+        "{plain:?}"
+    );
+    assert!(
+        !containing(&wire, &["\"tools/call\"", "failing_job", "\"task\""]).is_empty(),
+        "the required tool as an upstream task"
+    );
+    assert!(!containing(&wire, &["\"tasks/result\""]).is_empty());
+    // E-17: no client-side tasks capability toward the upstream.
+    let init_up = containing(&wire, &["\"initialize\""]);
+    assert!(
+        !init_up.is_empty() && init_up.iter().all(|l| !l.to_string().contains("\"tasks\"")),
+        "{init_up:?}"
+    );
+}
+
+/// C-C10: 2025-11-25 §Tool-Level Negotiation, -32601 both ways.
+#[tokio::test]
+async fn core_host_tool_level_negotiation() {
+    let mut h = host("neg", &example(R1125), R1125).await;
+    let (v, _) = h
+        .request(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(error_code(&v, "required tool without task"), -32601);
+    let (v, _) = h
+        .request(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "x"}, "task": {}}),
+        )
+        .await;
+    assert_eq!(error_code(&v, "forbidden tool with task"), -32601);
+    let (v, _) = h
+        .request(
+            "tools/call",
+            json!({"name": "test_simple_text", "arguments": {}, "task": {}}),
+        )
+        .await;
+    assert_eq!(
+        error_code(&v, "tool without taskSupport, with task"),
+        -32601
+    );
+    let (v, _) = h
+        .request(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "x"}}),
+        )
+        .await;
+    assert_eq!(text(result(&v, "greet")), "Hello, x!");
+    h.finish().await;
+}
+
+/// C-C11: tasks/cancel moves the task to cancelled before replying, cancels the upstream
+/// work, and the task stays cancelled; cancelling a terminal task is -32602.
+#[tokio::test]
+async fn core_host_cancellation() {
+    let mut h = host("cancel", &example(R1125), R1125).await;
+    let (v, _) = h
+        .request(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0.6}, "task": {}}),
+        )
+        .await;
+    let id = result(&v, "tools/call")["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (c, _) = h.request("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(result(&c, "tasks/cancel")["status"], "cancelled");
+    // Past the moment the work would have completed: still cancelled.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let (g, _) = h.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(result(&g, "tasks/get")["status"], "cancelled");
+    let (again, _) = h.request("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(error_code(&again, "cancel a cancelled task"), -32602);
+    // A completed task cannot be cancelled either.
+    let (v, _) = h
+        .request(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0}, "task": {}}),
+        )
+        .await;
+    let id2 = result(&v, "tools/call")["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.poll_core(&id2, &["completed"]).await;
+    let (c2, _) = h.request("tasks/cancel", json!({"taskId": id2})).await;
+    assert_eq!(error_code(&c2, "cancel a completed task"), -32602);
+    let wire = h.finish().await;
+    assert!(
+        !containing(&wire, &["notifications/cancelled"]).is_empty(),
+        "the upstream work was cancelled"
+    );
+}
+
+/// H13 toward a 2025-06-18 host: no tasks capability, no taskSupport, task params
+/// stripped, tasks/* absent; a "required" upstream tool is driven to its final result.
+#[tokio::test]
+async fn older_host_never_sees_tasks() {
+    let mut h = Host::start("old", &example(R1125), R0618).await;
+    let init = h.initialize(json!({})).await;
+    assert!(
+        init["result"]["capabilities"].get("tasks").is_none(),
+        "{init}"
+    );
+    let (list, _) = h.request("tools/list", json!({})).await;
+    let list = result(&list, "tools/list");
+    assert!(
+        list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("execution").is_none()),
+        "{list}"
+    );
+    let (v, _) = h
+        .request(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+        )
+        .await;
+    let r = result(&v, "failing_job");
+    assert_eq!(r["isError"], true);
+    assert!(
+        r.get("_meta").is_none(),
+        "the upstream's related-task is not passed on: {r}"
+    );
+    let (v, _) = h
+        .request("tools/call", json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "b"}, "task": {"ttl": 5}}))
+        .await;
+    assert_eq!(text(result(&v, "slow_compute")), "computed b after 0 s");
+    let (v, _) = h.request("tasks/get", json!({"taskId": "x"})).await;
+    assert_eq!(error_code(&v, "tasks/get on 2025-06-18"), -32601);
+    let wire = h.finish().await;
+    let calls = containing(&wire, &["\"tools/call\"", "slow_compute"]);
+    assert!(
+        !calls.is_empty() && calls.iter().all(|l| !l.to_string().contains("\"task\"")),
+        "{calls:?}"
+    );
+}
+
+/// H13, C-C11, C-C13 toward a 2026-07-28 host that declared the extension, in front of
+/// a 2025-11-25 upstream: flat handles, tasks/get inlining result or error, a tool error
+/// completed (not failed), cooperative cancellation, core-only methods absent.
+#[tokio::test]
+async fn extension_host_gets_handles() {
+    let mut h = Host::start("ext", &example(R1125), R2026).await;
+    let d = h.modern("server/discover", json!({}), true, None).await;
+    assert_eq!(
+        d["result"]["capabilities"]["extensions"][EXT],
+        json!({}),
+        "{d}"
+    );
+    assert!(d["result"]["capabilities"].get("tasks").is_none());
+    let list = h.modern("tools/list", json!({}), true, None).await;
+    assert!(
+        list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("execution").is_none())
+    );
+
+    let v = h
+        .modern(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "c"}}),
+            true,
+            Some("CreateTaskResult"),
+        )
+        .await;
+    let r = result(&v, "tools/call");
+    assert_eq!(r["resultType"], "task");
+    let id = r["taskId"].as_str().unwrap().to_owned();
+    let done = h.poll_ext(&id, &["completed"]).await;
+    assert_eq!(text(&done["result"]), "computed c after 0.2 s");
+
+    let v = h
+        .modern(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+            true,
+            Some("CreateTaskResult"),
+        )
+        .await;
+    let id = result(&v, "tools/call")["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = h.poll_ext(&id, &["completed", "failed"]).await;
+    assert_eq!(
+        done["status"], "completed",
+        "ext-tasks: a tool error is completed"
+    );
+    assert_eq!(done["result"]["isError"], true);
+
+    let v = h
+        .modern(
+            "tools/call",
+            json!({"name": "protocol_error_job", "arguments": {}}),
+            true,
+            Some("CreateTaskResult"),
+        )
+        .await;
+    let id = result(&v, "tools/call")["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = h.poll_ext(&id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "failed");
+    assert_eq!(done["error"]["code"], -32603);
+
+    // Cooperative cancellation: an empty ack, then the work's own end.
+    let v = h
+        .modern(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 30}}),
+            true,
+            Some("CreateTaskResult"),
+        )
+        .await;
+    let id = result(&v, "tools/call")["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ack = h
+        .modern(
+            "tasks/cancel",
+            json!({"taskId": id}),
+            true,
+            Some("CancelTaskResult"),
+        )
+        .await;
+    assert_eq!(ack["result"]["resultType"], "complete");
+    assert!(ack["result"].get("status").is_none(), "{ack}");
+    assert_eq!(
+        h.poll_ext(&id, &["cancelled", "completed", "failed"]).await["status"],
+        "cancelled"
+    );
+    // A terminal task's cancel is acknowledged too (no -32602 in the extension).
+    let again = h
+        .modern(
+            "tasks/cancel",
+            json!({"taskId": id}),
+            true,
+            Some("CancelTaskResult"),
+        )
+        .await;
+    assert!(again.get("result").is_some(), "{again}");
+
+    let u = h
+        .modern(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {}}),
+            true,
+            Some("UpdateTaskResult"),
+        )
+        .await;
+    assert!(u.get("result").is_some(), "{u}");
+    let nf = h
+        .modern("tasks/get", json!({"taskId": "nope"}), true, None)
+        .await;
+    assert_eq!(error_code(&nf, "unknown task"), -32602);
+    for m in ["tasks/result", "tasks/list"] {
+        let v = h.modern(m, json!({"taskId": id}), true, None).await;
+        assert_eq!(
+            error_code(&v, m),
+            -32601,
+            "{m} does not exist in the extension"
+        );
+    }
+    h.finish().await;
+}
+
+/// C-C13: a 2026-07-28 request without the extension never gets a handle: final results
+/// (mcpx drives the upstream's required task), and tasks/* are -32021.
+#[tokio::test]
+async fn modern_host_without_extension_gets_final_results() {
+    let mut h = Host::start("noext", &example(R1125), R2026).await;
+    let d = h.modern("server/discover", json!({}), false, None).await;
+    assert_eq!(d["result"]["capabilities"]["extensions"][EXT], json!({}));
+    let v = h
+        .modern(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "d"}}),
+            false,
+            None,
+        )
+        .await;
+    let r = result(&v, "tools/call");
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(text(r), "computed d after 0.1 s");
+    let v = h
+        .modern(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+            false,
+            None,
+        )
+        .await;
+    let r = result(&v, "tools/call");
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["isError"], true);
+    let v = h
+        .modern("tasks/get", json!({"taskId": "x"}), false, None)
+        .await;
+    assert_eq!(error_code(&v, "tasks/get without the extension"), -32021);
+    assert_eq!(
+        v["error"]["data"]["requiredCapabilities"]["extensions"][EXT],
+        json!({})
+    );
+    h.finish().await;
+}
+
+/// H13, C-C13 against a 2026-07-28 upstream: its handles are wrapped in gateway tasks for
+/// a declaring host, polled to completion for the others (mcpx declares the extension
+/// upstream), and cancellation reaches the upstream as tasks/cancel.
+#[tokio::test]
+async fn modern_upstream_tasks() {
+    let mut h = Host::start("up26", &example(R2026), R2026).await;
+    let v = h
+        .modern(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "e"}}),
+            true,
+            Some("CreateTaskResult"),
+        )
+        .await;
+    let id = result(&v, "tools/call")["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = h.poll_ext(&id, &["completed"]).await;
+    assert_eq!(text(&done["result"]), "computed e after 0.2 s");
+    let v = h
+        .modern(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 30}}),
+            true,
+            Some("CreateTaskResult"),
+        )
+        .await;
+    let id = result(&v, "tools/call")["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.modern(
+        "tasks/cancel",
+        json!({"taskId": id}),
+        true,
+        Some("CancelTaskResult"),
+    )
+    .await;
+    assert_eq!(
+        h.poll_ext(&id, &["cancelled", "completed", "failed"]).await["status"],
+        "cancelled"
+    );
+    // Without the extension: the required tool still runs, driven by mcpx.
+    let v = h
+        .modern(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+            false,
+            None,
+        )
+        .await;
+    let r = result(&v, "tools/call");
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["isError"], true);
+    let wire = h.finish().await;
+    assert!(!containing(&wire, &["\"tasks/get\""]).is_empty());
+    assert!(
+        !containing(&wire, &["\"tasks/cancel\""]).is_empty(),
+        "cancellation reached the upstream"
+    );
+}
+
+/// H13 for a 2025-11-25 host in front of a 2026-07-28 upstream: the required tool's
+/// upstream task is driven to completion; the host gets the final result.
+#[tokio::test]
+async fn core_host_in_front_of_modern_upstream() {
+    let mut h = host("core26", &example(R2026), R1125).await;
+    let (v, _) = h
+        .request(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+        )
+        .await;
+    let r = result(&v, "failing_job");
+    assert_eq!(r["isError"], true);
+    assert!(r.get("resultType").is_none());
+    h.finish().await;
+}
+
+/// E-17: mcpx declares no client tasks capability upstream; an upstream's
+/// task-augmented elicitation reaches the host without `task` (even one that declared
+/// task support for elicitation), and the ordinary result goes back.
+#[tokio::test]
+async fn task_augmented_asks_are_processed_normally() {
+    let mut h = Host::start("ask", &example(R1125), R1125).await;
+    h.initialize(
+        json!({"elicitation": {}, "tasks": {"requests": {"elicitation": {"create": {}}}}}),
+    )
+    .await;
+    let id = h.next_id;
+    h.next_id += 1;
+    h.send(&json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"task_augmented_ask","arguments":{}}})).await;
+    let mut asked = None;
+    loop {
+        let line = h.next_line("task_augmented_ask").await;
+        tap()
+            .validate_frame(R1125, &line)
+            .unwrap_or_else(|e| panic!("to the host: {e}"));
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["method"] == "elicitation/create" {
+            asked = Some(v.clone());
+            h.send(&json!({"jsonrpc":"2.0","id":v["id"],"result":{"action":"accept","content":{"ok":true}}})).await;
+            continue;
+        }
+        if v.get("id") == Some(&json!(id)) {
+            assert_eq!(
+                text(result(&v, "task_augmented_ask")),
+                "elicitation answered: accept",
+                "{v}"
+            );
+            break;
+        }
+    }
+    let asked = asked.expect("the elicitation reached the host");
+    assert!(asked["params"].get("task").is_none(), "{asked}");
+    let wire = h.finish().await;
+    let init_up = containing(&wire, &["\"initialize\""]);
+    assert!(
+        init_up.iter().all(|l| !l.to_string().contains("\"tasks\"")),
+        "{init_up:?}"
+    );
+}
