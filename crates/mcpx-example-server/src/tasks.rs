@@ -17,6 +17,10 @@
 //! Fixtures (names from the suite): `greet` (never a task), `slow_compute`
 //! (`optional`; sleeps `seconds`, cancellable), `failing_job` (`required`; a tool error
 //! after 300 ms), `protocol_error_job` (`optional`; a -32603 JSON-RPC error after 200 ms).
+//! Core only: `task_augmented_ask` (see [`task_augmented_ask`]) and `confirm_job`
+//! (`optional`; asks `elicitation/create` and reports the answer: called plainly, on the
+//! request; run as a task, the task is `input_required` while the ask, carrying
+//! `io.modelcontextprotocol/related-task`, waits on the session: §Input Required Status).
 //!
 //! The store is bounded ([`MAX_TASKS`], [`TTL_MS`]): expired tasks are purged on every
 //! access, and creating a task beyond the bound is refused with -32603.
@@ -51,6 +55,7 @@ pub(crate) fn support(name: &str) -> Option<TaskSupport> {
         "slow_compute" | "protocol_error_job" => TaskSupport::Optional,
         "failing_job" => TaskSupport::Required,
         "task_augmented_ask" => TaskSupport::Forbidden,
+        "confirm_job" => TaskSupport::Optional,
         _ => return None,
     })
 }
@@ -92,7 +97,15 @@ pub(crate) fn tools(rev: Revision) -> Vec<Value> {
         "Asks the client with a task-augmented elicitation/create (2025-11-25) and reports what came back.",
         obj(json!({}), &[]),
     );
-    let extra = (flavor == TasksFlavor::Core).then_some(ask);
+    let confirm = (
+        "confirm_job",
+        "Asks the client to confirm (elicitation/create) and reports the answer; may run as a task.",
+        obj(json!({}), &[]),
+    );
+    let extra = (flavor == TasksFlavor::Core)
+        .then_some([ask, confirm])
+        .into_iter()
+        .flatten();
     defs.into_iter()
         .chain(extra)
         .map(|(name, description, input)| {
@@ -305,6 +318,7 @@ impl Tasks {
         session: Option<String>,
         name: &str,
         args: Value,
+        peer: Option<mcpx_transport::Peer>,
     ) -> Result<Value, RpcError> {
         let id = random_id();
         let cancel = CancellationToken::new();
@@ -338,10 +352,55 @@ impl Tasks {
         let me = self.clone();
         let name = name.to_owned();
         tokio::spawn(async move {
-            let outcome = run_body(&name, &args, &cancel).await;
+            let outcome = if name == "confirm_job" {
+                me.confirm_task(&id, peer, &cancel).await
+            } else {
+                run_body(&name, &args, &cancel).await
+            };
             me.finish(&id, outcome);
         });
         Ok(task)
+    }
+
+    /// Moves a live task between `working` and `input_required` (2025-11-25 §Task
+    /// Status Lifecycle: both ways are valid paths; terminal tasks stay as they are).
+    fn set_waiting(&self, id: &str, waiting: bool) {
+        let Ok(mut map) = self.inner.lock() else {
+            return;
+        };
+        if let Some(e) = map.get_mut(id).filter(|e| !e.status.is_terminal()) {
+            e.status = if waiting {
+                Status::InputRequired
+            } else {
+                Status::Working
+            };
+            e.updated = now_ms();
+            e.changed.send_replace(e.status);
+        }
+    }
+
+    /// `confirm_job` run as a task: §Input Required Status, the task is
+    /// `input_required` while its ask, naming it with related-task, waits on the session
+    /// (the request that created the task has been answered).
+    async fn confirm_task(
+        &self,
+        id: &str,
+        peer: Option<mcpx_transport::Peer>,
+        cancel: &CancellationToken,
+    ) -> Option<Outcome> {
+        let Some(peer) = peer else {
+            return Some(Ok(confirm_text(Err("no session to ask on".to_owned()))));
+        };
+        let mut params = confirm_params();
+        params["_meta"] = json!({ mcpx_protocol::meta::RELATED_TASK: {"taskId": id} });
+        let raw = serde_json::value::RawValue::from_string(params.to_string()).ok();
+        self.set_waiting(id, true);
+        let answer = tokio::select! {
+            () = cancel.cancelled() => return None,
+            a = peer.request("elicitation/create", raw.as_deref(), Duration::from_secs(60)) => a,
+        };
+        self.set_waiting(id, false);
+        Some(Ok(confirm_text(answer.map_err(|e| e.to_string()))))
     }
 
     /// A `tools/call` of a task fixture; `None` for other tools.
@@ -355,6 +414,18 @@ impl Tasks {
         let flavor = r.rev.facts().tasks;
         if name == "task_augmented_ask" {
             return Some(Ok(task_augmented_ask(r).await));
+        }
+        if name == "confirm_job" && r.params.get("task").is_none() {
+            let raw = serde_json::value::RawValue::from_string(confirm_params().to_string()).ok();
+            let answer = r
+                .ctx
+                .request(
+                    "elicitation/create",
+                    raw.as_deref(),
+                    Duration::from_secs(60),
+                )
+                .await;
+            return Some(Ok(confirm_text(answer.map_err(|e| e.to_string()))));
         }
         let wants_task = match flavor {
             TasksFlavor::None => false,
@@ -395,7 +466,8 @@ impl Tasks {
                 None => Err(RpcError::new(INTERNAL_ERROR, "cancelled")),
             });
         }
-        let task = match self.create(flavor, r.session.clone(), name, args.clone()) {
+        let peer = r.ctx.peer().cloned();
+        let task = match self.create(flavor, r.session.clone(), name, args.clone(), peer) {
             Ok(t) => t,
             Err(e) => return Some(Err(e)),
         };
@@ -579,6 +651,38 @@ async fn task_augmented_ask(r: &Req<'_>) -> Value {
                     let action = v.get("action").and_then(Value::as_str).unwrap_or("?");
                     text(format!("elicitation answered: {action}"), false)
                 }
+            }
+            (_, Some(e)) => text(format!("the client refused: {}", e.message), true),
+            _ => text("empty answer".to_owned(), true),
+        },
+    }
+}
+
+/// `confirm_job`'s question.
+fn confirm_params() -> Value {
+    json!({
+        "message": "Go ahead?",
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+    })
+}
+
+/// `confirm_job`'s result: the action and content the client answered, and the
+/// `_meta` of its answer, if any (so a test can see what reached this server).
+fn confirm_text(answer: Result<mcpx_protocol::Frame, String>) -> Value {
+    let text =
+        |t: String, err: bool| json!({"content": [{"type": "text", "text": t}], "isError": err});
+    match answer {
+        Err(e) => text(format!("elicitation/create failed: {e}"), true),
+        Ok(f) => match (f.result(), f.error()) {
+            (Some(res), _) => {
+                let v: Value = serde_json::from_str(res).unwrap_or(Value::Null);
+                let action = v.get("action").and_then(Value::as_str).unwrap_or("?");
+                let content = v.get("content").cloned().unwrap_or(Value::Null);
+                let mut t = format!("confirm_job: {action} {content}");
+                if let Some(m) = v.get("_meta") {
+                    t.push_str(&format!(" _meta {m}"));
+                }
+                text(t, false)
             }
             (_, Some(e)) => text(format!("the client refused: {}", e.message), true),
             _ => text("empty answer".to_owned(), true),

@@ -2163,20 +2163,37 @@ impl Gateway {
             Some(i) => ask_permit(&self.slots[i].asks, method)?,
             None => None,
         };
+        // C-C12: the upstream's own related-task (its task's id, when the ask came from
+        // one), kept for the answer that goes back to it.
+        let theirs = params
+            .get("_meta")
+            .and_then(|m| m.get(meta::RELATED_TASK))
+            .cloned();
         stamp_related(&mut params, &call.id);
         tasks::ask_params(&mut params, call);
         let _route = self.route_ask_progress(name, &mut params);
         let raw = RawValue::from_string(params.to_string())
             .map(Some)
             .map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
-        match call
-            .ctx
-            .request(method, raw.as_deref(), self.config.global.ask_timeout)
-            .await
-        {
+        // 2025-11-25 basic/utilities/tasks §Input Required Status: a gateway task whose
+        // work waits on this ask is input_required until it is answered (C-C12).
+        let _waiting = self.tasks.waiting(call);
+        let timeout = self.config.global.ask_timeout;
+        let sent = match (&call.related_task, &call.peer) {
+            // A task's work outlives the request that created it (answered with the
+            // CreateTaskResult), so its asks go on the session: on HTTP the GET stream
+            // (§Input Required Status: "clients SHOULD expect messages to be delivered
+            // on any SSE stream, including the HTTP GET stream").
+            (Some(_), Some(peer)) => peer.request(method, raw.as_deref(), timeout).await,
+            _ => call.ctx.request(method, raw.as_deref(), timeout).await,
+        };
+        match sent {
             Ok(frame) => match (frame.result(), frame.error()) {
                 (Some(r), _) => {
-                    serde_json::from_str(r).map_err(|e| (INTERNAL_ERROR, e.to_string()))
+                    let mut v: Value =
+                        serde_json::from_str(r).map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
+                    tasks::answer_upstream(&mut v, theirs, facts.revision);
+                    Ok(v)
                 }
                 (_, Some(e)) => Err((e.code, e.message.clone())),
                 _ => Err((INTERNAL_ERROR, "empty answer".into())),

@@ -23,7 +23,11 @@
 //!   Cancellation, C-C11). Tasks are bound to the host's session (`tasks/list` shows
 //!   only its own). `io.modelcontextprotocol/related-task` is put on the `tasks/result`
 //!   response and on asks raised by the task's work, never on `tasks/get|list|cancel`
-//!   results (§Related Task Metadata, C-C12).
+//!   results (§Related Task Metadata, C-C12). Those asks go on the host's session (the
+//!   creating request is answered) and the task is `input_required` while any waits
+//!   (§Input Required Status); the host's answers go upstream without mcpx's task id.
+//!   Incoming `tasks/get|result|cancel` are served by `params.taskId` alone. mcpx sends
+//!   no `notifications/tasks/status` (a MAY, §Task Notifications).
 //! * **2026-07-28 with the extension declared on the request** (C-C13): a tool that
 //!   supports tasks, or an upstream that answered with a task, gets a flat
 //!   `resultType: "task"` handle; `tasks/get` inlines `result`/`error`; `tasks/cancel`
@@ -127,6 +131,25 @@ pub(super) fn strip_ask_task(params: &mut Value) {
     }
 }
 
+/// The host's answer to an ask, before it goes back to the upstream that asked: the
+/// host's related-task names mcpx's task, which the upstream does not know, so it is
+/// removed; when the ask came from the upstream's own task (a 2025-11-25 upstream's
+/// related-task on it), the answer names that task instead (2025-11-25
+/// basic/utilities/tasks §Associating Task-Related Messages: responses related to a
+/// task MUST carry it; C-C12).
+pub(super) fn answer_upstream(answer: &mut Value, theirs: Option<Value>, upstream: Revision) {
+    strip_ask_task(answer);
+    if let (Some(t), TasksFlavor::Core) = (theirs, upstream.facts().tasks)
+        && let Some(o) = answer.as_object_mut()
+        && let Some(m) = o
+            .entry("_meta")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+    {
+        m.insert(meta::RELATED_TASK.to_owned(), t);
+    }
+}
+
 /// Who may see a task: a 2025-11-25 host's session, or any extension request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Owner {
@@ -148,6 +171,34 @@ struct Entry {
     /// Fired by `tasks/cancel` (and on expiry): the work's cancellation.
     cancel: CancellationToken,
     changed: watch::Sender<Status>,
+    /// Asks of the work waiting on the host (while any does, the task is
+    /// `input_required`).
+    asks: usize,
+}
+
+/// An open ask of a 2025-11-25 gateway task's work: the task is `input_required` until
+/// the last one is dropped, then `working` again (2025-11-25 §Input Required Status:
+/// "SHOULD move the task to the input_required status", and back "when the receiver
+/// receives all required input"; §Task Status Lifecycle allows both ways).
+pub(super) struct Waiting<'a> {
+    store: &'a Store,
+    id: String,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let Ok(mut map) = self.store.map.lock() else {
+            return;
+        };
+        if let Some(e) = map.get_mut(&self.id) {
+            e.asks = e.asks.saturating_sub(1);
+            if e.asks == 0 && e.status == Status::InputRequired {
+                e.status = Status::Working;
+                e.updated = now_ms();
+                e.changed.send_replace(Status::Working);
+            }
+        }
+    }
 }
 
 /// The gateway's tasks, bounded by `mcpx.limits.maxTasks` and `taskTtlMs`.
@@ -224,6 +275,26 @@ fn clean(mut reply: Reply) -> Reply {
 }
 
 impl Store {
+    /// Marks `call`'s task (if it is the work of a 2025-11-25 host's task) as waiting
+    /// on an ask until the returned guard is dropped.
+    pub(super) fn waiting(&self, call: &Call) -> Option<Waiting<'_>> {
+        let id = call.related_task.as_ref()?;
+        let mut map = self.map.lock().ok()?;
+        let e = map
+            .get_mut(id)
+            .filter(|e| matches!(e.owner, Owner::Core(_)))?;
+        e.asks += 1;
+        if e.status == Status::Working {
+            e.status = Status::InputRequired;
+            e.updated = now_ms();
+            e.changed.send_replace(Status::InputRequired);
+        }
+        Some(Waiting {
+            store: self,
+            id: id.clone(),
+        })
+    }
+
     /// Forgets expired tasks, cancelling their work.
     fn purge(map: &mut HashMap<String, Entry>) {
         map.retain(|_, e| {
@@ -258,6 +329,7 @@ impl Store {
             outcome: None,
             cancel: cancel.clone(),
             changed: watch::channel(Status::Working).0,
+            asks: 0,
         };
         let task = task_json(&id, &e, poll);
         let mut map = self.map.lock().map_err(|_| poisoned(host))?;

@@ -638,3 +638,162 @@ async fn task_augmented_asks_are_processed_normally() {
         "{init_up:?}"
     );
 }
+
+const RELATED: &str = "io.modelcontextprotocol/related-task";
+
+/// C-C12 (2025-11-25 basic/utilities/tasks §Associating Task-Related Messages, §Input
+/// Required Status): an elicitation raised by the work of a gateway task reaches the
+/// host on the session, naming mcpx's task in related-task, while the task is
+/// `input_required`; the host's answer (carrying the same related-task, as in the spec's
+/// elicitation flow) reaches the upstream without it, since it names a task the upstream
+/// does not know; the tasks/result response names the task. The same tool called
+/// without a task asks without related-task.
+#[tokio::test]
+async fn core_task_asks_name_the_task() {
+    let mut h = Host::start("taskask", &example(R1125), R1125).await;
+    h.initialize(json!({"elicitation": {}})).await;
+    let (list, _) = h.request("tools/list", json!({})).await;
+    assert_eq!(
+        tool(result(&list, "tools/list"), "confirm_job")["execution"]["taskSupport"],
+        "optional"
+    );
+
+    let call_id = h.next_id;
+    h.next_id += 1;
+    h.send(&json!({"jsonrpc":"2.0","id":call_id,"method":"tools/call",
+        "params":{"name":"confirm_job","arguments":{},"task":{"ttl":60000}}}))
+        .await;
+    // The CreateTaskResult and the ask, in whichever order they come.
+    let (mut created, mut ask) = (None, None);
+    while created.is_none() || ask.is_none() {
+        let line = h.next_line("confirm_job as a task").await;
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v.get("id") == Some(&json!(call_id)) && v.get("method").is_none() {
+            tap()
+                .validate_response(R1125, "tools/call", &line)
+                .unwrap_or_else(|e| panic!("to the host: {e}"));
+            created = Some(v);
+        } else {
+            tap()
+                .validate_frame(R1125, &line)
+                .unwrap_or_else(|e| panic!("to the host: {e}"));
+            assert_eq!(v["method"], "elicitation/create", "{v}");
+            ask = Some(v);
+        }
+    }
+    let (created, ask) = (created.unwrap(), ask.unwrap());
+    let id = result(&created, "tools/call")["task"]["taskId"]
+        .as_str()
+        .expect("a CreateTaskResult")
+        .to_owned();
+    assert_eq!(
+        ask["params"]["_meta"][RELATED],
+        json!({"taskId": id}),
+        "the ask names mcpx's task: {ask}"
+    );
+    assert!(ask["params"].get("task").is_none(), "{ask}");
+    // §Input Required Status: the task waits on the host.
+    let (g, notes) = h.request("tasks/get", json!({"taskId": id})).await;
+    assert!(notes.is_empty(), "{notes:?}");
+    let g = result(&g, "tasks/get");
+    assert_eq!(g["status"], "input_required", "{g}");
+    assert!(
+        g.get("_meta").is_none(),
+        "no related-task on tasks/get: {g}"
+    );
+
+    h.send(&json!({"jsonrpc":"2.0","id":ask["id"],"result":{
+        "action":"accept","content":{"ok":true},"_meta":{RELATED:{"taskId":id}}}}))
+        .await;
+    let (r, _) = h.request("tasks/result", json!({"taskId": id})).await;
+    let r = result(&r, "tasks/result");
+    // The upstream reports exactly what it received: the answer, no _meta.
+    assert_eq!(text(r), r#"confirm_job: accept {"ok":true}"#, "{r}");
+    assert_eq!(r["_meta"][RELATED], json!({"taskId": id}));
+    assert_eq!(
+        h.poll_core(&id, &["completed"]).await["status"],
+        "completed"
+    );
+
+    // Not a task: the ask names none.
+    let (v, asks, _) = h
+        .exchange(
+            "tools/call",
+            json!({"name": "confirm_job", "arguments": {}}),
+            &mut |q| vec![json!({"jsonrpc":"2.0","id":q["id"],"result":{"action":"decline"}})],
+        )
+        .await;
+    assert_eq!(text(result(&v, "confirm_job")), "confirm_job: decline null");
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    assert!(
+        asks[0]["params"]["_meta"].get(RELATED).is_none(),
+        "{}",
+        asks[0]
+    );
+    assert!(v["result"].get("_meta").is_none(), "{v}");
+
+    let wire = h.finish_checked(R1125).await;
+    let answers = containing(&wire, &["\"action\":\"accept\""]);
+    assert_eq!(
+        answers.len(),
+        1,
+        "the host's answer went upstream: {wire:?}"
+    );
+    assert!(answers[0].get("method").is_none(), "{}", answers[0]);
+    assert!(!answers[0].to_string().contains(RELATED), "{}", answers[0]);
+    let calls = containing(&wire, &["\"tools/call\"", "confirm_job"]);
+    assert!(
+        !calls.is_empty() && calls.iter().all(|l| !l.to_string().contains("\"task\"")),
+        "an optional tool goes upstream as a plain call: {calls:?}"
+    );
+}
+
+/// C-C12 (§Associating Task-Related Messages: "the taskId parameter in the request MUST
+/// be used as the source of truth ... receivers MUST ignore such metadata"): tasks/get,
+/// tasks/result and tasks/cancel whose related-task names another task are served by
+/// params.taskId, and related-task alone names nothing.
+#[tokio::test]
+async fn incoming_task_requests_use_params_task_id() {
+    let mut h = host("taskid", &example(R1125), R1125).await;
+    let start = |label: &'static str, secs: f64| json!({"name": "slow_compute", "arguments": {"seconds": secs, "label": label}, "task": {}});
+    let (a, _) = h.request("tools/call", start("a", 0.2)).await;
+    let a = result(&a, "tools/call")["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (b, _) = h.request("tools/call", start("b", 30.0)).await;
+    let b = result(&b, "tools/call")["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let misleading =
+        |id: &str, other: &str| json!({"taskId": id, "_meta": {RELATED: {"taskId": other}}});
+
+    let (g, _) = h.request("tasks/get", misleading(&a, &b)).await;
+    assert_eq!(result(&g, "tasks/get")["taskId"], json!(a), "{g}");
+    let (g, _) = h.request("tasks/get", misleading(&b, &a)).await;
+    assert_eq!(result(&g, "tasks/get")["taskId"], json!(b), "{g}");
+    // related-task alone is not a taskId.
+    let (n, _) = h
+        .request("tasks/get", json!({"_meta": {RELATED: {"taskId": a}}}))
+        .await;
+    assert_eq!(error_code(&n, "tasks/get without params.taskId"), -32602);
+
+    // tasks/result of a (which ends), with related-task naming b (which does not).
+    let (r, _) = h.request("tasks/result", misleading(&a, &b)).await;
+    let r = result(&r, "tasks/result");
+    assert_eq!(text(r), "computed a after 0.2 s");
+    assert_eq!(r["_meta"][RELATED], json!({"taskId": a}));
+
+    // tasks/cancel of b (working), with related-task naming a (completed: -32602 if
+    // it were the target).
+    let (c, _) = h.request("tasks/cancel", misleading(&b, &a)).await;
+    let c = result(&c, "tasks/cancel");
+    assert_eq!(c["taskId"], json!(b), "{c}");
+    assert_eq!(c["status"], "cancelled");
+    assert_eq!(h.poll_core(&a, &["completed"]).await["status"], "completed");
+    // And the other way: cancelling a (completed) is -32602 whatever related-task says.
+    let (c, _) = h.request("tasks/cancel", misleading(&a, &b)).await;
+    assert_eq!(error_code(&c, "cancel a completed task"), -32602);
+    h.finish().await;
+}
