@@ -246,6 +246,10 @@ pub struct Global {
     /// How many sampling and elicitation asks of one upstream mcpx holds toward hosts
     /// at once (default 4; register E-15); a further one is refused.
     pub ask_max_pending: usize,
+    /// How many calls of 2026-07-28 hosts may wait, parked, for the host's retry with
+    /// answers to a legacy upstream's questions (default 256); past it the upstream's
+    /// further questions are refused.
+    pub max_parked: usize,
     /// The most gateway tasks held at once, running or finished (default 1024): a
     /// task-augmented call beyond it is refused (register H13; 2025-11-25
     /// basic/utilities/tasks §Resource Management).
@@ -269,6 +273,7 @@ impl Default for Global {
             ask_timeout: Duration::from_secs(300),
             ask_gather: Duration::from_millis(20),
             ask_max_pending: 4,
+            max_parked: 256,
             max_tasks: 1024,
             task_ttl: Duration::from_secs(3600),
             task_poll_interval: Duration::from_millis(500),
@@ -364,6 +369,7 @@ struct FileLimits {
     ask_timeout_ms: Option<u64>,
     ask_gather_ms: Option<u64>,
     ask_max_pending: Option<usize>,
+    max_parked_calls: Option<usize>,
     max_tasks: Option<usize>,
     task_ttl_ms: Option<u64>,
     task_poll_interval_ms: Option<u64>,
@@ -490,6 +496,11 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             .ask_max_pending
             .unwrap_or(defaults.ask_max_pending)
             .max(1),
+        max_parked: doc
+            .mcpx
+            .limits
+            .max_parked_calls
+            .unwrap_or(defaults.max_parked),
         max_tasks: doc.mcpx.limits.max_tasks.unwrap_or(defaults.max_tasks),
         task_ttl: doc
             .mcpx

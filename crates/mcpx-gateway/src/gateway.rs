@@ -186,9 +186,6 @@ struct Parked {
     asked: usize,
     /// Which parking this is: an expiry timer of an earlier one leaves it alone.
     generation: u64,
-    /// The upstream's ask permits (E-15): each open sampling or elicitation question
-    /// holds one.
-    asks: Arc<tokio::sync::Semaphore>,
     /// Put before each elicitation message when namespaces are in use (E-10).
     label: Option<String>,
 }
@@ -202,8 +199,6 @@ struct Question {
     params: Value,
     /// Where the host's answer goes (the upstream's pending request).
     reply: tokio::sync::oneshot::Sender<Result<Value, (i64, String)>>,
-    /// Held while the question is open (E-15).
-    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// 128 random bits, hex: unguessable, so a `requestState` cannot be forged (E-13, E-30).
@@ -347,19 +342,14 @@ fn take_question(
         let _ = reply.send(Ok(answer));
         return;
     }
-    let permit = match ask_permit(&p.asks, &method) {
-        Ok(permit) => permit,
-        Err(refusal) => {
-            let _ = reply.send(Err(refusal));
-            return;
-        }
-    };
+    // No ask permit (E-15): the host is not being asked until it chooses to retry, and
+    // a round it abandons must not hold the upstream's permits for askTimeoutMs. Parked
+    // calls are bounded by maxParkedCalls instead.
     p.open.push(Question {
         key,
         method,
         params,
         reply,
-        _permit: permit,
     });
 }
 
@@ -1544,7 +1534,6 @@ impl Gateway {
             open: Vec::new(),
             asked: 0,
             generation: 0,
-            asks: slot.asks.clone(),
             label: self.label(i),
         };
         self.run_parked(call, parked, supplied).await
@@ -1630,7 +1619,24 @@ impl Gateway {
                         let _ = self.on_event(call, &facts, &name, other).await;
                     }
                 },
-                () = window => return self.put_questions(call, p, None),
+                () = window => {
+                    if !self.may_park() {
+                        // Too many calls already wait for hosts' answers: the upstream
+                        // hears -32603 for these questions and degrades or fails.
+                        for q in p.open.drain(..) {
+                            let _ = q.reply.send(Err((
+                                INTERNAL_ERROR,
+                                format!(
+                                    "too many calls waiting for clients' answers (maxParkedCalls {})",
+                                    self.config.global.max_parked
+                                ),
+                            )));
+                        }
+                        gathered_by = None;
+                        continue;
+                    }
+                    return self.put_questions(call, p, None);
+                }
             }
         }
     }
@@ -1671,6 +1677,14 @@ impl Gateway {
             result: result.to_string(),
             revision: Revision::NEWEST,
         })
+    }
+
+    /// Whether another call may be parked (`mcpx.limits.maxParkedCalls`).
+    fn may_park(&self) -> bool {
+        self.parked
+            .lock()
+            .map(|m| m.len() < self.config.global.max_parked)
+            .unwrap_or(false)
     }
 
     fn park(self: &Arc<Self>, token: String, mut p: Parked) {

@@ -623,12 +623,17 @@ async fn pending_asks_per_upstream_are_limited_for_legacy_hosts() {
     assert_eq!(refused, 1, "{frames:?}");
 }
 
-/// E-15 (modern host, legacy upstream): parked questions hold permits, sampling and
-/// elicitation alike; the question over the limit is refused upstream, and answering
-/// a parked one frees its permit.
+/// E-15 (modern host, legacy upstream): questions parked for a 2026-07-28 host's retry
+/// hold no ask permit (that host is not being asked until it retries, and a round it
+/// abandons must not block the upstream's asks for askTimeoutMs): with askMaxPending
+/// 1, two rounds are put to the host at once. Parked calls are bounded by
+/// maxParkedCalls instead: past it the upstream's question is refused (-32603) and its
+/// call ends without a round; an answered round frees its place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pending_asks_per_upstream_are_limited_for_modern_hosts() {
-    let mut h = Host::start("e15-modern", &limited(example(R1125), 2), R2026).await;
+async fn parked_questions_are_bounded_by_max_parked_calls() {
+    let mut config = example(R1125);
+    config["mcpx"] = json!({"limits": {"askMaxPending": 1, "maxParkedCalls": 2}});
+    let mut h = Host::start("e15-modern", &config, R2026).await;
     let elicit = "test_input_required_result_elicitation";
     let v = call(&mut h, elicit, all_caps(), json!({})).await;
     let first = result(&v, "first")["requestState"].clone();
@@ -643,7 +648,7 @@ async fn pending_asks_per_upstream_are_limited_for_modern_hosts() {
     let v = call(&mut h, elicit, all_caps(), json!({})).await;
     let r = result(&v, "third");
     assert_eq!(r["isError"], true, "{r}");
-    assert!(text(r).contains("too many pending requests"), "{r}");
+    assert!(text(r).contains("too many calls waiting"), "{r}");
     let v = call(
         &mut h,
         elicit,
