@@ -43,7 +43,7 @@ pub fn run(args: &Args) -> ExitCode {
     let mode = args.mode();
     let server = Arc::new(ExampleServer::new(mode));
     let http = args.http.or(args.sse);
-    crate::runtime::run("example-server", |shutdown| async move {
+    crate::runtime::run("example-server", None, |shutdown| async move {
         match http {
             Some(bind) => {
                 let config = HttpServerConfig {
