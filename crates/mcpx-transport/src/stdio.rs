@@ -329,9 +329,33 @@ impl<S: Service> Conn<S> {
     }
 }
 
-async fn write_line<W: AsyncWrite + Unpin>(w: &mut W, line: &str) -> io::Result<()> {
-    w.write_all(line.as_bytes()).await?;
-    w.write_all(b"\n").await
+/// Writes `line` and its newline in one write where the writer allows it (a vectored
+/// write on a pipe; one buffer otherwise), so that the reader wakes once per line: two
+/// writes let it wake for the line, find no newline, and wake again for the newline.
+pub(crate) async fn write_line<W: AsyncWrite + Unpin>(w: &mut W, line: &str) -> io::Result<()> {
+    let line = line.as_bytes();
+    if !w.is_write_vectored() {
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line);
+        buf.push(b'\n');
+        return w.write_all(&buf).await;
+    }
+    let total = line.len() + 1;
+    let mut done = 0;
+    while done < total {
+        let n = match line.get(done..) {
+            Some(rest) if !rest.is_empty() => {
+                w.write_vectored(&[io::IoSlice::new(rest), io::IoSlice::new(b"\n")])
+                    .await?
+            }
+            _ => w.write(b"\n").await?,
+        };
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        done += n;
+    }
+    Ok(())
 }
 
 /// Serves `service` on `reader`/`writer` (stdin/stdout) until EOF or `shutdown`.
