@@ -358,6 +358,33 @@ pub(crate) async fn write_line<W: AsyncWrite + Unpin>(w: &mut W, line: &str) -> 
     Ok(())
 }
 
+/// The process's stdin, for [`serve`]: see [`stdin_stdout`].
+pub type StdIn = tokio_util::either::Either<tokio::net::unix::pipe::Receiver, tokio::io::Stdin>;
+/// The process's stdout, for [`serve`]: see [`stdin_stdout`].
+pub type StdOut = tokio_util::either::Either<tokio::net::unix::pipe::Sender, tokio::io::Stdout>;
+
+/// The process's stdin and stdout for [`serve`] (call it inside the runtime). Where they
+/// are pipes (as when a host launches the server) they are read and written
+/// non-blocking on the runtime's own thread; tokio's `stdin()`/`stdout()` (a terminal,
+/// a file, a socket) hand every read and every write to a blocking-pool thread and
+/// back, two cross-thread wake-ups per line.
+pub fn stdin_stdout() -> (StdIn, StdOut) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    use tokio_util::either::Either;
+    let input = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd)
+        .map_or_else(|_| Either::Right(tokio::io::stdin()), Either::Left);
+    let output = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Sender::from_owned_fd)
+        .map_or_else(|_| Either::Right(tokio::io::stdout()), Either::Left);
+    (input, output)
+}
+
 /// Serves `service` on `reader`/`writer` (stdin/stdout) until EOF or `shutdown`.
 pub async fn serve<S, R, W>(
     service: Arc<S>,

@@ -62,14 +62,8 @@ pub fn run(args: &Args) -> ExitCode {
                 streamable_http::serve(listener, server, config, shutdown).await
             }
             None => {
-                serve(
-                    server,
-                    tokio::io::stdin(),
-                    tokio::io::stdout(),
-                    StdioConfig::default(),
-                    shutdown,
-                )
-                .await
+                let (input, output) = mcpx_transport::stdio::stdin_stdout();
+                serve(server, input, output, StdioConfig::default(), shutdown).await
             }
         }
     })

@@ -138,16 +138,10 @@ pub fn run(args: &Args) -> ExitCode {
                 streamable_http::serve(listener, seam, config, shutdown).await
             }
             None => {
+                let (input, output) = mcpx_transport::stdio::stdin_stdout();
                 let mut config = StdioConfig::default();
                 config.limits.max_frame_bytes = max_frame;
-                serve(
-                    seam,
-                    tokio::io::stdin(),
-                    tokio::io::stdout(),
-                    config,
-                    shutdown,
-                )
-                .await
+                serve(seam, input, output, config, shutdown).await
             }
         }
     })
