@@ -111,6 +111,31 @@ pub(crate) struct Index {
     pub(crate) error: Option<(ErrorObject, Span)>,
     /// Members the model does not know, in the order received.
     pub(crate) extra: Vec<(String, Span)>,
+    /// The members of `params._meta`, found on first use.
+    pub(crate) meta: MetaCache,
+}
+
+/// The members of `params._meta` (name, span in the frame's text), read once per frame
+/// on the first [`Frame::params_meta`]: a request's `_meta` is read several times on
+/// its way through (classification, header checks, capabilities, log level, progress),
+/// and each read used to scan `params` and `_meta` again. `None` inside: no params, no
+/// `_meta`, or not an object. A cache, not part of the frame's value: it never makes
+/// two frames unequal.
+#[derive(Clone, Default)]
+pub(crate) struct MetaCache(std::sync::OnceLock<Option<Vec<(String, Span)>>>);
+
+impl PartialEq for MetaCache {
+    fn eq(&self, _: &MetaCache) -> bool {
+        true
+    }
+}
+
+impl Eq for MetaCache {}
+
+impl fmt::Debug for MetaCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MetaCache")
+    }
 }
 
 impl fmt::Debug for Frame {
@@ -188,9 +213,21 @@ impl Frame {
     /// Reads `params._meta[key]` as raw JSON text, without parsing the rest of `params`
     /// into a tree.
     pub fn params_meta(&self, key: &str) -> Option<&str> {
-        let params = self.params()?;
-        let meta = member(params, "_meta")?;
-        member(meta, key)
+        let members = self.ix.meta.0.get_or_init(|| {
+            let params = self.params()?;
+            let meta = member(params, "_meta")?;
+            let base = meta.as_ptr() as usize - self.text.as_ptr() as usize;
+            let found = members(meta)?;
+            Some(
+                found
+                    .into_iter()
+                    .map(|(k, s)| (k, s.start + base..s.end + base))
+                    .collect(),
+            )
+        });
+        // The first member of that name, as `member` reads it.
+        let (_, span) = members.as_ref()?.iter().find(|(k, _)| k == key)?;
+        self.text.get(span.clone())
     }
 
     /// The same message with another id (the gateway's id remapping). Every other byte
@@ -227,6 +264,7 @@ impl Frame {
                 .iter()
                 .map(|(k, s)| (k.clone(), shift(s)))
                 .collect(),
+            meta: MetaCache::default(),
         };
         Frame {
             text: text.into_boxed_str(),
@@ -310,6 +348,7 @@ impl Frame {
                 result: None,
                 error: None,
                 extra: Vec::new(),
+                meta: MetaCache::default(),
             }),
         }
     }
@@ -351,6 +390,7 @@ impl Frame {
                 result: Some(result),
                 error: None,
                 extra: Vec::new(),
+                meta: MetaCache::default(),
             }),
         }
     }
@@ -422,6 +462,7 @@ fn build(env: &Envelope<'_>) -> Frame {
             result: None,
             error: None,
             extra: Vec::new(),
+            meta: MetaCache::default(),
         }),
     })
 }
@@ -464,12 +505,73 @@ pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
     found.map(RawValue::get)
 }
 
+/// Every member of the JSON object `obj` (name, span in `obj`), in order; `None` when
+/// `obj` is not an object (or not valid JSON), as [`member`] reads it.
+fn members(obj: &str) -> Option<Vec<(String, Span)>> {
+    use serde::de::{DeserializeSeed, MapAccess, Visitor};
+    use std::borrow::Cow;
+
+    struct All<'o>(&'o str);
+    impl<'de> Visitor<'de> for All<'_> {
+        type Value = Vec<(String, Span)>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut all = Vec::new();
+            while let Some(k) = map.next_key::<Cow<'de, str>>()? {
+                let v = map.next_value::<&'de RawValue>()?.get();
+                let start = v.as_ptr() as usize - self.0.as_ptr() as usize;
+                all.push((k.into_owned(), start..start + v.len()));
+            }
+            Ok(all)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for All<'_> {
+        type Value = Vec<(String, Span)>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    let mut de = serde_json::Deserializer::from_str(obj);
+    let all = All(obj).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn params_meta_reads_like_member() {
+        let limits = crate::codec::Limits::unlimited();
+        for params in [
+            r#"{"name":"t","_meta":{"a":1,"b":{"c":[2]},"a":3,"k\u0065y":"v"}}"#,
+            r#"{"_meta":[1,2]}"#,
+            r#"{"_meta":null,"x":1}"#,
+            r#"{"name":"t"}"#,
+            r#"{"_meta":{}}"#,
+        ] {
+            let f = Frame::request(&Id::Number(1), "m", Some(&raw(params)));
+            let f = crate::codec::parse_frame(f.as_str().to_owned(), &limits).unwrap();
+            for key in ["a", "b", "key", "c", "_meta", "name"] {
+                let expected = member(params, "_meta").and_then(|m| member(m, key));
+                assert_eq!(f.params_meta(key), expected, "{params} {key}");
+                // Twice: the second read is from the cache.
+                assert_eq!(f.params_meta(key), expected, "{params} {key}");
+                assert_eq!(f.with_id(&Id::Number(77)).params_meta(key), expected);
+            }
+        }
+        assert_eq!(
+            Frame::request(&Id::Number(1), "m", None).params_meta("a"),
+            None
+        );
     }
 
     #[test]
