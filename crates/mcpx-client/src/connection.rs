@@ -29,6 +29,15 @@ use tokio_util::sync::CancellationToken;
 use crate::any::AnyUpstream;
 use crate::error::ClientError;
 
+/// The `_meta` keys of a request's envelope: a caller's mean nothing upstream, mcpx
+/// writes the upstream's own.
+const ENVELOPE_KEYS: [&str; 5] = [
+    meta::PROTOCOL_VERSION,
+    meta::CLIENT_CAPABILITIES,
+    meta::CLIENT_INFO,
+    meta::LOG_LEVEL,
+    meta::PROGRESS_TOKEN,
+];
 /// What the handshake learnt about the upstream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerFacts {
@@ -291,13 +300,7 @@ impl Connection {
         // The caller's own envelope (a host's 2026 `_meta` keys, its progress token)
         // means nothing upstream: mcpx writes the upstream's envelope itself.
         if let Some(Value::Object(m)) = obj.get_mut("_meta") {
-            for k in [
-                meta::PROTOCOL_VERSION,
-                meta::CLIENT_CAPABILITIES,
-                meta::CLIENT_INFO,
-                meta::LOG_LEVEL,
-                meta::PROGRESS_TOKEN,
-            ] {
+            for k in ENVELOPE_KEYS {
                 m.remove(k);
             }
             if m.is_empty() {
@@ -355,8 +358,10 @@ impl Connection {
 
     /// The common case of [`Connection::build`] without re-encoding the caller's params:
     /// an object without `_meta` is forwarded as it is, with mcpx's envelope (if any)
-    /// spliced in before its closing brace. `None` when the general path is needed
-    /// (the caller sent a `_meta` to clean, or the params are not a plain object).
+    /// spliced in before its closing brace; an object with one `_meta` object gets only
+    /// that `_meta` rewritten (the caller's envelope keys replaced by mcpx's). `None`
+    /// when the general path is needed (no envelope to write over a caller's `_meta`,
+    /// a `_meta` that is not an object or appears twice, params that are not an object).
     fn build_spliced(
         &self,
         id: i64,
@@ -377,15 +382,35 @@ impl Connection {
                 if !body.starts_with('{') || !body.ends_with('}') {
                     return None;
                 }
-                if mcpx_protocol::jsonrpc::member(body, "_meta").is_some() {
-                    return None;
-                }
-                match envelope {
-                    None => body.to_owned(),
-                    Some(m) => {
+                let all = mcpx_protocol::jsonrpc::members(body)?;
+                let mut metas = all.iter().filter(|(k, _)| k == "_meta");
+                match (metas.next(), metas.next(), envelope) {
+                    // More than one `_meta`: the general path decides.
+                    (Some(_), Some(_), _) => return None,
+                    (None, _, None) => body.to_owned(),
+                    (None, _, Some(m)) => {
                         let head = body[..body.len() - 1].trim_end();
                         let sep = if head.ends_with('{') { "" } else { "," };
                         format!("{head}{sep}\"_meta\":{}}}", Value::Object(m))
+                    }
+                    // The caller's `_meta` (a host's 2026 envelope, its progress token):
+                    // its envelope keys give way to mcpx's, in place; the rest of the
+                    // params stays byte for byte. Without an envelope to write, or with a
+                    // `_meta` that is not an object, the general path decides.
+                    (Some(_), _, None) => return None,
+                    (Some((_, span)), _, Some(envelope)) => {
+                        let mut m: Map<String, Value> =
+                            serde_json::from_str(body.get(span.clone())?).ok()?;
+                        for k in ENVELOPE_KEYS {
+                            m.remove(k);
+                        }
+                        m.extend(envelope);
+                        let meta = Value::Object(m).to_string();
+                        let mut text = String::with_capacity(body.len() + meta.len());
+                        text.push_str(body.get(..span.start)?);
+                        text.push_str(&meta);
+                        text.push_str(body.get(span.end..)?);
+                        text
                     }
                 }
             }

@@ -505,9 +505,10 @@ pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
     found.map(RawValue::get)
 }
 
-/// Every member of the JSON object `obj` (name, span in `obj`), in order; `None` when
-/// `obj` is not an object (or not valid JSON), as [`member`] reads it.
-fn members(obj: &str) -> Option<Vec<(String, Span)>> {
+/// Every member of the JSON object `obj` (name, byte range of its value in `obj`), in
+/// order, duplicates included; `None` when `obj` is not an object (or not valid JSON),
+/// as [`member`] reads it.
+pub fn members(obj: &str) -> Option<Vec<(String, Range<usize>)>> {
     use serde::de::{DeserializeSeed, MapAccess, Visitor};
     use std::borrow::Cow;
 
