@@ -19,6 +19,7 @@ use mcpx_client::{
 };
 use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
 use mcpx_protocol::header::param_headers;
+use mcpx_protocol::jsonrpc::Json;
 use mcpx_protocol::{Era, Frame, Id, Revision, meta};
 use mcpx_server::{Backend, Call, Fault, Level, ListCaps, Offered, Reply, Summary};
 use mcpx_transport::Peer;
@@ -607,7 +608,7 @@ impl Gateway {
             });
         }
         Ok(Reply {
-            result: "{}".to_owned(),
+            result: Json::of_value(&json!({})),
             revision: call.host,
         })
     }
@@ -841,7 +842,7 @@ impl Gateway {
             result["nextCursor"] = json!(format!("mcpx:{end}"));
         }
         Ok(Reply {
-            result: result.to_string(),
+            result: Json::of_value(&result),
             revision: Revision::NEWEST,
         })
     }
@@ -1174,7 +1175,7 @@ impl Gateway {
                             "requestState": format!("{PARKED_PREFIX}{token}"),
                         });
                         self.park(token, p);
-                        return Ok(Reply { result: result.to_string(), revision: Revision::NEWEST });
+                        return Ok(Reply { result: Json::of_value(&result), revision: Revision::NEWEST });
                     }
                     other => self.on_event(call, &facts, &name, other).await,
                 },
@@ -1230,7 +1231,7 @@ impl Gateway {
             let token = token.to_owned();
             self.park(token, p);
             return Ok(Reply {
-                result: result.to_string(),
+                result: Json::of_value(&result),
                 revision: Revision::NEWEST,
             });
         };
@@ -1329,9 +1330,12 @@ impl Gateway {
                     && !facts.revision.facts().input_validation_is_tool_error,
             });
         }
-        let result = frame.result().unwrap_or("{}").to_owned();
+        // Taken from the decoded frame: not parsed again on its way to the host.
+        let result = frame
+            .result_json()
+            .unwrap_or_else(|| Json::of_value(&json!({})));
         if facts.era == Era::Modern && call.host.era() == Era::Legacy {
-            let input_required = serde_json::from_str::<Value>(&result)
+            let input_required = serde_json::from_str::<Value>(result.as_str())
                 .ok()
                 .and_then(|v| {
                     v.get("resultType")
@@ -1506,7 +1510,7 @@ impl Gateway {
         }
         // A graceful end (2026-07-28 basic/patterns/subscriptions §Graceful Closure).
         Ok(Reply {
-            result: json!({ "_meta": tag }).to_string(),
+            result: Json::of_value(&json!({ "_meta": tag })),
             revision: Revision::NEWEST,
         })
     }
@@ -1693,8 +1697,9 @@ impl Backend for GatewayBackend {
                     .filter(|f| f.revision.facts().completions_capability && !f.has("completions"))
                 {
                     return Ok(Reply {
-                        result: json!({ "completion": { "values": [], "hasMore": false } })
-                            .to_string(),
+                        result: Json::of_value(
+                            &json!({ "completion": { "values": [], "hasMore": false } }),
+                        ),
                         revision: f.revision,
                     });
                 }

@@ -92,6 +92,39 @@ pub struct ErrorObject {
 /// A byte range of a frame's text.
 pub(crate) type Span = Range<usize>;
 
+/// JSON text known to be valid: checked when made from a string ([`Json::parse`]),
+/// written by serde_json ([`Json::of_value`]), or taken from a [`Frame`], whose text was
+/// checked when it was decoded or built ([`Frame::result_json`]). A result carried as
+/// `Json` is not parsed again on its way out ([`Frame::result_response_json`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Json(Box<str>);
+
+impl Json {
+    /// Checks `text` (the same check as [`RawValue::from_string`]).
+    pub fn parse(text: String) -> Result<Json, serde_json::Error> {
+        RawValue::from_string(text).map(|r| Json(r.into()))
+    }
+
+    /// `v` written as JSON text.
+    pub fn of_value(v: &serde_json::Value) -> Json {
+        Json(v.to_string().into_boxed_str())
+    }
+
+    /// Text already known to be valid JSON (written by this crate from valid JSON).
+    pub(crate) fn trusted(text: String) -> Json {
+        debug_assert!(
+            serde_json::from_str::<&RawValue>(&text).is_ok(),
+            "not JSON: {text}"
+        );
+        Json(text.into_boxed_str())
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// One JSON-RPC message: its text and an index into it. Two pointers wide, so frames
 /// move cheaply through channels.
 #[derive(Clone, PartialEq, Eq)]
@@ -370,6 +403,16 @@ impl Frame {
         Frame::result_response_text(id, result.get())
     }
 
+    /// A result response around `result`, not parsed again (see [`Json`]).
+    pub fn result_response_json(id: &Id, result: &Json) -> Frame {
+        Frame::result_response_text(id, result.as_str())
+    }
+
+    /// The `result` member as [`Json`] (a copy of its text; not parsed again).
+    pub fn result_json(&self) -> Option<Json> {
+        self.result().map(|r| Json(r.into()))
+    }
+
     /// A result response around `result`, which must be valid JSON text (e.g. taken
     /// from another frame, or lowered): written and indexed without parsing it again.
     pub(crate) fn result_response_text(id: &Id, result: &str) -> Frame {
@@ -547,6 +590,20 @@ mod tests {
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn json_is_checked_once() {
+        assert!(Json::parse("{\"a\":".to_owned()).is_err());
+        assert!(Json::parse("nul".to_owned()).is_err());
+        let j = Json::parse(r#"{"content":[{"type":"text","text":"hi"}]}"#.to_owned()).unwrap();
+        let f = Frame::result_response_json(&Id::Number(3), &j);
+        assert_eq!(f, Frame::result_response(&Id::Number(3), &raw(j.as_str())));
+        assert_eq!(f.result_json(), Some(j));
+        assert_eq!(
+            Frame::request(&Id::Number(1), "m", None).result_json(),
+            None
+        );
     }
 
     #[test]
