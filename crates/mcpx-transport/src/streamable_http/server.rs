@@ -631,10 +631,10 @@ struct Handler(Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + S
 impl Handler {
     /// Runs what is left of the handler in a task of its own.
     fn detach(&mut self) {
-        if let Some(task) = self.0.take() {
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(task);
-            }
+        if let Some(task) = self.0.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(task);
         }
     }
 }
