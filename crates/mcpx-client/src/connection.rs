@@ -29,6 +29,26 @@ use tokio_util::sync::CancellationToken;
 use crate::any::AnyUpstream;
 use crate::error::ClientError;
 
+/// The 2026-07-28 `_meta` keys of a request's envelope.
+const ENVELOPE_KEYS: [&str; 4] = [
+    meta::PROTOCOL_VERSION,
+    meta::CLIENT_CAPABILITIES,
+    meta::CLIENT_INFO,
+    meta::LOG_LEVEL,
+];
+
+/// Removes the caller's own envelope from its `_meta`, since mcpx writes the
+/// upstream's: its progress token always, and the 2026-07-28 envelope keys when they
+/// are one (`envelope_keys`: a modern host's request, or a modern upstream). A legacy
+/// host's keys of those names are its own data and pass (register A-C9).
+fn strip_caller_envelope(m: &mut Map<String, Value>, envelope_keys: bool) {
+    m.remove(meta::PROGRESS_TOKEN);
+    if envelope_keys {
+        for k in ENVELOPE_KEYS {
+            m.remove(k);
+        }
+    }
+}
 /// What the handshake learnt about the upstream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerFacts {
@@ -328,17 +348,7 @@ impl Connection {
         // The caller's own envelope (a host's 2026 `_meta` keys, its progress token)
         // means nothing upstream: mcpx writes the upstream's envelope itself.
         if let Some(Value::Object(m)) = obj.get_mut("_meta") {
-            m.remove(meta::PROGRESS_TOKEN);
-            if opts.caller_meta_is_envelope || facts.era == Era::Modern {
-                for k in [
-                    meta::PROTOCOL_VERSION,
-                    meta::CLIENT_CAPABILITIES,
-                    meta::CLIENT_INFO,
-                    meta::LOG_LEVEL,
-                ] {
-                    m.remove(k);
-                }
-            }
+            strip_caller_envelope(m, opts.caller_meta_is_envelope || facts.era == Era::Modern);
             if m.is_empty() {
                 obj.remove("_meta");
             }
@@ -394,8 +404,10 @@ impl Connection {
 
     /// The common case of [`Connection::build`] without re-encoding the caller's params:
     /// an object without `_meta` is forwarded as it is, with mcpx's envelope (if any)
-    /// spliced in before its closing brace. `None` when the general path is needed
-    /// (the caller sent a `_meta` to clean, or the params are not a plain object).
+    /// spliced in before its closing brace; an object with one `_meta` object gets only
+    /// that `_meta` rewritten (the caller's envelope keys replaced by mcpx's). `None`
+    /// when the general path is needed (no envelope to write over a caller's `_meta`,
+    /// a `_meta` that is not an object or appears twice, params that are not an object).
     fn build_spliced(
         &self,
         id: i64,
@@ -416,15 +428,36 @@ impl Connection {
                 if !body.starts_with('{') || !body.ends_with('}') {
                     return None;
                 }
-                if mcpx_protocol::jsonrpc::member(body, "_meta").is_some() {
-                    return None;
-                }
-                match envelope {
-                    None => body.to_owned(),
-                    Some(m) => {
+                let all = mcpx_protocol::jsonrpc::members(body)?;
+                let mut metas = all.iter().filter(|(k, _)| k == "_meta");
+                match (metas.next(), metas.next(), envelope) {
+                    // More than one `_meta`: the general path decides.
+                    (Some(_), Some(_), _) => return None,
+                    (None, _, None) => body.to_owned(),
+                    (None, _, Some(m)) => {
                         let head = body[..body.len() - 1].trim_end();
                         let sep = if head.ends_with('{') { "" } else { "," };
                         format!("{head}{sep}\"_meta\":{}}}", Value::Object(m))
+                    }
+                    // The caller's `_meta` (a host's 2026 envelope, its progress token):
+                    // its envelope keys give way to mcpx's, in place; the rest of the
+                    // params stays byte for byte. Without an envelope to write, or with a
+                    // `_meta` that is not an object, the general path decides.
+                    (Some(_), _, None) => return None,
+                    (Some((_, span)), _, Some(envelope)) => {
+                        let mut m: Map<String, Value> =
+                            serde_json::from_str(body.get(span.clone())?).ok()?;
+                        strip_caller_envelope(
+                            &mut m,
+                            opts.caller_meta_is_envelope || facts.era == Era::Modern,
+                        );
+                        m.extend(envelope);
+                        let meta = Value::Object(m).to_string();
+                        let mut text = String::with_capacity(body.len() + meta.len());
+                        text.push_str(body.get(..span.start)?);
+                        text.push_str(&meta);
+                        text.push_str(body.get(span.end..)?);
+                        text
                     }
                 }
             }

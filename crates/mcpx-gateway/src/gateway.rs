@@ -21,6 +21,7 @@ use mcpx_protocol::error::{
     INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED,
 };
 use mcpx_protocol::header::param_headers;
+use mcpx_protocol::jsonrpc::Json;
 use mcpx_protocol::lower::elicitation;
 use mcpx_protocol::lower::{
     SamplingRefusal, check_sampling_request, lower_sampling_request, sampling_tool_fields,
@@ -1000,7 +1001,7 @@ impl Gateway {
             });
         }
         Ok(Reply {
-            result: "{}".to_owned(),
+            result: Json::of_value(&json!({})),
             revision: call.host,
         })
     }
@@ -1237,7 +1238,7 @@ impl Gateway {
             result["nextCursor"] = json!(format!("mcpx:{end}"));
         }
         Ok(Reply {
-            result: result.to_string(),
+            result: Json::of_value(&result),
             revision: Revision::NEWEST,
         })
     }
@@ -1674,7 +1675,7 @@ impl Gateway {
         });
         self.park(token, p);
         Ok(Reply {
-            result: result.to_string(),
+            result: Json::of_value(&result),
             revision: Revision::NEWEST,
         })
     }
@@ -1979,7 +1980,7 @@ impl Gateway {
     /// is (its `requestState` untouched: E-32), except that elicitation messages are
     /// labelled when namespaces are in use (E-10) and an `elicitationId`, which 2026
     /// lacks, is removed (E-12). `None` when nothing changes.
-    fn relabel_input_required(&self, name: &str, result: &str) -> Option<String> {
+    fn relabel_input_required(&self, name: &str, result: &str) -> Option<Json> {
         let label = self.slot_index(name).and_then(|i| self.label(i));
         if label.is_none() && !result.contains("\"elicitationId\"") {
             return None;
@@ -2007,7 +2008,7 @@ impl Gateway {
                 }
             }
         }
-        changed.then(|| v.to_string())
+        changed.then(|| Json::of_value(&v))
     }
 
     fn next_elicitation(&self) -> u64 {
@@ -2039,15 +2040,18 @@ impl Gateway {
                     && !facts.revision.facts().input_validation_is_tool_error,
             });
         }
-        let mut result = frame.result().unwrap_or("{}").to_owned();
+        // Taken from the decoded frame: not parsed again on its way to the host.
+        let mut result = frame
+            .result_json()
+            .unwrap_or_else(|| Json::of_value(&json!({})));
         if facts.era == Era::Modern
             && call.host.era() == Era::Modern
-            && let Some(relabelled) = self.relabel_input_required(name, &result)
+            && let Some(relabelled) = self.relabel_input_required(name, result.as_str())
         {
             result = relabelled;
         }
         if facts.era == Era::Modern && call.host.era() == Era::Legacy {
-            let input_required = serde_json::from_str::<Value>(&result)
+            let input_required = serde_json::from_str::<Value>(result.as_str())
                 .ok()
                 .and_then(|v| {
                     v.get("resultType")
@@ -2381,7 +2385,7 @@ impl Gateway {
         }
         // A graceful end (2026-07-28 basic/patterns/subscriptions §Graceful Closure).
         Ok(Reply {
-            result: json!({ "_meta": tag }).to_string(),
+            result: Json::of_value(&json!({ "_meta": tag })),
             revision: Revision::NEWEST,
         })
     }
@@ -2582,8 +2586,9 @@ impl Backend for GatewayBackend {
                     .filter(|f| f.revision.facts().completions_capability && !f.has("completions"))
                 {
                     return Ok(Reply {
-                        result: json!({ "completion": { "values": [], "hasMore": false } })
-                            .to_string(),
+                        result: Json::of_value(
+                            &json!({ "completion": { "values": [], "hasMore": false } }),
+                        ),
                         revision: f.revision,
                     });
                 }

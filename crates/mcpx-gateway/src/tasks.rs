@@ -47,6 +47,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mcpx_client::{CallOptions, ClientError, Connection, ServerFacts};
 use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, translate_code};
+use mcpx_protocol::jsonrpc::Json;
 use mcpx_protocol::lower::lower_result;
 use mcpx_protocol::method::TASKS_EXTENSION;
 use mcpx_protocol::revision::TasksFlavor;
@@ -257,7 +258,7 @@ fn task_json(id: &str, e: &Entry, poll: Duration) -> Value {
 
 /// The tool result's `isError`.
 fn is_tool_error(reply: &Reply) -> bool {
-    serde_json::from_str::<Value>(&reply.result)
+    serde_json::from_str::<Value>(reply.result.as_str())
         .ok()
         .and_then(|v| v.get("isError").and_then(Value::as_bool))
         == Some(true)
@@ -265,11 +266,11 @@ fn is_tool_error(reply: &Reply) -> bool {
 
 /// Removes an upstream's related-task from a final result: it names the upstream's task.
 fn clean(mut reply: Reply) -> Reply {
-    if reply.result.contains(meta::RELATED_TASK)
-        && let Ok(mut v) = serde_json::from_str::<Value>(&reply.result)
+    if reply.result.as_str().contains(meta::RELATED_TASK)
+        && let Ok(mut v) = serde_json::from_str::<Value>(reply.result.as_str())
     {
         strip_ask_task(&mut v);
-        reply.result = v.to_string();
+        reply.result = Json::of_value(&v);
     }
     reply
 }
@@ -535,7 +536,7 @@ impl Gateway {
                 let handle = reply
                     .as_ref()
                     .ok()
-                    .and_then(|r| serde_json::from_str::<Value>(&r.result).ok())
+                    .and_then(|r| serde_json::from_str::<Value>(r.result.as_str()).ok())
                     .filter(|v| v.get("resultType").and_then(Value::as_str) == Some("task"));
                 match handle
                     .as_ref()
@@ -639,7 +640,7 @@ impl Gateway {
                 (_, Some(Status::Completed)) => {
                     let result = task.get("result").cloned().unwrap_or_else(|| json!({}));
                     return Some(Ok(Reply {
-                        result: result.to_string(),
+                        result: Json::of_value(&result),
                         revision: facts.revision,
                     }));
                 }
@@ -749,7 +750,7 @@ impl Gateway {
             }
         };
         Ok(Reply {
-            result: result.to_string(),
+            result: Json::of_value(&result),
             revision: call.host,
         })
     }
@@ -905,7 +906,7 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
         .unwrap_or_else(|| json!({}));
     let reply = |v: Value| {
         Ok(Reply {
-            result: v.to_string(),
+            result: Json::of_value(&v),
             revision: host,
         })
     };
@@ -959,7 +960,7 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
                     match &e.outcome {
                         Some(Ok(r)) if e.status == Status::Completed => {
                             let lowered =
-                                lower_result("tools/call", &r.result, r.revision, host)
+                                lower_result("tools/call", r.result.as_str(), r.revision, host)
                                     .map_err(|x| fault(INTERNAL_ERROR, x.to_string(), host))?;
                             t["result"] = serde_json::from_str(&lowered).unwrap_or_default();
                         }
@@ -1035,7 +1036,7 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
     };
     match outcome {
         Some(Ok(r)) => {
-            let lowered = lower_result("tools/call", &r.result, r.revision, host)
+            let lowered = lower_result("tools/call", r.result.as_str(), r.revision, host)
                 .map_err(|x| fault(INTERNAL_ERROR, x.to_string(), host))?;
             let mut v: Value = serde_json::from_str(&lowered).unwrap_or_else(|_| json!({}));
             // §Related Task Metadata: tasks/result MUST carry it (C-C12).

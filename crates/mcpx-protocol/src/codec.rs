@@ -454,6 +454,7 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
         result: result.map(|r| span_of(text, r.get())),
         error,
         extra,
+        meta: crate::jsonrpc::MetaCache::default(),
     })
 }
 

@@ -92,6 +92,39 @@ pub struct ErrorObject {
 /// A byte range of a frame's text.
 pub(crate) type Span = Range<usize>;
 
+/// JSON text known to be valid: checked when made from a string ([`Json::parse`]),
+/// written by serde_json ([`Json::of_value`]), or taken from a [`Frame`], whose text was
+/// checked when it was decoded or built ([`Frame::result_json`]). A result carried as
+/// `Json` is not parsed again on its way out ([`Frame::result_response_json`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Json(Box<str>);
+
+impl Json {
+    /// Checks `text` (the same check as [`RawValue::from_string`]).
+    pub fn parse(text: String) -> Result<Json, serde_json::Error> {
+        RawValue::from_string(text).map(|r| Json(r.into()))
+    }
+
+    /// `v` written as JSON text.
+    pub fn of_value(v: &serde_json::Value) -> Json {
+        Json(v.to_string().into_boxed_str())
+    }
+
+    /// Text already known to be valid JSON (written by this crate from valid JSON).
+    pub(crate) fn trusted(text: String) -> Json {
+        debug_assert!(
+            serde_json::from_str::<&RawValue>(&text).is_ok(),
+            "not JSON: {text}"
+        );
+        Json(text.into_boxed_str())
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// One JSON-RPC message: its text and an index into it. Two pointers wide, so frames
 /// move cheaply through channels.
 #[derive(Clone, PartialEq, Eq)]
@@ -111,6 +144,31 @@ pub(crate) struct Index {
     pub(crate) error: Option<(ErrorObject, Span)>,
     /// Members the model does not know, in the order received.
     pub(crate) extra: Vec<(String, Span)>,
+    /// The members of `params._meta`, found on first use.
+    pub(crate) meta: MetaCache,
+}
+
+/// The members of `params._meta` (name, span in the frame's text), read once per frame
+/// on the first [`Frame::params_meta`]: a request's `_meta` is read several times on
+/// its way through (classification, header checks, capabilities, log level, progress),
+/// and each read used to scan `params` and `_meta` again. `None` inside: no params, no
+/// `_meta`, or not an object. A cache, not part of the frame's value: it never makes
+/// two frames unequal.
+#[derive(Clone, Default)]
+pub(crate) struct MetaCache(std::sync::OnceLock<Option<Vec<(String, Span)>>>);
+
+impl PartialEq for MetaCache {
+    fn eq(&self, _: &MetaCache) -> bool {
+        true
+    }
+}
+
+impl Eq for MetaCache {}
+
+impl fmt::Debug for MetaCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MetaCache")
+    }
 }
 
 impl fmt::Debug for Frame {
@@ -188,9 +246,21 @@ impl Frame {
     /// Reads `params._meta[key]` as raw JSON text, without parsing the rest of `params`
     /// into a tree.
     pub fn params_meta(&self, key: &str) -> Option<&str> {
-        let params = self.params()?;
-        let meta = member(params, "_meta")?;
-        member(meta, key)
+        let members = self.ix.meta.0.get_or_init(|| {
+            let params = self.params()?;
+            let meta = member(params, "_meta")?;
+            let base = meta.as_ptr() as usize - self.text.as_ptr() as usize;
+            let found = members(meta)?;
+            Some(
+                found
+                    .into_iter()
+                    .map(|(k, s)| (k, s.start + base..s.end + base))
+                    .collect(),
+            )
+        });
+        // The first member of that name, as `member` reads it.
+        let (_, span) = members.as_ref()?.iter().find(|(k, _)| k == key)?;
+        self.text.get(span.clone())
     }
 
     /// The same message with another id (the gateway's id remapping). Every other byte
@@ -227,6 +297,7 @@ impl Frame {
                 .iter()
                 .map(|(k, s)| (k.clone(), shift(s)))
                 .collect(),
+            meta: MetaCache::default(),
         };
         Frame {
             text: text.into_boxed_str(),
@@ -310,6 +381,7 @@ impl Frame {
                 result: None,
                 error: None,
                 extra: Vec::new(),
+                meta: MetaCache::default(),
             }),
         }
     }
@@ -329,6 +401,16 @@ impl Frame {
     /// A result response.
     pub fn result_response(id: &Id, result: &RawValue) -> Frame {
         Frame::result_response_text(id, result.get())
+    }
+
+    /// A result response around `result`, not parsed again (see [`Json`]).
+    pub fn result_response_json(id: &Id, result: &Json) -> Frame {
+        Frame::result_response_text(id, result.as_str())
+    }
+
+    /// The `result` member as [`Json`] (a copy of its text; not parsed again).
+    pub fn result_json(&self) -> Option<Json> {
+        self.result().map(|r| Json(r.into()))
     }
 
     /// A result response around `result`, which must be valid JSON text (e.g. taken
@@ -351,6 +433,7 @@ impl Frame {
                 result: Some(result),
                 error: None,
                 extra: Vec::new(),
+                meta: MetaCache::default(),
             }),
         }
     }
@@ -422,6 +505,7 @@ fn build(env: &Envelope<'_>) -> Frame {
             result: None,
             error: None,
             extra: Vec::new(),
+            meta: MetaCache::default(),
         }),
     })
 }
@@ -464,12 +548,88 @@ pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
     found.map(RawValue::get)
 }
 
+/// Every member of the JSON object `obj` (name, byte range of its value in `obj`), in
+/// order, duplicates included; `None` when `obj` is not an object (or not valid JSON),
+/// as [`member`] reads it.
+pub fn members(obj: &str) -> Option<Vec<(String, Range<usize>)>> {
+    use serde::de::{DeserializeSeed, MapAccess, Visitor};
+    use std::borrow::Cow;
+
+    struct All<'o>(&'o str);
+    impl<'de> Visitor<'de> for All<'_> {
+        type Value = Vec<(String, Span)>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut all = Vec::new();
+            while let Some(k) = map.next_key::<Cow<'de, str>>()? {
+                let v = map.next_value::<&'de RawValue>()?.get();
+                let start = v.as_ptr() as usize - self.0.as_ptr() as usize;
+                all.push((k.into_owned(), start..start + v.len()));
+            }
+            Ok(all)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for All<'_> {
+        type Value = Vec<(String, Span)>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    let mut de = serde_json::Deserializer::from_str(obj);
+    let all = All(obj).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn json_is_checked_once() {
+        assert!(Json::parse("{\"a\":".to_owned()).is_err());
+        assert!(Json::parse("nul".to_owned()).is_err());
+        let j = Json::parse(r#"{"content":[{"type":"text","text":"hi"}]}"#.to_owned()).unwrap();
+        let f = Frame::result_response_json(&Id::Number(3), &j);
+        assert_eq!(f, Frame::result_response(&Id::Number(3), &raw(j.as_str())));
+        assert_eq!(f.result_json(), Some(j));
+        assert_eq!(
+            Frame::request(&Id::Number(1), "m", None).result_json(),
+            None
+        );
+    }
+
+    #[test]
+    fn params_meta_reads_like_member() {
+        let limits = crate::codec::Limits::unlimited();
+        for params in [
+            r#"{"name":"t","_meta":{"a":1,"b":{"c":[2]},"a":3,"k\u0065y":"v"}}"#,
+            r#"{"_meta":[1,2]}"#,
+            r#"{"_meta":null,"x":1}"#,
+            r#"{"name":"t"}"#,
+            r#"{"_meta":{}}"#,
+        ] {
+            let f = Frame::request(&Id::Number(1), "m", Some(&raw(params)));
+            let f = crate::codec::parse_frame(f.as_str().to_owned(), &limits).unwrap();
+            for key in ["a", "b", "key", "c", "_meta", "name"] {
+                let expected = member(params, "_meta").and_then(|m| member(m, key));
+                assert_eq!(f.params_meta(key), expected, "{params} {key}");
+                // Twice: the second read is from the cache.
+                assert_eq!(f.params_meta(key), expected, "{params} {key}");
+                assert_eq!(f.with_id(&Id::Number(77)).params_meta(key), expected);
+            }
+        }
+        assert_eq!(
+            Frame::request(&Id::Number(1), "m", None).params_meta("a"),
+            None
+        );
     }
 
     #[test]

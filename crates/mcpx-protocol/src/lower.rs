@@ -28,6 +28,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
 
+use crate::jsonrpc::Json;
 use crate::method::CACHEABLE_METHODS;
 use crate::revision::{Revision, StructuredContent};
 
@@ -58,6 +59,23 @@ pub fn lower_result<'a>(
     to: Revision,
 ) -> Result<Cow<'a, str>, LowerError> {
     lower_result_stamped(method, raw, from, to, Stamp::default())
+}
+
+/// [`lower_result_stamped`] over [`Json`]: `Ok(None)` when `raw` goes as it is, else the
+/// lowered result (written from `raw`, which is valid, so not checked again).
+pub fn lower_result_json(
+    method: &str,
+    raw: &Json,
+    from: Revision,
+    to: Revision,
+    stamp: Stamp<'_>,
+) -> Result<Option<Json>, LowerError> {
+    let text = raw.as_str();
+    Ok(match lower_result_stamped(method, text, from, to, stamp)? {
+        Cow::Borrowed(b) if std::ptr::eq(b, text) => None,
+        Cow::Borrowed(b) => Some(Json::trusted(b.to_owned())),
+        Cow::Owned(o) => Some(Json::trusted(o)),
+    })
 }
 
 /// [`lower_result`], also applying `stamp`.

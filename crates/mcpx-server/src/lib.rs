@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 use mcpx_protocol::error::{
     INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED, translate_code,
 };
-use mcpx_protocol::jsonrpc::member;
-use mcpx_protocol::lower::{Stamp, lower_result_stamped};
+use mcpx_protocol::jsonrpc::{Json, member};
+use mcpx_protocol::lower::{Stamp, lower_result_json};
 use mcpx_protocol::method::{client_may_send, tasks_extension_client_method};
 use mcpx_protocol::revision::TasksFlavor;
 use mcpx_protocol::{Era, Frame, Id, Revision, SpecPolicy, meta};
@@ -266,8 +266,8 @@ pub struct Call {
 /// A result, as raw JSON written in `revision`.
 #[derive(Debug, Clone)]
 pub struct Reply {
-    /// The result object.
-    pub result: String,
+    /// The result object (valid JSON: see [`Json`]; not parsed again on its way out).
+    pub result: Json,
     /// The revision it is written in.
     pub revision: Revision,
 }
@@ -366,12 +366,13 @@ impl<B: Backend> Seam<B> {
     }
 
     fn ok(&self, id: &Id, method: &str, result: &Value, host: Revision) -> Frame {
-        let text = result.to_string();
+        let text = Json::of_value(result);
         let stamp = Stamp {
             server_info: Some(&self.info),
         };
-        match lower_result_stamped(method, &text, host, host, stamp) {
-            Ok(r) => Frame::result_response(id, &raw_str(&r)),
+        match lower_result_json(method, &text, host, host, stamp) {
+            Ok(None) => Frame::result_response_json(id, &text),
+            Ok(Some(r)) => Frame::result_response_json(id, &r),
             Err(e) => Frame::error_response(Some(id), -32603, &e.to_string(), None),
         }
     }
@@ -600,8 +601,9 @@ impl<B: Backend> Seam<B> {
                 let stamp = Stamp {
                     server_info: Some(&self.info),
                 };
-                match lower_result_stamped(&method, &reply.result, reply.revision, host, stamp) {
-                    Ok(r) => Frame::result_response(&id, &raw_str(&r)),
+                match lower_result_json(&method, &reply.result, reply.revision, host, stamp) {
+                    Ok(None) => Frame::result_response_json(&id, &reply.result),
+                    Ok(Some(r)) => Frame::result_response_json(&id, &r),
                     Err(e) => Frame::error_response(Some(&id), -32603, &e.to_string(), None),
                 }
             }

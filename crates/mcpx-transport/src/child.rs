@@ -404,8 +404,7 @@ impl ChildUpstream {
         };
         let line = one_line(frame);
         let res = async {
-            stdin.write_all(line.as_bytes()).await?;
-            stdin.write_all(b"\n").await?;
+            crate::stdio::write_line(stdin, &line).await?;
             stdin.flush().await
         }
         .await;

@@ -333,9 +333,60 @@ impl<S: Service> Conn<S> {
     }
 }
 
-async fn write_line<W: AsyncWrite + Unpin>(w: &mut W, line: &str) -> io::Result<()> {
-    w.write_all(line.as_bytes()).await?;
-    w.write_all(b"\n").await
+/// Writes `line` and its newline in one write where the writer allows it (a vectored
+/// write on a pipe; one buffer otherwise), so that the reader wakes once per line: two
+/// writes let it wake for the line, find no newline, and wake again for the newline.
+pub(crate) async fn write_line<W: AsyncWrite + Unpin>(w: &mut W, line: &str) -> io::Result<()> {
+    let line = line.as_bytes();
+    if !w.is_write_vectored() {
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line);
+        buf.push(b'\n');
+        return w.write_all(&buf).await;
+    }
+    let total = line.len() + 1;
+    let mut done = 0;
+    while done < total {
+        let n = match line.get(done..) {
+            Some(rest) if !rest.is_empty() => {
+                w.write_vectored(&[io::IoSlice::new(rest), io::IoSlice::new(b"\n")])
+                    .await?
+            }
+            _ => w.write(b"\n").await?,
+        };
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+/// The process's stdin, for [`serve`]: see [`stdin_stdout`].
+pub type StdIn = tokio_util::either::Either<tokio::net::unix::pipe::Receiver, tokio::io::Stdin>;
+/// The process's stdout, for [`serve`]: see [`stdin_stdout`].
+pub type StdOut = tokio_util::either::Either<tokio::net::unix::pipe::Sender, tokio::io::Stdout>;
+
+/// The process's stdin and stdout for [`serve`] (call it inside the runtime). Where they
+/// are pipes (as when a host launches the server) they are read and written
+/// non-blocking on the runtime's own thread; tokio's `stdin()`/`stdout()` (a terminal,
+/// a file, a socket) hand every read and every write to a blocking-pool thread and
+/// back, two cross-thread wake-ups per line.
+pub fn stdin_stdout() -> (StdIn, StdOut) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    use tokio_util::either::Either;
+    let input = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd)
+        .map_or_else(|_| Either::Right(tokio::io::stdin()), Either::Left);
+    let output = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Sender::from_owned_fd)
+        .map_or_else(|_| Either::Right(tokio::io::stdout()), Either::Left);
+    (input, output)
 }
 
 /// Serves `service` on `reader`/`writer` (stdin/stdout) until EOF or `shutdown`.

@@ -43,7 +43,7 @@ pub fn run(args: &Args) -> ExitCode {
     let mode = args.mode();
     let server = Arc::new(ExampleServer::new(mode));
     let http = args.http.or(args.sse);
-    crate::runtime::run("example-server", |shutdown| async move {
+    crate::runtime::run("example-server", None, |shutdown| async move {
         match http {
             Some(bind) => {
                 let config = HttpServerConfig {
@@ -62,14 +62,8 @@ pub fn run(args: &Args) -> ExitCode {
                 streamable_http::serve(listener, server, config, shutdown).await
             }
             None => {
-                serve(
-                    server,
-                    tokio::io::stdin(),
-                    tokio::io::stdout(),
-                    StdioConfig::default(),
-                    shutdown,
-                )
-                .await
+                let (input, output) = mcpx_transport::stdio::stdin_stdout();
+                serve(server, input, output, StdioConfig::default(), shutdown).await
             }
         }
     })

@@ -18,19 +18,35 @@ pub(crate) fn init_logging() {
         .try_init();
 }
 
-/// Runs `main` on a multi-threaded runtime with a shutdown token fired by Ctrl-C or
-/// SIGTERM; reports an error on stderr as `mcpx <command>: <error>`.
-pub(crate) fn run<F, Fut, E>(command: &str, main: F) -> ExitCode
+/// The runtime's worker threads: `Some(1)` is a current-thread runtime (every task on
+/// the calling thread: no cross-thread wake-ups), `Some(n)` a multi-threaded runtime of
+/// `n` workers, `None` one worker per core (tokio's default).
+fn build_runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    match threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n.max(1))
+            .enable_all()
+            .build(),
+        None => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    }
+}
+
+/// Runs `main` on a runtime of `threads` workers (see [`build_runtime`]) with a
+/// shutdown token fired by Ctrl-C or SIGTERM; reports an error on stderr as
+/// `mcpx <command>: <error>`.
+pub(crate) fn run<F, Fut, E>(command: &str, threads: Option<usize>, main: F) -> ExitCode
 where
     F: FnOnce(CancellationToken) -> Fut,
     Fut: Future<Output = Result<(), E>>,
     E: std::fmt::Display,
 {
     init_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match build_runtime(threads) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("mcpx {command}: cannot start the runtime: {e}");

@@ -31,6 +31,12 @@ pub struct Args {
     /// Move one revision to the front of `spec.precedence`.
     #[arg(long, value_name = "REV")]
     mcp_spec: Option<String>,
+    /// Worker threads of the runtime: 1 runs every task on one thread (no cross-thread
+    /// wake-ups: the lowest latency and CPU per call, measured in docs/performance.md);
+    /// 0 is one per core, for many busy HTTP sessions on a many-core machine. Default:
+    /// `$MCPX_THREADS`, else 1.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
 }
 
 /// The embedded default configuration: mcpx's own example servers.
@@ -79,7 +85,21 @@ pub fn run(args: &Args) -> ExitCode {
         }
     }
     let http = args.http;
-    crate::runtime::run("serve", |shutdown| async move {
+    let threads = match args.threads {
+        Some(n) => n,
+        None => match std::env::var("MCPX_THREADS") {
+            Ok(v) => match v.trim().parse::<usize>() {
+                Ok(n) => n,
+                Err(_) => {
+                    eprintln!("mcpx serve: MCPX_THREADS={v}: not a number of threads");
+                    return ExitCode::FAILURE;
+                }
+            },
+            Err(_) => 1,
+        },
+    };
+    let threads = (threads > 0).then_some(threads);
+    crate::runtime::run("serve", threads, |shutdown| async move {
         let policy = config.spec.clone();
         let max_frame = config.global.max_frame_bytes;
         let gateway = Gateway::new(config, EraCache::default_location());
@@ -118,16 +138,10 @@ pub fn run(args: &Args) -> ExitCode {
                 streamable_http::serve(listener, seam, config, shutdown).await
             }
             None => {
+                let (input, output) = mcpx_transport::stdio::stdin_stdout();
                 let mut config = StdioConfig::default();
                 config.limits.max_frame_bytes = max_frame;
-                serve(
-                    seam,
-                    tokio::io::stdin(),
-                    tokio::io::stdout(),
-                    config,
-                    shutdown,
-                )
-                .await
+                serve(seam, input, output, config, shutdown).await
             }
         }
     })

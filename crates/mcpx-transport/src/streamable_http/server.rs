@@ -623,32 +623,70 @@ enum First {
     Response(Result<Frame, oneshot::error::RecvError>),
 }
 
-/// Starts the service on a request; returns the related frames and the response.
-fn spawn_request<S: Service>(
+/// A request's handler (the service's future and what follows its answer). It runs
+/// inside the HTTP handler's own task until the answer or a first related frame (no
+/// task spawned per request, no wake-up across tasks on the way back). Whatever of it is
+/// left when the HTTP handler moves on (to a stream) or is dropped (the connection
+/// closed) is spawned, so the request still runs to its end, as it always did.
+struct Handler(Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>);
+
+impl Handler {
+    /// Runs what is left of the handler in a task of its own.
+    fn detach(&mut self) {
+        if let Some(task) = self.0.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(task);
+        }
+    }
+}
+
+impl Drop for Handler {
+    fn drop(&mut self) {
+        self.detach();
+    }
+}
+
+/// Starts the service on a request; returns the related frames, the response, and the
+/// handler to drive (see [`first`]).
+fn start_request<S: Service>(
     app: &Arc<App<S>>,
     frame: Frame,
     verdict: Verdict,
     token: CancellationToken,
     peer: Option<Peer>,
     on_done: impl FnOnce() + Send + 'static,
-) -> (mpsc::Receiver<Frame>, oneshot::Receiver<Frame>) {
+) -> (mpsc::Receiver<Frame>, oneshot::Receiver<Frame>, Handler) {
     let (rtx, rrx) = mpsc::channel::<Frame>(RELATED_QUEUE);
     let (done_tx, done_rx) = oneshot::channel();
     let ctx = RequestCtx::new(token, Related(rtx), peer);
     let service = app.service.clone();
-    tokio::spawn(async move {
+    let task = Box::pin(async move {
         let response = service.request(Incoming { frame, verdict }, ctx).await;
         on_done();
         let _ = done_tx.send(response);
     });
-    (rrx, done_rx)
+    (rrx, done_rx, Handler(Some(task)))
 }
 
-async fn first(rrx: &mut mpsc::Receiver<Frame>, done: &mut oneshot::Receiver<Frame>) -> First {
-    tokio::select! {
-        biased;
-        Some(f) = rrx.recv() => First::Related(f),
-        r = done => First::Response(r),
+/// Drives the handler until it produces its first related frame or its response.
+async fn first(
+    rrx: &mut mpsc::Receiver<Frame>,
+    done: &mut oneshot::Receiver<Frame>,
+    handler: &mut Handler,
+) -> First {
+    loop {
+        tokio::select! {
+            biased;
+            Some(f) = rrx.recv() => return First::Related(f),
+            r = &mut *done => return First::Response(r),
+            () = async {
+                match handler.0.as_mut() {
+                    Some(task) => task.await,
+                    None => std::future::pending().await,
+                }
+            } => handler.0 = None,
+        }
     }
 }
 
@@ -689,9 +727,9 @@ async fn legacy_request<S: Service>(
     // Every revision's basic/utilities/cancellation: the receiver of a cancellation
     // SHOULD "not send a response for the cancelled request" (as stdio does).
     let cancelled = token.clone();
-    let (mut rrx, mut done_rx) =
-        spawn_request(app, frame, verdict, token, Some(session.peer.clone()), done);
-    let f = match first(&mut rrx, &mut done_rx).await {
+    let (mut rrx, mut done_rx, mut handler) =
+        start_request(app, frame, verdict, token, Some(session.peer.clone()), done);
+    let f = match first(&mut rrx, &mut done_rx, &mut handler).await {
         First::Response(Ok(_)) if cancelled.is_cancelled() => {
             // The POST still needs an answer: an event stream that ends without the
             // response (§Sending Messages to the Server allows SSE for any request).
@@ -708,6 +746,8 @@ async fn legacy_request<S: Service>(
         First::Response(Err(_)) => return lost_response(&id),
         First::Related(f) => f,
     };
+    // The rest of the request outlives this handler: it runs beside the stream's pump.
+    handler.detach();
     let stream = session.open_stream();
     let prime = session.peer.revision.facts().sse_priming;
     let rx = session.attach(stream, None, prime);
@@ -810,12 +850,13 @@ async fn modern_post<S: Service>(
         );
     }
     let token = CancellationToken::new();
-    let (mut rrx, mut done_rx) = spawn_request(app, frame, verdict, token.clone(), None, || {});
+    let (mut rrx, mut done_rx, mut handler) =
+        start_request(app, frame, verdict, token.clone(), None, || {});
     // 2026-07-28 streamable-http §Cancellation (H3): the client going away before the
     // response cancels the request. Until the response leaves, dropping this handler
     // (the connection closed) fires the token.
     let guard = token.clone().drop_guard();
-    let f = match first(&mut rrx, &mut done_rx).await {
+    let f = match first(&mut rrx, &mut done_rx, &mut handler).await {
         First::Response(Ok(r)) => {
             guard.disarm();
             // 2026-07-28 ties some errors to statuses: -32020/-32021/-32022 and a
@@ -834,6 +875,8 @@ async fn modern_post<S: Service>(
         }
         First::Related(f) => f,
     };
+    // The rest of the request outlives this handler: it runs beside the stream's pump.
+    handler.detach();
     let (tx, rx) = mpsc::channel::<Bytes>(RELATED_QUEUE);
     let max = app.config.max_sse_event_bytes;
     // From here the pump owns the cancellation: it fires when the stream closes early.
