@@ -867,20 +867,7 @@ impl Gateway {
                 .ok()?;
             return f.result().is_some().then_some(i);
         }
-        let params = json!({ "notifications": { "resourceSubscriptions": [uri] } }).to_string();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let opts = CallOptions {
-                timeout: LISTEN_LIFETIME,
-                max_time: LISTEN_LIFETIME,
-                attribute_unsolicited: false,
-                cancel: stop,
-                ..CallOptions::default()
-            };
-            if let Err(e) = conn.call("subscriptions/listen", Some(&params), opts).await {
-                tracing::debug!(upstream = conn.name(), "resource listen ended: {e}");
-            }
-        });
+        self.listen_for_updates(&conn, uri, stop.clone());
         Some(i)
     }
 
@@ -910,6 +897,30 @@ impl Gateway {
     /// upstream gets them as they are; a modern one has no such methods, so mcpx holds
     /// a `subscriptions/listen` stream with `resourceSubscriptions` for the URI instead
     /// (register D-C4).
+    /// mcpx's own `subscriptions/listen` at a modern upstream for one resource's
+    /// updates, until `stop`.
+    fn listen_for_updates(
+        &self,
+        conn: &Connection,
+        uri: &str,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        let params = json!({ "notifications": { "resourceSubscriptions": [uri] } }).to_string();
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            let opts = CallOptions {
+                timeout: LISTEN_LIFETIME,
+                max_time: LISTEN_LIFETIME,
+                attribute_unsolicited: false,
+                cancel: stop,
+                ..CallOptions::default()
+            };
+            if let Err(e) = conn.call("subscriptions/listen", Some(&params), opts).await {
+                tracing::debug!(upstream = conn.name(), "resource listen ended: {e}");
+            }
+        });
+    }
+
     async fn subscription(
         self: &Arc<Self>,
         call: &Call,
@@ -949,56 +960,49 @@ impl Gateway {
                 call.host,
             ));
         }
-        if !modern {
+        // One upstream subscription serves every legacy host subscribed to the URI: a
+        // subscribe always reaches the upstream (idempotent, 2025-11-25
+        // server/resources §Subscriptions), an unsubscribe only when the last host
+        // lets go.
+        if !modern && subscribe {
             self.forward(call, i, &call.method, &params.to_string(), true)
                 .await?;
         }
-        let mut subs = self
-            .subscribers
-            .lock()
-            .map_err(|_| fault(INTERNAL_ERROR, "lock poisoned".into(), call.host))?;
-        let entry = subs.entry(uri.to_owned()).or_default();
-        let already = entry
-            .iter()
-            .any(|(p, _)| p.session_id().unwrap_or_default() == key);
-        if subscribe {
-            if let (Some(peer), false) = (peer, already) {
-                {
+        let others_remain = {
+            let mut subs = self
+                .subscribers
+                .lock()
+                .map_err(|_| fault(INTERNAL_ERROR, "lock poisoned".into(), call.host))?;
+            let entry = subs.entry(uri.to_owned()).or_default();
+            let already = entry
+                .iter()
+                .any(|(p, _)| p.session_id().unwrap_or_default() == key);
+            if subscribe {
+                if let (Some(peer), false) = (peer, already) {
                     let token = tokio_util::sync::CancellationToken::new();
                     if modern {
-                        let params = json!({ "notifications": { "resourceSubscriptions": [uri] } })
-                            .to_string();
-                        let conn = conn.clone();
-                        let stop = token.clone();
-                        tokio::spawn(async move {
-                            let opts = CallOptions {
-                                timeout: LISTEN_LIFETIME,
-                                max_time: LISTEN_LIFETIME,
-                                attribute_unsolicited: false,
-                                cancel: stop,
-                                ..CallOptions::default()
-                            };
-                            if let Err(e) =
-                                conn.call("subscriptions/listen", Some(&params), opts).await
-                            {
-                                tracing::debug!(
-                                    upstream = conn.name(),
-                                    "resource listen ended: {e}"
-                                );
-                            }
-                        });
+                        self.listen_for_updates(&conn, uri, token.clone());
                     }
                     entry.push((peer, token));
                 }
+            } else {
+                entry.retain(|(p, token)| {
+                    let mine = p.session_id().unwrap_or_default() == key;
+                    if mine {
+                        token.cancel();
+                    }
+                    !mine
+                });
             }
-        } else {
-            entry.retain(|(p, token)| {
-                let mine = p.session_id().unwrap_or_default() == key;
-                if mine {
-                    token.cancel();
-                }
-                !mine
-            });
+            let remain = !entry.is_empty();
+            if !remain {
+                subs.remove(uri);
+            }
+            remain
+        };
+        if !modern && !subscribe && !others_remain {
+            self.forward(call, i, &call.method, &params.to_string(), true)
+                .await?;
         }
         Ok(Reply {
             result: Json::of_value(&json!({})),

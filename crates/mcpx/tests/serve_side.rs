@@ -1113,3 +1113,70 @@ async fn modern_initialize_negotiates_nothing() {
     assert_eq!(v["error"]["code"], -32601, "{v}");
     tap().validate_frame(R2026, &body).unwrap();
 }
+
+/// D-C4 (legacy upstream, legacy hosts): one upstream subscription serves every host
+/// subscribed to a URI, so it ends only when the last of them unsubscribes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_subscription_ends_with_its_last_host() {
+    let dir = temp_dir("unsubscribe-last");
+    let cfg = dir.join("mcpx.json");
+    std::fs::write(&cfg, example(R1125).to_string()).unwrap();
+    let port = free_port();
+    let _gateway = Command::new(env!("CARGO_BIN_EXE_mcpx"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_port(port).await;
+    let uri = "test://static-text";
+    let (a, b) = (
+        http_session(port, R1125).await,
+        http_session(port, R1125).await,
+    );
+    for (sid, id, method) in [
+        (&a, 2, "resources/subscribe"),
+        (&b, 2, "resources/subscribe"),
+        (&a, 3, "resources/unsubscribe"),
+        (&b, 3, "resources/unsubscribe"),
+    ] {
+        let r = Http::send(
+            port,
+            "POST",
+            &[
+                ("Mcp-Session-Id", sid),
+                ("MCP-Protocol-Version", "2025-11-25"),
+            ],
+            Some(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"uri": uri}})),
+        )
+        .await;
+        let (status, body) = r.body().await;
+        assert_eq!(status, 200, "{method}: {body}");
+        let frames = frames(&body);
+        validate_all(R1125, &frames);
+        assert!(frames.iter().any(|f| f["result"] == json!({})), "{body}");
+    }
+    let upstream: Vec<Value> = std::fs::read_to_string(dir.join("wire.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        sent(&upstream, "resources/subscribe").len(),
+        2,
+        "{upstream:?}"
+    );
+    // Only B's unsubscribe, the last, reached the upstream.
+    assert_eq!(
+        sent(&upstream, "resources/unsubscribe").len(),
+        1,
+        "{upstream:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
