@@ -269,22 +269,14 @@ fn take_question(
 ) {
     // 2026-07-28 basic/patterns/mrtr §Supported Requests: only these requests may
     // answer input_required (E-26).
-    if !matches!(
-        p.method.as_str(),
-        "tools/call" | "prompts/get" | "resources/read"
-    ) {
+    if !mcpx_protocol::method::MRTR_METHODS.contains(&p.method.as_str()) {
         let _ = reply.send(Err((
             INTERNAL_ERROR,
             format!("the client cannot be asked during {}", p.method),
         )));
         return;
     }
-    let cap = match method.as_str() {
-        "sampling/createMessage" => "sampling",
-        "elicitation/create" => "elicitation",
-        "roots/list" => "roots",
-        _ => "",
-    };
+    let cap = mcpx_protocol::method::ask_capability(&method).unwrap_or_default();
     // mrtr: never ask for what the client did not declare; the upstream hears
     // -32601, as from a client without the feature, and may degrade (E-25).
     if cap.is_empty() || call.client_capabilities.get(cap).is_none() {
@@ -451,11 +443,8 @@ fn host_may_be_asked(call: &Call, method: &str) -> Result<(), (i64, String)> {
             ),
         ));
     }
-    let cap = match method {
-        "roots/list" => "roots",
-        "sampling/createMessage" => "sampling",
-        "elicitation/create" => "elicitation",
-        _ => return Ok(()),
+    let Some(cap) = mcpx_protocol::method::ask_capability(method) else {
+        return Ok(());
     };
     if call.client_capabilities.get(cap).is_none() {
         return Err((
@@ -2509,16 +2498,9 @@ impl Backend for GatewayBackend {
             }
             // tools/call goes through `tasks` (above); this arm serves prompts/get.
             "prompts/get" => {
-                let prompts = call.method == "prompts/get";
-                let (i, original, params) = gw.route_name(&call, prompts)?;
-                let idempotent = prompts
-                    || gw
-                        .catalog
-                        .read()
-                        .map(|c| c.idempotent_tools.contains(&(i, original)))
-                        .unwrap_or(false);
-                gw.forward(&call, i, &call.method, &params, idempotent)
-                    .await
+                let (i, _, params) = gw.route_name(&call, true)?;
+                // prompts/get changes nothing: safe to re-issue (B-C10).
+                gw.forward(&call, i, &call.method, &params, true).await
             }
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
                 let params: Value = call

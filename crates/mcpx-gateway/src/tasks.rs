@@ -798,11 +798,16 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
         (c.idempotent_tools.contains(&(i, original)), support)
     };
     // The host's `task` is mcpx's to act on; upstreams get mcpx's own (E-17, H13).
-    let mut p: Value = serde_json::from_str(&params).unwrap_or_else(|_| json!({}));
-    let asked = p.get("task").filter(|t| t.is_object()).cloned();
-    let params = match p.as_object_mut().and_then(|o| o.remove("task")) {
-        Some(_) => p.to_string(),
-        None => params,
+    // Most calls carry none: their params go on as they are, without a parse.
+    let (asked, params) = if mcpx_protocol::jsonrpc::member(&params, "task").is_some() {
+        let mut p: Value = serde_json::from_str(&params).unwrap_or_else(|_| json!({}));
+        let asked = p.get("task").filter(|t| t.is_object()).cloned();
+        if let Some(o) = p.as_object_mut() {
+            o.remove("task");
+        }
+        (asked, p.to_string())
+    } else {
+        (None, params)
     };
     let g = &gw.config.global;
     match call.host.facts().tasks {

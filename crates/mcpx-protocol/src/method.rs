@@ -200,6 +200,17 @@ pub fn server_may_send(name: &str, rev: Revision) -> bool {
     direction(name, rev).from_server()
 }
 
+/// The client capability a server-to-client ask needs (`roots`, `sampling`,
+/// `elicitation`; every revision's client capabilities); `None` for any other method.
+pub fn ask_capability(method: &str) -> Option<&'static str> {
+    match method {
+        "roots/list" => Some("roots"),
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        _ => None,
+    }
+}
+
 /// Methods whose results may be `input_required` (2026-07-28 basic/patterns/mrtr
 /// §Supported Requests; register E-26).
 pub const MRTR_METHODS: &[&str] = &["tools/call", "prompts/get", "resources/read"];
