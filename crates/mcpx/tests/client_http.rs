@@ -1,41 +1,21 @@
 //! mcpx's upstream client against a real `mcpx example-server --http`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::net::TcpListener;
 use std::process::Stdio;
-use std::time::Duration;
 
 use mcpx_client::{CallOptions, EraCache, Target, TargetTransport, connect};
 use mcpx_protocol::{Era, Revision};
 use tokio::process::{Child, Command};
 
+mod common;
+
 async fn example_server(args: &[&str]) -> (Child, u16) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
-        .arg("example-server")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
+    cmd.arg("example-server")
         .args(args)
-        .arg("--http")
-        .arg(format!("127.0.0.1:{port}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return (child, port);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("example server did not listen");
+        .args(["--http", "127.0.0.1:0"])
+        .stdout(Stdio::null());
+    common::start_listening(cmd).await
 }
 
 fn target(port: u16) -> Target {

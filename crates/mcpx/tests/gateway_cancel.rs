@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
 mod common;
-use common::{free_port, wait_port};
+use common::start_listening;
 
 fn dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("mcpx-cancel-{}-{tag}", std::process::id()));
@@ -51,21 +51,18 @@ async fn http_gateway(dir: &Path) -> (Child, u16) {
             .to_string(),
     )
     .unwrap();
-    let port = free_port();
-    let child = mcpx(
+    let mut cmd = mcpx(
         &[
             "serve",
             "--config",
             cfg.to_str().unwrap(),
             "--http",
-            &format!("127.0.0.1:{port}"),
+            "127.0.0.1:0",
         ],
         dir,
-    )
-    .spawn()
-    .unwrap();
-    wait_port(port).await;
-    (child, port)
+    );
+    cmd.stdout(Stdio::null());
+    start_listening(cmd).await
 }
 
 fn post(port: u16, headers: &[(&str, &str)], body: &Value) -> String {
@@ -194,15 +191,9 @@ async fn a_legacy_host_dropping_its_stream_does_not_cancel() {
 async fn a_modern_http_upstream_is_cancelled_by_closing_the_stream() {
     let d = dir("c-c3");
     // The upstream: the example server on Streamable HTTP (probed as 2026-07-28).
-    let up_port = free_port();
-    let _up = mcpx(
-        &["example-server", "--http", &format!("127.0.0.1:{up_port}")],
-        &d,
-    )
-    .env_remove("MCPX_WIRE_LOG")
-    .spawn()
-    .unwrap();
-    wait_port(up_port).await;
+    let mut cmd = mcpx(&["example-server", "--http", "127.0.0.1:0"], &d);
+    cmd.env_remove("MCPX_WIRE_LOG").stdout(Stdio::null());
+    let (_up, up_port) = start_listening(cmd).await;
     let cfg = d.join("mcpx.json");
     std::fs::write(
         &cfg,

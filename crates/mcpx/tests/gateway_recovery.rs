@@ -13,34 +13,19 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
 mod common;
-use common::free_port;
+use common::start_listening;
 
-async fn example_server(port: u16) -> Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
-        .args(["example-server", "--revision", "2025-11-25", "--http"])
-        .arg(format!("127.0.0.1:{port}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return child;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("example server did not listen on {port}");
+/// The example server (2025-11-25 only) on Streamable HTTP at `bind`.
+async fn example_server(bind: &str) -> (Child, u16) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
+    cmd.args(["example-server", "--revision", "2025-11-25", "--http", bind])
+        .stdout(Stdio::null());
+    start_listening(cmd).await
 }
 
 #[tokio::test]
 async fn an_expired_legacy_session_is_renewed_and_the_request_retried() {
-    let port = free_port();
-    let mut upstream = example_server(port).await;
+    let (mut upstream, port) = example_server("127.0.0.1:0").await;
     let dir = std::env::temp_dir().join(format!("mcpx-recovery-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("mcpx.json");
@@ -98,7 +83,8 @@ async fn an_expired_legacy_session_is_renewed_and_the_request_retried() {
     // The upstream restarts: every session it had is gone.
     upstream.kill().await.unwrap();
     let _ = upstream.wait().await;
-    let _upstream = example_server(port).await;
+    // Back on the same port, as a restarted server would be.
+    let (_upstream, _) = example_server(&format!("127.0.0.1:{port}")).await;
 
     let second = ask(3, "tools/call", call).await;
     assert!(second["result"]["content"].is_array(), "{second}");

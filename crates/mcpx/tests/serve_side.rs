@@ -656,20 +656,13 @@ async fn http_gateway(dir: &Path) -> (Child, u16) {
             .to_string(),
     )
     .unwrap();
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
-        .args(["serve", "--config"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
+    cmd.args(["serve", "--config"])
         .arg(&cfg)
-        .args(["--http", &format!("127.0.0.1:{port}")])
+        .args(["--http", "127.0.0.1:0"])
         .env("XDG_CACHE_HOME", dir.join("cache"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_port(port).await;
-    (child, port)
+        .stdout(Stdio::null());
+    start_listening(cmd).await
 }
 
 /// An HTTP response being read: status, headers, and a de-chunked body.
@@ -1121,20 +1114,14 @@ async fn an_upstream_subscription_ends_with_its_last_host() {
     let dir = temp_dir("unsubscribe-last");
     let cfg = dir.join("mcpx.json");
     std::fs::write(&cfg, example(R1125).to_string()).unwrap();
-    let port = free_port();
-    let _gateway = Command::new(env!("CARGO_BIN_EXE_mcpx"))
-        .args(["serve", "--config"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
+    cmd.args(["serve", "--config"])
         .arg(&cfg)
-        .args(["--http", &format!("127.0.0.1:{port}")])
+        .args(["--http", "127.0.0.1:0"])
         .env("XDG_CACHE_HOME", dir.join("cache"))
         .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_port(port).await;
+        .stdout(Stdio::null());
+    let (_gateway, port) = start_listening(cmd).await;
     let uri = "test://static-text";
     let (a, b) = (
         http_session(port, R1125).await,

@@ -33,6 +33,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
+mod common;
+
 const R0326: Revision = Revision::V2025_03_26;
 const R0618: Revision = Revision::V2025_06_18;
 const R1125: Revision = Revision::V2025_11_25;
@@ -1099,33 +1101,14 @@ async fn serve_http(tag: &str, config: &Value) -> (Child, u16, PathBuf) {
     let dir = temp_dir(tag);
     let cfg = dir.join("mcpx.json");
     std::fs::write(&cfg, config.to_string()).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
-        .args(["serve", "--config"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
+    cmd.args(["serve", "--config"])
         .arg(&cfg)
-        .arg("--http")
-        .arg(format!("127.0.0.1:{port}"))
+        .args(["--http", "127.0.0.1:0"])
         .env("XDG_CACHE_HOME", dir.join("cache"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return (child, port, dir);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("mcpx serve --http did not listen");
+        .stdout(Stdio::null());
+    let (child, port) = common::start_listening(cmd).await;
+    (child, port, dir)
 }
 
 /// The JSON-RPC response in a body that is JSON or SSE.

@@ -21,27 +21,41 @@ pub const R0618: Revision = Revision::V2025_06_18;
 pub const R1125: Revision = Revision::V2025_11_25;
 pub const R2026: Revision = Revision::V2026_07_28;
 
-/// A port nothing listens on now (the OS picks it; bound on 127.0.0.1 only).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Waits (up to 10 s) until something accepts connections on 127.0.0.1:`port`.
-pub async fn wait_port(port: u16) {
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return;
+/// Starts an mcpx HTTP server (`serve --http` or `example-server --http`) whose command
+/// binds `127.0.0.1:0`, and returns it with the port it announced on stderr.
+///
+/// Letting the server bind port 0 itself is what makes parallel tests safe: picking a
+/// "free" port first and handing it over races with every other test doing the same
+/// (two servers on one port, and one test talking to the other's server).
+pub async fn start_listening(mut cmd: Command) -> (Child, u16) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    let port = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if let Some(rest) = line.split("at http://127.0.0.1:").nth(1) {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                return digits.parse::<u16>().ok();
+            }
+            seen.push_str(&line);
+            seen.push('\n');
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("nothing listens on {port}");
+        None
+    })
+    .await
+    .ok()
+    .flatten();
+    let Some(port) = port else {
+        panic!("the server announced no port; its stderr:\n{seen}");
+    };
+    // Keep draining stderr so the server never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+    (child, port)
 }
 
 /// mcpx talking to a host (this test) on stdio.
