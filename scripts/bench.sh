@@ -7,6 +7,9 @@
 #
 #   direct        host → example-server            (Streamable HTTP; stdio)
 #   mcpx          host → mcpx serve → example-server (HTTP→stdio, HTTP→HTTP, stdio→stdio)
+#   relay floor   host → null_relay → example-server (stdio→stdio): a process that only
+#                 copies bytes (crates/mcpx-bench/examples/null_relay.rs), i.e. what one
+#                 extra process hop costs on this machine before any MCP work
 #   mcp-proxy     host → mcp-proxy (npm, pinned) → example-server (HTTP→stdio)
 #
 # each in the legacy and the modern era, at 1 and 32 concurrent sessions. The gateway's
@@ -19,8 +22,9 @@
 #   MCPX_BENCH_SESSIONS  session counts (default "1 32")
 #   MCPX_BENCH_ERAS      eras (default "legacy modern")
 #   MCPX_BENCH_PEER      0 to skip mcp-proxy
-#   MCPX_BENCH_COMPARE   another mcpx binary: its gateway rows are added as "mcpx@compare"
-#                        (e.g. a build from before an optimisation)
+#   MCPX_BENCH_COMPARE   other mcpx binaries (space-separated paths): each one's gateway
+#                        rows are added as "mcpx@<file name>" (e.g. builds from before an
+#                        optimisation), measured in the same run, against the same upstream
 #   MCPX_BENCH_NO_BUILD  1 to use target/release/mcpx as it is
 #   MCP_PROXY_VERSION    the pinned mcp-proxy (default 6.7.19)
 set -euo pipefail
@@ -38,8 +42,10 @@ PEER="${MCPX_BENCH_PEER:-1}"
 if [[ "${MCPX_BENCH_NO_BUILD:-0}" != 1 ]]; then
   echo "bench: building release binaries" >&2
   cargo build --release -p mcpx >&2
+  cargo build --release -p mcpx-bench --example null_relay >&2
 fi
 BIN="$repo/target/release/mcpx"
+RELAY="$repo/target/release/examples/null_relay"
 [[ -x "$BIN" ]] || { echo "bench: $BIN missing" >&2; exit 1; }
 
 OUT="$repo/target/bench/$(date +%Y%m%d-%H%M%S)"
@@ -92,7 +98,7 @@ stop_bg() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 settle() {
   local i strays
   for i in $(seq 1 100); do
-    strays="$(pgrep -f -- "^($BIN|${MCPX_BENCH_COMPARE:-$BIN}) (example-server|serve)" \
+    strays="$(pgrep -f -- "^($BIN|${COMPARE_RE:-$BIN}) (example-server|serve)" \
       | grep -vxF -f <(printf '%s\n' "${PIDS[@]}" "$$") | wc -l || true)"
     ((strays == 0)) && return 0
     sleep 0.3
@@ -153,6 +159,11 @@ gateway_rows() {
   XDG_CACHE_HOME="$OUT/cache" bench "$label" stdio stdio "$era" "$n" --stdio "$gw serve --config $cfg"
 }
 
+# The compared builds, as one alternation for `settle`'s pgrep.
+COMPARE=()
+read -r -a COMPARE <<<"${MCPX_BENCH_COMPARE:-}"
+COMPARE_RE="$(IFS='|'; echo "${COMPARE[*]:-}")"
+
 # ---- the peer proxy ---------------------------------------------------------------
 PROXY=()
 if [[ "$PEER" != 0 ]]; then
@@ -182,8 +193,13 @@ for era in $ERAS; do
     bench direct stdio - "$era" "$n" --stdio "$BIN example-server"
 
     gateway_rows mcpx "$BIN" "$era" "$n" "$up_url"
-    if [[ -n "${MCPX_BENCH_COMPARE:-}" ]]; then
-      GW_UPSTREAM_BIN="$BIN" gateway_rows mcpx@compare "$MCPX_BENCH_COMPARE" "$era" "$n" "$up_url"
+    for old in "${COMPARE[@]}"; do
+      GW_UPSTREAM_BIN="$BIN" gateway_rows "mcpx@$(basename "$old")" "$old" "$era" "$n" "$up_url"
+    done
+    if [[ -x "$RELAY" ]]; then
+      bench "relay floor" stdio stdio "$era" "$n" --stdio "$RELAY $BIN example-server"
+    else
+      echo "relay floor: $RELAY missing (cargo build --release -p mcpx-bench --example null_relay)" >>"$NOTES"
     fi
 
     if ((${#PROXY[@]})); then

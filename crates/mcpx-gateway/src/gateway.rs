@@ -1517,7 +1517,10 @@ impl Gateway {
             params.to_owned()
         };
         let method_owned = method.to_owned();
-        let task = tokio::spawn(async move { conn.call(&method_owned, Some(&text), opts).await });
+        // Boxed: see mcpx_transport::stdio (the harness moves a spawned future by value).
+        let task = tokio::spawn(Box::pin(async move {
+            conn.call(&method_owned, Some(&text), opts).await
+        }));
         let parked = Parked {
             upstream: i,
             method: method.to_owned(),

@@ -65,8 +65,13 @@ pub(super) fn upstream_flavor(f: &ServerFacts) -> TasksFlavor {
     match f.revision.facts().tasks {
         // 2025-11-25 §Tool-Level Negotiation rule 1: only with tasks.requests.tools.call.
         TasksFlavor::Core
+            // Member by member: this runs on every tools/call, and a JSON pointer
+            // re-escapes each token it walks.
             if f.capabilities
-                .pointer("/tasks/requests/tools/call")
+                .get("tasks")
+                .and_then(|t| t.get("requests"))
+                .and_then(|r| r.get("tools"))
+                .and_then(|t| t.get("call"))
                 .is_some() =>
         {
             TasksFlavor::Core
