@@ -16,24 +16,35 @@
 # upstream is pinned to the host's era (`mcpx.protocol`), so every call is a passthrough.
 # Ratios compare each row with the direct path of the same host transport and era.
 #
+# Interleaved: for one era and session count, every path is measured once per round,
+# round after round (the order reversed every other round), and a row reports the
+# median of its rounds. Load that comes and goes on the machine then lands on every
+# path alike instead of on whichever cells happened to run at the time.
+#
 # Environment:
-#   MCPX_BENCH_SECS      seconds measured per cell (default 3)
-#   MCPX_BENCH_WARMUP    seconds of warm-up per cell (default 1)
+#   MCPX_BENCH_ROUNDS    rounds per era and session count (default 5)
+#   MCPX_BENCH_SECS      seconds measured per path per round (default 1)
+#   MCPX_BENCH_WARMUP    seconds of warm-up per path per round (default 0.5)
 #   MCPX_BENCH_SESSIONS  session counts (default "1 32")
 #   MCPX_BENCH_ERAS      eras (default "legacy modern")
 #   MCPX_BENCH_PEER      0 to skip mcp-proxy
 #   MCPX_BENCH_COMPARE   other mcpx binaries (space-separated paths): each one's gateway
 #                        rows are added as "mcpx@<file name>" (e.g. builds from before an
-#                        optimisation), measured in the same run, against the same upstream
-#   MCPX_BENCH_NO_BUILD  1 to use target/release/mcpx as it is
+#                        optimisation), measured in the same rounds, against the same
+#                        upstream
+#   MCPX_BENCH_NO_BUILD  1 to use target/release/mcpx (and null_relay) as they are
 #   MCP_PROXY_VERSION    the pinned mcp-proxy (default 6.7.19)
+#
+# Needs: bash, cargo, python3 (the medians and the table); Node for mcp-proxy comes
+# from scripts/peers.sh.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-SECS="${MCPX_BENCH_SECS:-3}"
-WARMUP="${MCPX_BENCH_WARMUP:-1}"
+ROUNDS="${MCPX_BENCH_ROUNDS:-5}"
+SECS="${MCPX_BENCH_SECS:-1}"
+WARMUP="${MCPX_BENCH_WARMUP:-0.5}"
 SESSIONS="${MCPX_BENCH_SESSIONS:-1 32}"
 ERAS="${MCPX_BENCH_ERAS:-legacy modern}"
 PEER="${MCPX_BENCH_PEER:-1}"
@@ -50,8 +61,8 @@ RELAY="$repo/target/release/examples/null_relay"
 
 OUT="$repo/target/bench/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$OUT"
-RESULTS="$OUT/results.tsv"
-: >"$RESULTS"
+ROUNDS_TSV="$OUT/rounds.tsv"
+: >"$ROUNDS_TSV"
 NOTES="$OUT/notes.txt"
 : >"$NOTES"
 
@@ -90,79 +101,86 @@ start_bg() {
   PIDS+=("$BG_PID")
 }
 
-stop_bg() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+# The compared builds, as one alternation for `settle`'s pgrep.
+COMPARE=()
+read -r -a COMPARE <<<"${MCPX_BENCH_COMPARE:-}"
+COMPARE_RE="$(IFS='|'; echo "${COMPARE[*]:-}")"
 
-# settle: waits (up to 30 s) until no mcpx process of this run is left over from the
-# previous cell (stdio servers draining after their host went away), so that cells do not
-# share the CPU with stragglers.
+# settle: waits (up to 30 s) until no mcpx process is left over from an earlier
+# measurement (stdio servers draining after their host went away), so that
+# measurements do not share the CPU with stragglers. The servers this script keeps
+# running, and their own upstreams, are not stragglers.
 settle() {
-  local i strays
+  local i strays ours
+  ours="$(for p in "${PIDS[@]}" "$$"; do echo "$p"; pgrep -P "$p" || true; done)"
   for i in $(seq 1 100); do
-    strays="$(pgrep -f -- "^($BIN|${COMPARE_RE:-$BIN}) (example-server|serve)" \
-      | grep -vxF -f <(printf '%s\n' "${PIDS[@]}" "$$") | wc -l || true)"
+    strays="$(pgrep -f -- "^($BIN|$RELAY|${COMPARE_RE:-$BIN}) (example-server|serve)" \
+      | grep -vxF -f <(echo "$ours") | wc -l || true)"
     ((strays == 0)) && return 0
     sleep 0.3
   done
   echo "bench: $strays stray processes still running; measuring anyway" >&2
 }
 
-# bench PATH HOST UPSTREAM ERA SESSIONS TARGET-ARGS... : one cell, one TSV row.
-bench() {
-  local path="$1" host="$2" up="$3" era="$4" n="$5"; shift 5
-  local json
+# The paths of one era and session count: parallel arrays, the arguments of
+# `mcpx bench` joined with the unit separator (a --stdio command has spaces).
+T_LABEL=() T_HOST=() T_UP=() T_ARGS=()
+add_path() { # LABEL HOST UPSTREAM BENCH-ARGS...
+  T_LABEL+=("$1") T_HOST+=("$2") T_UP+=("$3")
+  shift 3
+  local IFS=$'\x1f'
+  T_ARGS+=("$*")
+}
+
+# measure I ERA N ROUND : path I once; one row in rounds.tsv.
+measure() {
+  local i="$1" era="$2" n="$3" round="$4" json args
+  IFS=$'\x1f' read -r -a args <<<"${T_ARGS[$i]}"
   settle
-  echo "bench: $path $host→$up $era x$n" >&2
-  if json="$("$BIN" bench "$@" --era "$era" --sessions "$n" --duration "$SECS" --warmup "$WARMUP" --json 2>>"$OUT/bench.stderr")"; then
+  echo "bench: [$round/$ROUNDS] ${T_LABEL[$i]} ${T_HOST[$i]}→${T_UP[$i]} $era x$n" >&2
+  if json="$("$BIN" bench "${args[@]}" --era "$era" --sessions "$n" --duration "$SECS" --warmup "$WARMUP" --json 2>>"$OUT/bench.stderr")"; then
     field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<<"$json"; }
     local rss; rss="$(field watched_peak_rss_kib)"; [[ -n "$rss" ]] || rss="$(field child_peak_rss_kib)"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$path" "$host" "$up" "$era" "$n" \
-      "$(field calls_per_s)" "$(field p50_us)" "$(field p99_us)" "${rss:-}" "$(field errors)" >>"$RESULTS"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${T_LABEL[$i]}" "${T_HOST[$i]}" "${T_UP[$i]}" "$era" "$n" \
+      "$(field calls_per_s)" "$(field p50_us)" "$(field p99_us)" "${rss:-}" "$(field errors)" >>"$ROUNDS_TSV"
     echo "$json" >>"$OUT/results.jsonl"
   else
-    echo "$path $host→$up $era x$n: failed (see $OUT/bench.stderr)" >>"$NOTES"
+    echo "${T_LABEL[$i]} ${T_HOST[$i]}→${T_UP[$i]} $era x$n: round $round failed (see $OUT/bench.stderr)" >>"$NOTES"
   fi
 }
 
 # gateway_config FILE ERA UPSTREAM-KIND [URL] : a one-upstream configuration.
 gateway_config() {
-  local file="$1" era="$2" kind="$3" url="${4:-}" bin="${GW_UPSTREAM_BIN:-$BIN}"
+  local file="$1" era="$2" kind="$3" url="${4:-}"
   if [[ "$kind" == stdio ]]; then
-    printf '{"mcpServers":{"ex":{"command":"%s","args":["example-server"],"mcpx":{"protocol":"%s"}}}}\n' "$bin" "$era" >"$file"
+    printf '{"mcpServers":{"ex":{"command":"%s","args":["example-server"],"mcpx":{"protocol":"%s"}}}}\n' "$BIN" "$era" >"$file"
   else
     printf '{"mcpServers":{"ex":{"type":"http","url":"%s","mcpx":{"protocol":"%s"}}}}\n' "$url" "$era" >"$file"
   fi
 }
 
-# gateway_rows LABEL GATEWAY-BIN ERA N UPSTREAM-URL : the three gateway cells.
-gateway_rows() {
-  local label="$1" gw="$2" era="$3" n="$4" up_url="$5" port pid cfg
+# gateway_paths LABEL GATEWAY-BIN ERA N UPSTREAM-URL : starts one gateway binary's HTTP
+# gateways and adds its three paths. The upstream is always this build's example server.
+gateway_paths() {
+  local label="$1" gw="$2" era="$3" n="$4" up_url="$5" tag port cfg
+  tag="$(basename "$gw")-$era-$n"
   # HTTP host → stdio upstream.
-  cfg="$OUT/gw-$label-$era-stdio.json"; gateway_config "$cfg" "$era" stdio
+  cfg="$OUT/gw-$tag-stdio.json"; gateway_config "$cfg" "$era" stdio
   port="$(free_port)"
-  start_bg "$OUT/gw-$label-$era-$n-hs.log" env XDG_CACHE_HOME="$OUT/cache" "$gw" serve --config "$cfg" --http "127.0.0.1:$port"
-  pid=$BG_PID
-  if wait_port "$port" "$pid"; then
-    bench "$label" http stdio "$era" "$n" --http "http://127.0.0.1:$port/mcp" --watch-pid "$pid"
-  else echo "$label http→stdio: gateway did not start" >>"$NOTES"; fi
-  stop_bg "$pid"
+  start_bg "$OUT/gw-$tag-hs.log" env XDG_CACHE_HOME="$OUT/cache" "$gw" serve --config "$cfg" --http "127.0.0.1:$port"
+  if wait_port "$port" "$BG_PID"; then
+    add_path "$label" http stdio --http "http://127.0.0.1:$port/mcp" --watch-pid "$BG_PID"
+  else echo "$label http→stdio $era x$n: the gateway did not start" >>"$NOTES"; fi
   # HTTP host → HTTP upstream.
-  cfg="$OUT/gw-$label-$era-http.json"; gateway_config "$cfg" "$era" http "$up_url"
+  cfg="$OUT/gw-$tag-http.json"; gateway_config "$cfg" "$era" http "$up_url"
   port="$(free_port)"
-  start_bg "$OUT/gw-$label-$era-$n-hh.log" env XDG_CACHE_HOME="$OUT/cache" "$gw" serve --config "$cfg" --http "127.0.0.1:$port"
-  pid=$BG_PID
-  if wait_port "$port" "$pid"; then
-    bench "$label" http http "$era" "$n" --http "http://127.0.0.1:$port/mcp" --watch-pid "$pid"
-  else echo "$label http→http: gateway did not start" >>"$NOTES"; fi
-  stop_bg "$pid"
+  start_bg "$OUT/gw-$tag-hh.log" env XDG_CACHE_HOME="$OUT/cache" "$gw" serve --config "$cfg" --http "127.0.0.1:$port"
+  if wait_port "$port" "$BG_PID"; then
+    add_path "$label" http http --http "http://127.0.0.1:$port/mcp" --watch-pid "$BG_PID"
+  else echo "$label http→http $era x$n: the gateway did not start" >>"$NOTES"; fi
   # stdio host → stdio upstream (one gateway per session, as hosts launch it).
-  cfg="$OUT/gw-$label-$era-stdio.json"
-  XDG_CACHE_HOME="$OUT/cache" bench "$label" stdio stdio "$era" "$n" --stdio "$gw serve --config $cfg"
+  add_path "$label" stdio stdio --stdio "$gw serve --config $OUT/gw-$tag-stdio.json"
 }
-
-# The compared builds, as one alternation for `settle`'s pgrep.
-COMPARE=()
-read -r -a COMPARE <<<"${MCPX_BENCH_COMPARE:-}"
-COMPARE_RE="$(IFS='|'; echo "${COMPARE[*]:-}")"
 
 # ---- the peer proxy ---------------------------------------------------------------
 PROXY=()
@@ -179,74 +197,96 @@ if [[ "$PEER" != 0 ]]; then
 else
   echo "mcp-proxy: skipped (MCPX_BENCH_PEER=0)" >>"$NOTES"
 fi
+[[ -x "$RELAY" ]] || echo "relay floor: $RELAY missing (cargo build --release -p mcpx-bench --example null_relay)" >>"$NOTES"
 
 # ---- the run ------------------------------------------------------------------------
+export XDG_CACHE_HOME="$OUT/cache"
 for era in $ERAS; do
   for n in $SESSIONS; do
+    T_LABEL=() T_HOST=() T_UP=() T_ARGS=()
     # The direct paths; the HTTP example server also serves as the HTTP upstream.
     up_port="$(free_port)"
     start_bg "$OUT/example-$era-$n.log" "$BIN" example-server --http "127.0.0.1:$up_port"
     up_pid=$BG_PID
     wait_port "$up_port" "$up_pid" || { echo "bench: example server did not start" >&2; exit 1; }
     up_url="http://127.0.0.1:$up_port/mcp"
-    bench direct http - "$era" "$n" --http "$up_url" --watch-pid "$up_pid"
-    bench direct stdio - "$era" "$n" --stdio "$BIN example-server"
+    add_path direct http - --http "$up_url" --watch-pid "$up_pid"
+    add_path direct stdio - --stdio "$BIN example-server"
 
-    gateway_rows mcpx "$BIN" "$era" "$n" "$up_url"
+    gateway_paths mcpx "$BIN" "$era" "$n" "$up_url"
     for old in "${COMPARE[@]}"; do
-      GW_UPSTREAM_BIN="$BIN" gateway_rows "mcpx@$(basename "$old")" "$old" "$era" "$n" "$up_url"
+      gateway_paths "mcpx@$(basename "$old")" "$old" "$era" "$n" "$up_url"
     done
-    if [[ -x "$RELAY" ]]; then
-      bench "relay floor" stdio stdio "$era" "$n" --stdio "$RELAY $BIN example-server"
-    else
-      echo "relay floor: $RELAY missing (cargo build --release -p mcpx-bench --example null_relay)" >>"$NOTES"
-    fi
+    [[ -x "$RELAY" ]] && add_path "relay floor" stdio stdio --stdio "$RELAY $BIN example-server"
 
     if ((${#PROXY[@]})); then
       port="$(free_port)"
       start_bg "$OUT/mcp-proxy-$era-$n.log" "${PROXY[@]}" --host 127.0.0.1 --port "$port" -- "$BIN" example-server
-      pid=$BG_PID
-      if wait_port "$port" "$pid"; then
-        bench "mcp-proxy@$MCP_PROXY_VERSION" http stdio "$era" "$n" --http "http://127.0.0.1:$port/mcp" --watch-pid "$pid"
+      if wait_port "$port" "$BG_PID"; then
+        add_path "mcp-proxy@$MCP_PROXY_VERSION" http stdio --http "http://127.0.0.1:$port/mcp" --watch-pid "$BG_PID"
       else
         echo "mcp-proxy http→stdio $era x$n: the proxy did not start (see $OUT/mcp-proxy-$era-$n.log)" >>"$NOTES"
       fi
-      stop_bg "$pid"
     fi
-    stop_bg "$up_pid"
+
+    for ((round = 1; round <= ROUNDS; round++)); do
+      if ((round % 2)); then
+        for ((i = 0; i < ${#T_LABEL[@]}; i++)); do measure "$i" "$era" "$n" "$round"; done
+      else
+        for ((i = ${#T_LABEL[@]} - 1; i >= 0; i--)); do measure "$i" "$era" "$n" "$round"; done
+      fi
+    done
+    cleanup
   done
 done
 
 # ---- the table ----------------------------------------------------------------------
-{
-  echo "Each cell: ${SECS} s measured after ${WARMUP} s of warm-up; tools/call of test_simple_text;"
-  echo "one call in flight per session. Ratios: this row / the direct path with the same host"
-  echo "transport, era and sessions (calls/s: higher is better; p50: +µs added)."
-  echo
-  echo "| path | host → upstream | era | sessions | calls/s | p50 µs | p99 µs | peak RSS MiB | calls/s vs direct | p50 added µs |"
-  echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
-  awk -F'\t' '
-    { row[NR] = $0; if ($1 == "direct") { cps[$2 "|" $4 "|" $5] = $6; p50[$2 "|" $4 "|" $5] = $7 } }
-    END {
-      for (i = 1; i <= NR; i++) {
-        split(row[i], f, "\t")
-        k = f[2] "|" f[4] "|" f[5]
-        up = (f[3] == "-") ? "" : " → " f[3]
-        rss = (f[9] == "") ? "–" : sprintf("%.1f", f[9] / 1024)
-        ratio = "–"; added = "–"
-        if (f[1] != "direct" && (k in cps) && cps[k] > 0) {
-          ratio = sprintf("%.0f %%", 100 * f[6] / cps[k])
-          added = sprintf("%+.0f", f[7] - p50[k])
-        }
-        err = (f[10] + 0 > 0) ? sprintf(" (%d errors)", f[10]) : ""
-        printf "| %s | %s%s | %s | %s | %.0f%s | %.0f | %.0f | %s | %s | %s |\n", f[1], f[2], up, f[4], f[5], f[6], err, f[7], f[8], rss, ratio, added
-      }
-    }' "$RESULTS"
-  if [[ -s "$NOTES" ]]; then
-    echo
-    echo "Notes:"
-    sed 's/^/* /' "$NOTES"
-  fi
-} | tee "$OUT/table.md"
+python3 - "$ROUNDS_TSV" "$NOTES" "$ROUNDS" "$SECS" "$WARMUP" <<'PYEOF' | tee "$OUT/table.md"
+import statistics, sys
+
+rounds_tsv, notes, n_rounds, secs, warmup = sys.argv[1:6]
+rows = {}  # (label, host, up, era, n) -> per-round values, in first-seen order
+for line in open(rounds_tsv):
+    f = line.rstrip("\n").split("\t")
+    if len(f) < 10 or not f[5]:
+        continue
+    r = rows.setdefault(tuple(f[:5]), {"cps": [], "p50": [], "p99": [], "rss": [], "err": 0})
+    r["cps"].append(float(f[5]))
+    r["p50"].append(float(f[6]))
+    r["p99"].append(float(f[7]))
+    if f[8]:
+        r["rss"].append(float(f[8]))
+    r["err"] += int(float(f[9] or 0))
+
+med = {k: {m: statistics.median(v[m]) for m in ("cps", "p50", "p99")} for k, v in rows.items()}
+print(f"Each row: the median of {n_rounds} interleaved rounds, each {secs} s measured after "
+      f"{warmup} s of warm-up;")
+print("tools/call of test_simple_text; one call in flight per session. Ratios: this row / the")
+print("direct path with the same host transport, era and sessions (calls/s: higher is better;")
+print("p50: µs added).")
+print()
+print("| path | host → upstream | era | sessions | calls/s | p50 µs | p99 µs | peak RSS MiB "
+      "| calls/s vs direct | p50 added µs |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+for k, v in rows.items():
+    label, host, up, era, n = k
+    m = med[k]
+    d = med.get(("direct", host, "-", era, n))
+    ratio = added = "–"
+    if label != "direct" and d and d["cps"] > 0:
+        ratio = f"{100 * m['cps'] / d['cps']:.0f} %"
+        added = f"{m['p50'] - d['p50']:+.0f}"
+    rss = f"{max(v['rss']) / 1024:.1f}" if v["rss"] else "–"
+    err = f" ({v['err']} errors)" if v["err"] else ""
+    path = host if up == "-" else f"{host} → {up}"
+    print(f"| {label} | {path} | {era} | {n} | {m['cps']:.0f}{err} | {m['p50']:.0f} "
+          f"| {m['p99']:.0f} | {rss} | {ratio} | {added} |")
+text = open(notes).read().strip()
+if text:
+    print()
+    print("Notes:")
+    for line in text.splitlines():
+        print(f"* {line}")
+PYEOF
 echo >&2
-echo "bench: results in $OUT (table.md, results.tsv, results.jsonl)" >&2
+echo "bench: results in $OUT (table.md, rounds.tsv, results.jsonl)" >&2
