@@ -36,6 +36,25 @@ fn build_runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runt
     }
 }
 
+/// Keeps a timer due within [`ANCHOR_PERIOD`] in the runtime's timer wheel, always.
+///
+/// Every call arms a deadline (its timeout). Tokio wakes its driver (an eventfd write,
+/// then one more `epoll_wait`) whenever a new timer is due before the earliest one it
+/// is parked for, and with no other timer pending, every call's deadline is. With this
+/// tick pending, a deadline seconds away never is: two system calls fewer per call, for
+/// one wake-up a second. (Seen with `strace -f` on `mcpx serve`: a `write` to the
+/// runtime's own eventfd right after each request went upstream.)
+async fn timer_anchor() {
+    let mut tick = tokio::time::interval(ANCHOR_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+    }
+}
+
+/// See [`timer_anchor`]: shorter than any sensible call timeout.
+const ANCHOR_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Runs `main` on a runtime of `threads` workers (see [`build_runtime`]) with a
 /// shutdown token fired by Ctrl-C or SIGTERM; reports an error on stderr as
 /// `mcpx <command>: <error>`.
@@ -65,6 +84,7 @@ where
             }
             on_signal.cancel();
         });
+        tokio::spawn(timer_anchor());
         main(shutdown).await
     });
     // Background tasks (a reader blocked on stdin) must not keep the process alive.
