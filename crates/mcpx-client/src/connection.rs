@@ -49,6 +49,57 @@ fn strip_caller_envelope(m: &mut Map<String, Value>, envelope_keys: bool) {
         }
     }
 }
+/// Appends member `key: value` to the text of an object's members.
+fn push_member(text: &mut String, key: &str, value: &Value) {
+    if !text.is_empty() {
+        text.push(',');
+    }
+    // A string and a `Value` always encode.
+    text.push_str(&serde_json::to_string(key).unwrap_or_default());
+    text.push(':');
+    text.push_str(&value.to_string());
+}
+
+/// The caller's `_meta` object text with its envelope given way to mcpx's (as
+/// [`strip_caller_envelope`], then mcpx's `envelope` members, which replace the caller's
+/// of the same names: `written`). The caller's other members keep their bytes. `None`
+/// when `meta` is not an object or repeats a key: the general path decides then.
+fn rewrite_meta(
+    meta: &str,
+    envelope_keys: bool,
+    envelope: &str,
+    written: &[&str],
+) -> Option<String> {
+    let members = mcpx_protocol::jsonrpc::members(meta)?;
+    let mut out = String::with_capacity(meta.len() + envelope.len() + 2);
+    out.push('{');
+    for (i, (key, range)) in members.iter().enumerate() {
+        if members[..i].iter().any(|(k, _)| k == key) {
+            return None;
+        }
+        let stripped = key == meta::PROGRESS_TOKEN
+            || (envelope_keys && ENVELOPE_KEYS.contains(&key.as_str()))
+            || written.contains(&key.as_str());
+        if stripped {
+            continue;
+        }
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(key).ok()?);
+        out.push(':');
+        out.push_str(meta.get(range.clone())?);
+    }
+    if !envelope.is_empty() {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(envelope);
+    }
+    out.push('}');
+    Some(out)
+}
+
 /// What the handshake learnt about the upstream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerFacts {
@@ -213,6 +264,10 @@ pub(crate) struct Inner {
     changes: broadcast::Sender<Frame>,
     /// Re-runs the legacy handshake after a session expired.
     pub(crate) legacy_capabilities: Value,
+    /// The last modern envelope written, as `_meta` members' text, with what it was
+    /// written for (the revision and the client capabilities): a gateway's calls carry
+    /// the same capabilities call after call, so the text is reused, not re-encoded.
+    envelope_cache: Mutex<Option<(Revision, Value, Arc<str>)>>,
 }
 
 /// A connection to one upstream.
@@ -241,6 +296,7 @@ impl Connection {
             client_info: target.client_info.clone(),
             changes,
             legacy_capabilities: target.legacy_capabilities.clone(),
+            envelope_cache: Mutex::new(None),
         });
         tokio::spawn(dispatch(Arc::downgrade(&inner), unsolicited));
         Connection { inner }
@@ -402,6 +458,61 @@ impl Connection {
         Some(m)
     }
 
+    /// [`Connection::envelope`] as the text of `_meta` members (no braces), with the
+    /// keys it writes; `None` when there is none.
+    fn envelope_text(
+        &self,
+        facts: &ServerFacts,
+        opts: &CallOptions,
+        progress_token: Option<&str>,
+    ) -> Option<(String, Vec<&'static str>)> {
+        if facts.era != Era::Modern && progress_token.is_none() {
+            return None;
+        }
+        let mut text = String::new();
+        let mut keys = Vec::with_capacity(5);
+        if facts.era == Era::Modern {
+            // 2026-07-28 basic/index §_meta: required on every request (A-C12).
+            text.push_str(&self.modern_envelope(facts.revision, &opts.client_capabilities));
+            keys.extend([
+                meta::PROTOCOL_VERSION,
+                meta::CLIENT_CAPABILITIES,
+                meta::CLIENT_INFO,
+            ]);
+            if let Some(l) = &opts.log_level {
+                push_member(&mut text, meta::LOG_LEVEL, &json!(l));
+                keys.push(meta::LOG_LEVEL);
+            }
+        }
+        if let Some(t) = progress_token {
+            push_member(&mut text, meta::PROGRESS_TOKEN, &json!(t));
+            keys.push(meta::PROGRESS_TOKEN);
+        }
+        Some((text, keys))
+    }
+
+    /// The protocol version, client capabilities and client info members of a modern
+    /// envelope, encoded once per revision and capabilities (see `envelope_cache`).
+    fn modern_envelope(&self, revision: Revision, capabilities: &Value) -> Arc<str> {
+        let mut cache = match self.inner.envelope_cache.lock() {
+            Ok(c) => c,
+            Err(e) => e.into_inner(),
+        };
+        if let Some((rev, caps, text)) = cache.as_ref()
+            && *rev == revision
+            && caps == capabilities
+        {
+            return Arc::clone(text);
+        }
+        let mut text = String::new();
+        push_member(&mut text, meta::PROTOCOL_VERSION, &json!(revision.as_str()));
+        push_member(&mut text, meta::CLIENT_CAPABILITIES, capabilities);
+        push_member(&mut text, meta::CLIENT_INFO, &self.inner.client_info);
+        let text: Arc<str> = Arc::from(text);
+        *cache = Some((revision, capabilities.clone(), Arc::clone(&text)));
+        text
+    }
+
     /// The common case of [`Connection::build`] without re-encoding the caller's params:
     /// an object without `_meta` is forwarded as it is, with mcpx's envelope (if any)
     /// spliced in before its closing brace; an object with one `_meta` object gets only
@@ -417,11 +528,11 @@ impl Connection {
         progress_token: Option<&str>,
         facts: &ServerFacts,
     ) -> Option<Result<Frame, ClientError>> {
-        let envelope = self.envelope(facts, opts, progress_token);
+        let envelope = self.envelope_text(facts, opts, progress_token);
         let text = match params {
             None => match envelope {
                 None => "{}".to_owned(),
-                Some(m) => format!("{{\"_meta\":{}}}", Value::Object(m)),
+                Some((e, _)) => format!("{{\"_meta\":{{{e}}}}}"),
             },
             Some(p) => {
                 let body = p.trim();
@@ -434,25 +545,23 @@ impl Connection {
                     // More than one `_meta`: the general path decides.
                     (Some(_), Some(_), _) => return None,
                     (None, _, None) => body.to_owned(),
-                    (None, _, Some(m)) => {
+                    (None, _, Some((e, _))) => {
                         let head = body[..body.len() - 1].trim_end();
                         let sep = if head.ends_with('{') { "" } else { "," };
-                        format!("{head}{sep}\"_meta\":{}}}", Value::Object(m))
+                        format!("{head}{sep}\"_meta\":{{{e}}}}}")
                     }
                     // The caller's `_meta` (a host's 2026 envelope, its progress token):
                     // its envelope keys give way to mcpx's, in place; the rest of the
                     // params stays byte for byte. Without an envelope to write, or with a
                     // `_meta` that is not an object, the general path decides.
                     (Some(_), _, None) => return None,
-                    (Some((_, span)), _, Some(envelope)) => {
-                        let mut m: Map<String, Value> =
-                            serde_json::from_str(body.get(span.clone())?).ok()?;
-                        strip_caller_envelope(
-                            &mut m,
+                    (Some((_, span)), _, Some((envelope, written))) => {
+                        let meta = rewrite_meta(
+                            body.get(span.clone())?,
                             opts.caller_meta_is_envelope || facts.era == Era::Modern,
-                        );
-                        m.extend(envelope);
-                        let meta = Value::Object(m).to_string();
+                            &envelope,
+                            &written,
+                        )?;
                         let mut text = String::with_capacity(body.len() + meta.len());
                         text.push_str(body.get(..span.start)?);
                         text.push_str(&meta);
@@ -1016,6 +1125,52 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The caller's `_meta`, rewritten as text: its envelope gives way to mcpx's, its
+    /// other members keep their bytes (register A-C9 for which keys are the envelope).
+    #[test]
+    fn rewrite_meta_keeps_the_callers_members_and_replaces_the_envelope() {
+        let pv = meta::PROTOCOL_VERSION;
+        let caller = format!(
+            r#"{{"{pv}":"2026-07-28", "x.example/k" : [1, 2.50, "\u00e9"],"progressToken":7,"{}":"debug"}}"#,
+            meta::LOG_LEVEL
+        );
+        let envelope = format!(r#""{pv}":"2026-07-28","progressToken":"t1""#);
+        let written = [pv, meta::PROGRESS_TOKEN];
+        // A modern caller's envelope keys are its envelope: dropped.
+        let out = rewrite_meta(&caller, true, &envelope, &written).unwrap();
+        assert_eq!(
+            out,
+            format!(r#"{{"x.example/k":[1, 2.50, "\u00e9"],{envelope}}}"#)
+        );
+        // A legacy host's keys of those names are its own data (A-C9), except the ones
+        // mcpx writes itself and the progress token.
+        let out = rewrite_meta(&caller, false, &envelope, &written).unwrap();
+        assert_eq!(
+            out,
+            format!(
+                r#"{{"x.example/k":[1, 2.50, "\u00e9"],"{}":"debug",{envelope}}}"#,
+                meta::LOG_LEVEL
+            )
+        );
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v[meta::PROGRESS_TOKEN], "t1");
+        // Nothing left of the caller's, nothing to write.
+        assert_eq!(
+            rewrite_meta(r#"{"progressToken":1}"#, true, "", &[]).unwrap(),
+            "{}"
+        );
+        assert_eq!(
+            rewrite_meta("{}", true, &envelope, &written).unwrap(),
+            format!("{{{envelope}}}")
+        );
+        // The general path decides a repeated key or a `_meta` that is no object.
+        assert_eq!(
+            rewrite_meta(r#"{"a":1,"a":2}"#, true, &envelope, &written),
+            None
+        );
+        assert_eq!(rewrite_meta("[1]", true, &envelope, &written), None);
+    }
 
     /// B-C10: which methods are re-issued after a broken modern stream without
     /// knowing anything about the tool.
