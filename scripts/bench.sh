@@ -112,14 +112,18 @@ COMPARE_RE="$(IFS='|'; echo "${COMPARE[*]:-}")"
 # running, and their own upstreams, are not stragglers.
 settle() {
   local i strays ours
-  ours="$(for p in "${PIDS[@]}" "$$"; do echo "$p"; pgrep -P "$p" || true; done)"
   for i in $(seq 1 100); do
+    # Recomputed each time: a gateway starts its upstream after it listens.
+    ours="$(for p in "${PIDS[@]}" "$$"; do echo "$p"; pgrep -P "$p" || true; done)"
     strays="$(pgrep -f -- "^($BIN|$RELAY|${COMPARE_RE:-$BIN}) (example-server|serve)" \
       | grep -vxF -f <(echo "$ours") | wc -l || true)"
     ((strays == 0)) && return 0
     sleep 0.3
   done
-  echo "bench: $strays stray processes still running; measuring anyway" >&2
+  echo "bench: $strays stray processes still running; measuring anyway:" >&2
+  pgrep -af -- "^($BIN|$RELAY|${COMPARE_RE:-$BIN}) (example-server|serve)" \
+    | grep -vE -f <(echo "$ours" | sed '/^$/d; s/^/^/; s/$/ /') >&2 || true
+  echo "$strays stray mcpx processes were running during a measurement (see bench.stderr)" >>"$NOTES"
 }
 
 # The paths of one era and session count: parallel arrays, the arguments of

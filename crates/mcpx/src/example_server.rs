@@ -27,6 +27,10 @@ pub struct Args {
     /// Like `--http`; named for clients of the 2024-11-05 HTTP+SSE transport (`/sse`).
     #[arg(long, value_name = "ADDR")]
     sse: Option<SocketAddr>,
+    /// Worker threads of the runtime, as `mcpx serve --threads`: 1 (one thread, the
+    /// default unless `$MCPX_THREADS` says otherwise) or 0 (one per core).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
 }
 
 impl Args {
@@ -43,7 +47,14 @@ pub fn run(args: &Args) -> ExitCode {
     let mode = args.mode();
     let server = Arc::new(ExampleServer::new(mode));
     let http = args.http.or(args.sse);
-    crate::runtime::run("example-server", None, |shutdown| async move {
+    let threads = match crate::runtime::threads(args.threads) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mcpx example-server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    crate::runtime::run("example-server", threads, |shutdown| async move {
         match http {
             Some(bind) => {
                 let config = HttpServerConfig {

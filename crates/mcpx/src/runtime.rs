@@ -18,6 +18,22 @@ pub(crate) fn init_logging() {
         .try_init();
 }
 
+/// The worker threads a command asked for: `--threads N`, else `$MCPX_THREADS`, else 1
+/// (a current-thread runtime); 0 is one per core. Returns what [`run`] takes.
+pub(crate) fn threads(arg: Option<usize>) -> Result<Option<usize>, String> {
+    let n = match arg {
+        Some(n) => n,
+        None => match std::env::var("MCPX_THREADS") {
+            Ok(v) => v
+                .trim()
+                .parse::<usize>()
+                .map_err(|_| format!("MCPX_THREADS={v}: not a number of threads"))?,
+            Err(_) => 1,
+        },
+    };
+    Ok((n > 0).then_some(n))
+}
+
 /// The runtime's worker threads: `Some(1)` is a current-thread runtime (every task on
 /// the calling thread: no cross-thread wake-ups), `Some(n)` a multi-threaded runtime of
 /// `n` workers, `None` one worker per core (tokio's default).

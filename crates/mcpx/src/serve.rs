@@ -85,20 +85,13 @@ pub fn run(args: &Args) -> ExitCode {
         }
     }
     let http = args.http;
-    let threads = match args.threads {
-        Some(n) => n,
-        None => match std::env::var("MCPX_THREADS") {
-            Ok(v) => match v.trim().parse::<usize>() {
-                Ok(n) => n,
-                Err(_) => {
-                    eprintln!("mcpx serve: MCPX_THREADS={v}: not a number of threads");
-                    return ExitCode::FAILURE;
-                }
-            },
-            Err(_) => 1,
-        },
+    let threads = match crate::runtime::threads(args.threads) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mcpx serve: {e}");
+            return ExitCode::FAILURE;
+        }
     };
-    let threads = (threads > 0).then_some(threads);
     crate::runtime::run("serve", threads, |shutdown| async move {
         let policy = config.spec.clone();
         let max_frame = config.global.max_frame_bytes;
