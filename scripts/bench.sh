@@ -32,6 +32,10 @@
 #                        rows are added as "mcpx@<file name>" (e.g. builds from before an
 #                        optimisation), measured in the same rounds, against the same
 #                        upstream
+#   MCPX_BENCH_SERVER_THREADS  runtime threads of the HTTP example server (the direct
+#                        HTTP path and the gateways' HTTP upstream); default: 1 at one
+#                        session, 0 (one per core) at more, whichever serves that load
+#                        faster (docs/performance.md), so the direct path is at its best
 #   MCPX_BENCH_NO_BUILD  1 to use target/release/mcpx (and null_relay) as they are
 #   MCP_PROXY_VERSION    the pinned mcp-proxy (default 6.7.19)
 #
@@ -210,7 +214,8 @@ for era in $ERAS; do
     T_LABEL=() T_HOST=() T_UP=() T_ARGS=()
     # The direct paths; the HTTP example server also serves as the HTTP upstream.
     up_port="$(free_port)"
-    start_bg "$OUT/example-$era-$n.log" "$BIN" example-server --http "127.0.0.1:$up_port"
+    threads="${MCPX_BENCH_SERVER_THREADS:-$(((n > 1) ? 0 : 1))}"
+    start_bg "$OUT/example-$era-$n.log" "$BIN" example-server --threads "$threads" --http "127.0.0.1:$up_port"
     up_pid=$BG_PID
     wait_port "$up_port" "$up_pid" || { echo "bench: example server did not start" >&2; exit 1; }
     up_url="http://127.0.0.1:$up_port/mcp"
