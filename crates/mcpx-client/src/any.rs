@@ -44,6 +44,17 @@ impl AnyUpstream {
         !matches!(self, AnyUpstream::Http(_))
     }
 
+    /// How many frames the transport has delivered to the connection's unsolicited
+    /// receiver (stdio, HTTP+SSE; 0 on Streamable HTTP, where a request's frames travel
+    /// on its own stream).
+    pub fn unsolicited_sent(&self) -> u64 {
+        match self {
+            AnyUpstream::Child(c) => c.unsolicited_sent(),
+            AnyUpstream::Sse(s) => s.unsolicited_sent(),
+            AnyUpstream::Http(_) => 0,
+        }
+    }
+
     /// Whether the transport is known to be dead: a child process that exited. HTTP
     /// transports connect per request, so they are never known dead in advance.
     pub fn is_closed(&self) -> bool {

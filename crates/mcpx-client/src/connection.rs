@@ -22,12 +22,16 @@ use mcpx_transport::TransportError;
 use mcpx_transport::upstream::{Exchange, Unsolicited, Upstream};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::any::AnyUpstream;
 use crate::error::ClientError;
+
+/// How long a response waits for the dispatcher to route the frames that came before
+/// it (see `Connection::drive`); normally it has already.
+const DISPATCH_CATCH_UP: Duration = Duration::from_millis(100);
 
 /// The 2026-07-28 `_meta` keys of a request's envelope.
 const ENVELOPE_KEYS: [&str; 4] = [
@@ -268,6 +272,9 @@ pub(crate) struct Inner {
     /// written for (the revision and the client capabilities): a gateway's calls carry
     /// the same capabilities call after call, so the text is reused, not re-encoded.
     envelope_cache: Mutex<Option<(Revision, Value, Arc<str>)>>,
+    /// How many unsolicited frames the dispatcher has finished with (routed, answered
+    /// or dropped), against the transport's `unsolicited_sent`: see `Connection::drive`.
+    dispatched: watch::Sender<u64>,
 }
 
 /// A connection to one upstream.
@@ -297,6 +304,7 @@ impl Connection {
             changes,
             legacy_capabilities: target.legacy_capabilities.clone(),
             envelope_cache: Mutex::new(None),
+            dispatched: watch::Sender::new(0),
         });
         tokio::spawn(dispatch(Arc::downgrade(&inner), unsolicited));
         Connection { inner }
@@ -760,23 +768,33 @@ impl Connection {
                 Kind::Result | Kind::Error => {
                     // Whatever the upstream sent before its response still belongs to the
                     // call. On stdio and HTTP+SSE those frames reach it through the
-                    // dispatcher, which may still be moving them: give it a moment, and
-                    // take everything routed meanwhile.
+                    // dispatcher, which may still be moving them: wait until it has
+                    // finished with every frame the transport delivered before this
+                    // response (`UnsolicitedSender`), then take what it routed here.
                     // (Only progress and logs can be overtaken: an ask blocks the upstream
                     // until it is answered, so it always comes before the response.)
                     let relayed = opts.progress || opts.log_level.is_some();
                     if relayed && self.inner.up.unsolicited_carries_related() {
-                        for _ in 0..3 {
-                            tokio::task::yield_now().await;
-                            tokio::time::sleep(Duration::from_millis(1)).await;
-                            while let Ok(f) = routed.try_recv() {
-                                match f.kind() {
-                                    Kind::Notification => {
-                                        self.relay(&f, opts).await;
-                                    }
-                                    Kind::Request => self.answer_ask(f, opts).await,
-                                    _ => {}
+                        let before = self.inner.up.unsolicited_sent();
+                        let mut dispatched = self.inner.dispatched.subscribe();
+                        // Bounded: a dispatcher stuck on someone else's full channel
+                        // must not hold this response back.
+                        if tokio::time::timeout(
+                            DISPATCH_CATCH_UP,
+                            dispatched.wait_for(|n| *n >= before),
+                        )
+                        .await
+                        .is_err()
+                        {
+                            tracing::debug!(upstream = %self.inner.name, method, "the dispatcher did not catch up with the response; relaying what it routed");
+                        }
+                        while let Ok(f) = routed.try_recv() {
+                            match f.kind() {
+                                Kind::Notification => {
+                                    self.relay(&f, opts).await;
                                 }
+                                Kind::Request => self.answer_ask(f, opts).await,
+                                _ => {}
                             }
                         }
                     }
@@ -1119,6 +1137,7 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
             }
             None => {}
         }
+        inner.dispatched.send_modify(|n| *n += 1);
     }
 }
 

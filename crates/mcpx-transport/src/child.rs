@@ -38,13 +38,13 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{ChildStdin, Command};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::codec::FramedRead;
 
 use crate::error::TransportError;
 use crate::pending::{PeerError, Pending};
 use crate::stdio::{Line, LineCodec, one_line};
-use crate::upstream::{Exchange, Unsolicited, Upstream};
+use crate::upstream::{Exchange, SentCount, Unsolicited, UnsolicitedSender, Upstream, unsolicited};
 
 /// How to start an upstream server process.
 #[derive(Debug, Clone)]
@@ -143,6 +143,8 @@ struct Shared {
     oversized_lines: AtomicU64,
     stop_grace: Duration,
     stopping: AtomicBool,
+    /// Frames delivered to [`Unsolicited`] so far.
+    unsolicited_sent: SentCount,
 }
 
 impl Shared {
@@ -237,6 +239,12 @@ pub struct ChildUpstream {
 }
 
 impl ChildUpstream {
+    /// How many frames went to its [`Unsolicited`] receiver so far (see
+    /// [`UnsolicitedSender`]).
+    pub fn unsolicited_sent(&self) -> u64 {
+        self.shared.unsolicited_sent.get()
+    }
+
     /// Starts the process and the tasks reading its stdout and stderr.
     pub fn spawn(config: ChildConfig) -> Result<(ChildUpstream, Unsolicited), TransportError> {
         let mut cmd = Command::new(&config.command);
@@ -264,6 +272,7 @@ impl ChildUpstream {
         };
 
         let (exit_tx, exit_rx) = watch::channel(None);
+        let (un_tx, un_rx) = unsolicited(config.unsolicited_queue);
         let (closed_tx, _) = watch::channel(None);
         let shared = Arc::new(Shared {
             stdin: tokio::sync::Mutex::new(Some(stdin)),
@@ -280,6 +289,7 @@ impl ChildUpstream {
             oversized_lines: AtomicU64::new(0),
             stop_grace: config.stop_grace,
             stopping: AtomicBool::new(false),
+            unsolicited_sent: un_tx.count(),
         });
 
         // Reaper: owns the child (kill_on_drop), publishes its exit status.
@@ -308,7 +318,6 @@ impl ChildUpstream {
             })
         };
 
-        let (un_tx, un_rx) = mpsc::channel(config.unsolicited_queue.max(1));
         let limits = config.limits;
         let reader_shared = shared.clone();
         tokio::spawn(async move {
@@ -507,7 +516,7 @@ fn response_id_of_head(head: &[u8]) -> Option<Id> {
 
 /// Delivers a frame read from the upstream: a response to its exchange, anything else
 /// to `unsolicited`.
-async fn route(shared: &Shared, unsolicited: &mpsc::Sender<Frame>, frame: Frame) {
+async fn route(shared: &Shared, unsolicited: &UnsolicitedSender, frame: Frame) {
     match frame.kind() {
         Kind::Result | Kind::Error => {
             if let Err(f) = shared.pending.complete(frame) {
@@ -515,7 +524,7 @@ async fn route(shared: &Shared, unsolicited: &mpsc::Sender<Frame>, frame: Frame)
             }
         }
         Kind::Request | Kind::Notification => {
-            if unsolicited.send(frame).await.is_err() {
+            if !unsolicited.send(frame).await {
                 tracing::debug!("nobody reads unsolicited frames; dropped one");
             }
         }

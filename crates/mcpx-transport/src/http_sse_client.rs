@@ -21,7 +21,7 @@ use mcpx_protocol::codec::{self, Decoded, Limits};
 use mcpx_protocol::jsonrpc::Kind;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::{Client, Url};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::child::{exchange_for, peer_error};
@@ -30,7 +30,7 @@ use crate::pending::Pending;
 use crate::streamable_http::client::{
     http_client, http_error, media_type, parse_http_url, send_timed, sse_events,
 };
-use crate::upstream::{Exchange, Unsolicited, Upstream};
+use crate::upstream::{Exchange, SentCount, Unsolicited, Upstream, unsolicited};
 
 /// How to reach a 2024-11-05 HTTP+SSE upstream.
 #[derive(Debug, Clone)]
@@ -82,6 +82,8 @@ struct Shared {
     config: SseClientConfig,
     pending: Arc<Pending>,
     closed: watch::Sender<Option<String>>,
+    /// Frames delivered to [`Unsolicited`] so far.
+    unsolicited_sent: SentCount,
 }
 
 impl Shared {
@@ -153,6 +155,12 @@ fn decode(data: String, limits: &Limits) -> Vec<Frame> {
 }
 
 impl SseUpstream {
+    /// How many frames went to its [`Unsolicited`] receiver so far (see
+    /// [`crate::upstream::UnsolicitedSender`]).
+    pub fn unsolicited_sent(&self) -> u64 {
+        self.shared.unsolicited_sent.get()
+    }
+
     /// Opens the SSE stream and waits for the `endpoint` event.
     pub async fn connect(
         config: SseClientConfig,
@@ -174,7 +182,7 @@ impl SseUpstream {
             )));
         }
         let mut events = sse_events(resp, config.max_sse_event_bytes);
-        let (un_tx, un_rx) = mpsc::channel(config.unsolicited_queue.max(1));
+        let (un_tx, un_rx) = unsolicited(config.unsolicited_queue);
 
         // 2024-11-05 §HTTP with SSE: "the server MUST send an `endpoint` event".
         let wait_endpoint = async {
@@ -193,7 +201,7 @@ impl SseUpstream {
                         // Messages before the endpoint: nothing can be pending yet.
                         if let Some(data) = event.data.filter(|d| !d.trim().is_empty()) {
                             for frame in decode(data, &config.limits) {
-                                let _ = un_tx.send(frame).await;
+                                un_tx.send(frame).await;
                             }
                         }
                     }
@@ -220,6 +228,7 @@ impl SseUpstream {
             pending: Arc::new(Pending::new(config.max_pending.max(1))),
             config,
             closed,
+            unsolicited_sent: un_tx.count(),
         });
         let reader = {
             let shared = shared.clone();
@@ -249,7 +258,7 @@ impl SseUpstream {
                                 }
                             }
                             Kind::Request | Kind::Notification => {
-                                let _ = un_tx.send(frame).await;
+                                un_tx.send(frame).await;
                             }
                         }
                     }

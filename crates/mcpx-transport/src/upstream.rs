@@ -15,6 +15,8 @@
 //! itself.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use mcpx_protocol::Frame;
 use mcpx_protocol::jsonrpc::Kind;
@@ -24,6 +26,59 @@ use crate::error::TransportError;
 
 /// Frames from the upstream that belong to no exchange.
 pub type Unsolicited = mpsc::Receiver<Frame>;
+
+/// The transport's end of [`Unsolicited`]: it counts the frames it delivered.
+///
+/// A transport reads frames in order and hands each response to its exchange after
+/// every frame read before it went to [`Unsolicited`]. So when a response arrives,
+/// [`SentCount::get`] counts every unsolicited frame sent before it, and a client that
+/// counts what it has taken off [`Unsolicited`] knows when it has caught up: the
+/// progress and logs that preceded a response are then routed, and nothing is left
+/// to chance or to a sleep.
+#[derive(Debug, Clone)]
+pub struct UnsolicitedSender {
+    tx: mpsc::Sender<Frame>,
+    sent: SentCount,
+}
+
+/// How many frames an [`UnsolicitedSender`] has delivered (shared, read anywhere).
+#[derive(Debug, Clone, Default)]
+pub struct SentCount(Arc<AtomicU64>);
+
+impl SentCount {
+    /// Frames delivered so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// A bounded unsolicited channel of `capacity` frames, counted.
+pub fn unsolicited(capacity: usize) -> (UnsolicitedSender, Unsolicited) {
+    let (tx, rx) = mpsc::channel(capacity.max(1));
+    (
+        UnsolicitedSender {
+            tx,
+            sent: SentCount::default(),
+        },
+        rx,
+    )
+}
+
+impl UnsolicitedSender {
+    /// Delivers `frame`, waiting for room; `false` when nobody reads any more.
+    pub async fn send(&self, frame: Frame) -> bool {
+        let ok = self.tx.send(frame).await.is_ok();
+        if ok {
+            self.sent.0.fetch_add(1, Ordering::Release);
+        }
+        ok
+    }
+
+    /// The count, to read from elsewhere.
+    pub fn count(&self) -> SentCount {
+        self.sent.clone()
+    }
+}
 
 /// The frames of one request: related messages, then the response.
 #[derive(Debug)]

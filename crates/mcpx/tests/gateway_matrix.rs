@@ -111,3 +111,47 @@ async fn every_host_revision_through_every_upstream_revision() {
         }
     }
 }
+
+/// Progress an upstream on stdio sends right before its response reaches the host
+/// before that response, all of it, in order: the response waits until the
+/// connection's dispatcher has routed every frame the transport read before it
+/// (`UnsolicitedSender`), not for a guessed moment. 40 notifications with no delay
+/// between them, then the result, in each era, on one thread and on two (where the
+/// dispatcher and the call run in parallel: without the wait, the last notifications
+/// were lost in about half the runs there).
+#[tokio::test]
+async fn progress_just_before_a_response_is_relayed_before_it() {
+    for (rev, threads) in [(R1125, "1"), (R2026, "1"), (R1125, "2"), (R2026, "2")] {
+        let tag = format!("progress-burst-{rev}-{threads}");
+        let mut host = Host::start_with(&tag, &example(rev), rev, &["--threads", threads]).await;
+        if rev.era() == Era::Legacy {
+            host.initialize(json!({})).await;
+        }
+        let (response, notes) = host
+            .request(
+                "tools/call",
+                json!({"name": "test_tool_with_progress",
+                       "arguments": {"steps": 40, "delayMs": 0},
+                       "_meta": {"progressToken": "burst"}}),
+            )
+            .await;
+        assert!(
+            response["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("40 steps")),
+            "{tag}: {response}"
+        );
+        let progress: Vec<f64> = notes
+            .iter()
+            .filter(|n| n["method"] == "notifications/progress")
+            .map(|n| {
+                n["params"]["progress"]
+                    .as_f64()
+                    .unwrap_or_else(|| panic!("{n}"))
+            })
+            .collect();
+        let want: Vec<f64> = (1..=40).map(f64::from).collect();
+        assert_eq!(progress, want, "{tag}");
+        host.finish_checked(rev).await;
+    }
+}

@@ -101,12 +101,18 @@ pub fn modern_meta(caps: Value) -> Value {
 
 impl Host {
     pub async fn start(tag: &str, config: &Value, rev: Revision) -> Host {
+        Host::start_with(tag, config, rev, &[]).await
+    }
+
+    /// [`Host::start`], with more arguments for `mcpx serve`.
+    pub async fn start_with(tag: &str, config: &Value, rev: Revision, args: &[&str]) -> Host {
         let dir = temp_dir(tag);
         let cfg = dir.join("mcpx.json");
         std::fs::write(&cfg, config.to_string()).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcpx"))
             .args(["serve", "--config"])
             .arg(&cfg)
+            .args(args)
             .env("XDG_CACHE_HOME", dir.join("cache"))
             .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
             .stdin(Stdio::piped())
