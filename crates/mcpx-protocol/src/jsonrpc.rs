@@ -542,6 +542,13 @@ pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
         }
     }
 
+    // A key written without escapes appears in the text as it is; with no backslash in
+    // the text there are no escapes. So when neither the name nor a backslash occurs,
+    // the member is missing and the scan can be skipped: most lookups on the hot path
+    // are for members a call does not have (`task`, `requestState`, `_meta` on legacy).
+    if !obj.contains(name) && !obj.contains('\\') {
+        return None;
+    }
     let mut de = serde_json::Deserializer::from_str(obj);
     let found = Find(name).deserialize(&mut de).ok()?;
     de.end().ok()?;
@@ -668,6 +675,12 @@ mod tests {
         assert_eq!(member(obj, "b"), Some(r#"{"a":2}"#));
         assert_eq!(member(obj, "ca"), Some(r#""x""#));
         assert_eq!(member(obj, "z"), None);
+        // The name in a value, or nowhere: found only as a key.
+        assert_eq!(member(r#"{"k":"task"}"#, "task"), None);
+        assert_eq!(member(r#"{"k":1}"#, "task"), None);
+        // Written with escapes: found by the scan.
+        assert_eq!(member(r#"{"t\u0061sk":{}}"#, "task"), Some("{}"));
+        assert_eq!(member(r#"{"\"q\"":2}"#, "\"q\""), Some("2"));
         for bad in ["[1]", "1", "{\"a\":1", "{\"a\":1} x", "{\"a\":}"] {
             assert_eq!(member(bad, "a"), None, "{bad}");
         }
