@@ -47,14 +47,7 @@ pub fn run(args: &Args) -> ExitCode {
     let mode = args.mode();
     let server = Arc::new(ExampleServer::new(mode));
     let http = args.http.or(args.sse);
-    let threads = match crate::runtime::threads(args.threads) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("mcpx example-server: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    crate::runtime::run("example-server", threads, |shutdown| async move {
+    crate::runtime::run("example-server", args.threads, |shutdown| async move {
         match http {
             Some(bind) => {
                 let config = HttpServerConfig {

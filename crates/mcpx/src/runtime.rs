@@ -19,8 +19,8 @@ pub(crate) fn init_logging() {
 }
 
 /// The worker threads a command asked for: `--threads N`, else `$MCPX_THREADS`, else 1
-/// (a current-thread runtime); 0 is one per core. Returns what [`run`] takes.
-pub(crate) fn threads(arg: Option<usize>) -> Result<Option<usize>, String> {
+/// (a current-thread runtime); 0 is one per core (`None`, for [`build_runtime`]).
+fn threads(arg: Option<usize>) -> Result<Option<usize>, String> {
     let n = match arg {
         Some(n) => n,
         None => match std::env::var("MCPX_THREADS") {
@@ -71,16 +71,23 @@ async fn timer_anchor() {
 /// See [`timer_anchor`]: shorter than any sensible call timeout.
 const ANCHOR_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Runs `main` on a runtime of `threads` workers (see [`build_runtime`]) with a
-/// shutdown token fired by Ctrl-C or SIGTERM; reports an error on stderr as
+/// Runs `main` on a runtime of the threads asked for (`--threads`, see [`threads`])
+/// with a shutdown token fired by Ctrl-C or SIGTERM; reports an error on stderr as
 /// `mcpx <command>: <error>`.
-pub(crate) fn run<F, Fut, E>(command: &str, threads: Option<usize>, main: F) -> ExitCode
+pub(crate) fn run<F, Fut, E>(command: &str, threads_arg: Option<usize>, main: F) -> ExitCode
 where
     F: FnOnce(CancellationToken) -> Fut,
     Fut: Future<Output = Result<(), E>>,
     E: std::fmt::Display,
 {
     init_logging();
+    let threads = match threads(threads_arg) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mcpx {command}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match build_runtime(threads) {
         Ok(rt) => rt,
         Err(e) => {

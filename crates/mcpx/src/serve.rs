@@ -85,14 +85,7 @@ pub fn run(args: &Args) -> ExitCode {
         }
     }
     let http = args.http;
-    let threads = match crate::runtime::threads(args.threads) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("mcpx serve: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    crate::runtime::run("serve", threads, |shutdown| async move {
+    crate::runtime::run("serve", args.threads, |shutdown| async move {
         let policy = config.spec.clone();
         let max_frame = config.global.max_frame_bytes;
         let gateway = Gateway::new(config, EraCache::default_location());
