@@ -417,7 +417,13 @@ impl Connection {
                 obj.remove("_meta");
             }
         }
-        if let Some(envelope) = self.envelope(&facts, opts, progress_token) {
+        // The general path is rare: the envelope's text is read back as members.
+        let envelope = self
+            .envelope_text(&facts, opts, progress_token)
+            .and_then(|(text, _)| {
+                serde_json::from_str::<Map<String, Value>>(&format!("{{{text}}}")).ok()
+            });
+        if let Some(envelope) = envelope {
             let m = obj
                 .entry("_meta")
                 .or_insert_with(|| Value::Object(Map::new()));
@@ -434,40 +440,8 @@ impl Connection {
         Ok(Frame::request(&Id::Number(id), method, Some(&raw)))
     }
 
-    /// The `_meta` members mcpx writes on a request to this upstream, if any.
-    fn envelope(
-        &self,
-        facts: &ServerFacts,
-        opts: &CallOptions,
-        progress_token: Option<&str>,
-    ) -> Option<Map<String, Value>> {
-        if facts.era != Era::Modern && progress_token.is_none() {
-            return None;
-        }
-        let mut m = Map::new();
-        if facts.era == Era::Modern {
-            // 2026-07-28 basic/index §_meta: required on every request (A-C12).
-            m.insert(
-                meta::PROTOCOL_VERSION.into(),
-                json!(facts.revision.as_str()),
-            );
-            m.insert(
-                meta::CLIENT_CAPABILITIES.into(),
-                opts.client_capabilities.clone(),
-            );
-            m.insert(meta::CLIENT_INFO.into(), self.inner.client_info.clone());
-            if let Some(l) = &opts.log_level {
-                m.insert(meta::LOG_LEVEL.into(), json!(l));
-            }
-        }
-        if let Some(t) = progress_token {
-            m.insert(meta::PROGRESS_TOKEN.into(), json!(t));
-        }
-        Some(m)
-    }
-
-    /// [`Connection::envelope`] as the text of `_meta` members (no braces), with the
-    /// keys it writes; `None` when there is none.
+    /// The `_meta` members mcpx writes on a request to this upstream, as the text of
+    /// `_meta` members (no braces), with the keys it writes; `None` when there are none.
     fn envelope_text(
         &self,
         facts: &ServerFacts,

@@ -228,6 +228,18 @@ fn stamp_related(params: &mut Value, id: &mcpx_protocol::Id) {
 }
 
 /// The tool or prompt name, or resource URI, a host's call names.
+/// A `tools/call` or `prompts/get` routed by its `params.name`.
+pub(super) struct Routed {
+    /// The upstream's index.
+    pub(super) upstream: usize,
+    /// The name the host called (mcpx's, possibly namespaced).
+    pub(super) exposed: String,
+    /// The upstream's own name for it.
+    pub(super) original: String,
+    /// The params to send upstream (the host's, renamed if the names differ).
+    pub(super) params: String,
+}
+
 fn call_target(call: &Call) -> Option<String> {
     let p = call.params.as_deref()?;
     let v = mcpx_protocol::jsonrpc::member(p, "name")
@@ -1239,7 +1251,7 @@ impl Gateway {
     /// The upstream of a `tools/call` or `prompts/get`, the upstream's own name for it,
     /// and the params to send it: the host's text as it came when the name passes
     /// through unchanged (nothing re-encoded), else with `name` rewritten.
-    fn route_name(&self, call: &Call, prompts: bool) -> Result<(usize, String, String), Fault> {
+    fn route_name(&self, call: &Call, prompts: bool) -> Result<Routed, Fault> {
         let raw = call.params.as_deref().unwrap_or("{}");
         let name: String = mcpx_protocol::jsonrpc::member(raw, "name")
             .and_then(|n| serde_json::from_str(n).ok())
@@ -1276,12 +1288,20 @@ impl Gateway {
                     call.host,
                 )
             })?;
-        if original == name {
-            return Ok((i, original.to_owned(), raw.to_owned()));
-        }
-        let mut params: Value = serde_json::from_str(raw).unwrap_or(json!({}));
-        params["name"] = json!(original);
-        Ok((i, original.to_owned(), params.to_string()))
+        let original = original.to_owned();
+        let params = if original == name {
+            raw.to_owned()
+        } else {
+            let mut params: Value = serde_json::from_str(raw).unwrap_or(json!({}));
+            params["name"] = json!(original);
+            params.to_string()
+        };
+        Ok(Routed {
+            upstream: i,
+            exposed: name,
+            original,
+            params,
+        })
     }
 
     fn route_uri(&self, call: &Call, uri: &str) -> Result<usize, Fault> {
@@ -2501,7 +2521,11 @@ impl Backend for GatewayBackend {
             }
             // tools/call goes through `tasks` (above); this arm serves prompts/get.
             "prompts/get" => {
-                let (i, _, params) = gw.route_name(&call, true)?;
+                let Routed {
+                    upstream: i,
+                    params,
+                    ..
+                } = gw.route_name(&call, true)?;
                 // prompts/get changes nothing: safe to re-issue (B-C10).
                 gw.forward(&call, i, &call.method, &params, true).await
             }

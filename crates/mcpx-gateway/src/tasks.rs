@@ -784,8 +784,12 @@ fn session_key(call: &Call) -> String {
 
 /// `tools/call` from a host of any revision.
 pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Fault> {
-    let (i, original, params) = gw.route_name(call, false)?;
-    let exposed = super::call_target(call).unwrap_or_default();
+    let super::Routed {
+        upstream: i,
+        exposed,
+        original,
+        params,
+    } = gw.route_name(call, false)?;
     let (idempotent, support) = {
         let c = gw
             .catalog
