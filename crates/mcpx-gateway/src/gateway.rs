@@ -1253,7 +1253,15 @@ impl Gateway {
     /// through unchanged (nothing re-encoded), else with `name` rewritten.
     fn route_name(&self, call: &Call, prompts: bool) -> Result<Routed, Fault> {
         let raw = call.params.as_deref().unwrap_or("{}");
-        let name: String = mcpx_protocol::jsonrpc::member(raw, "name")
+        // One scan of the params: the name's text, and whether it is given only once.
+        let members = mcpx_protocol::jsonrpc::members(raw).unwrap_or_default();
+        let mut names = members.iter().filter(|(k, _)| k == "name");
+        let (name_span, sole) = match (names.next(), names.next()) {
+            (Some((_, span)), rest) => (span.clone(), rest.is_none()),
+            (None, _) => (0..0, false),
+        };
+        let name: String = raw
+            .get(name_span.clone())
             .and_then(|n| serde_json::from_str(n).ok())
             .ok_or_else(|| fault(INVALID_PARAMS, "params.name is required".into(), call.host))?;
         let catalog = self
@@ -1291,7 +1299,17 @@ impl Gateway {
         let original = original.to_owned();
         let params = if original == name {
             raw.to_owned()
+        } else if let (true, Ok(renamed), Some(head), Some(tail)) = (
+            sole,
+            serde_json::to_string(&original),
+            raw.get(..name_span.start),
+            raw.get(name_span.end..),
+        ) {
+            // The upstream's name in place of the exposed one; every other byte of the
+            // host's params is kept (no re-encoding, no reordering of its members).
+            [head, renamed.as_str(), tail].concat()
         } else {
+            // A name given twice: re-encoded with the one name the upstream must see.
             let mut params: Value = serde_json::from_str(raw).unwrap_or(json!({}));
             params["name"] = json!(original);
             params.to_string()

@@ -261,6 +261,14 @@ fn task_json(id: &str, e: &Entry, poll: Duration) -> Value {
     t
 }
 
+/// Whether `result` is an ext-tasks handle (`"resultType": "task"`), read without
+/// parsing the rest of the result.
+fn is_task_handle(result: &str) -> bool {
+    mcpx_protocol::jsonrpc::member(result, "resultType")
+        .and_then(|raw| serde_json::from_str::<std::borrow::Cow<'_, str>>(raw).ok())
+        .is_some_and(|t| t == "task")
+}
+
 /// The tool result's `isError`.
 fn is_tool_error(reply: &Reply) -> bool {
     serde_json::from_str::<Value>(reply.result.as_str())
@@ -538,11 +546,13 @@ impl Gateway {
                     );
                     reply = self.forward(&up, i, "tools/call", params, idempotent).await;
                 }
+                // Most replies are final results: their `resultType` is read as raw text
+                // and only a task handle is parsed as a whole.
                 let handle = reply
                     .as_ref()
                     .ok()
-                    .and_then(|r| serde_json::from_str::<Value>(r.result.as_str()).ok())
-                    .filter(|v| v.get("resultType").and_then(Value::as_str) == Some("task"));
+                    .filter(|r| is_task_handle(r.result.as_str()))
+                    .and_then(|r| serde_json::from_str::<Value>(r.result.as_str()).ok());
                 match handle
                     .as_ref()
                     .and_then(|h| h.get("taskId").and_then(Value::as_str))
@@ -1072,5 +1082,27 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
             format!("task {id} was cancelled and has no result"),
             host,
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_task_handle;
+
+    #[test]
+    fn a_task_handle_is_told_by_its_top_level_result_type_alone() {
+        assert!(is_task_handle(r#"{"resultType":"task","taskId":"t1"}"#));
+        assert!(is_task_handle(
+            r#"{ "taskId":"t1", "resultType" : "t\u0061sk" }"#
+        ));
+        assert!(!is_task_handle(r#"{"resultType":"complete","content":[]}"#));
+        assert!(!is_task_handle(
+            r#"{"content":[{"type":"text","text":"x"}]}"#
+        ));
+        // A nested resultType is the tool's content, not the result's envelope.
+        assert!(!is_task_handle(
+            r#"{"structuredContent":{"resultType":"task"},"content":[]}"#
+        ));
+        assert!(!is_task_handle(r#"{"resultType":7}"#));
     }
 }

@@ -170,13 +170,14 @@ pub fn decode(text: String, limits: &Limits) -> Result<Decoded, DecodeError> {
                 limits.max_batch_len
             ))));
         }
+        // Each element is within the size and depth already checked for the whole.
         let frames = elements
             .into_iter()
-            .map(|e| parse_frame(e.get().to_owned(), limits))
+            .map(|e| parse_checked(e.get().to_owned()))
             .collect();
         return Ok(Decoded::Batch(frames));
     }
-    parse_frame(text, limits).map(Decoded::Single)
+    parse_checked(text).map(Decoded::Single)
 }
 
 /// Applies the revision's batch rule (2025-03-26 basic/index §Batching: MUST receive;
@@ -309,6 +310,11 @@ pub fn parse_frame(text: String, limits: &Limits) -> Result<Frame, DecodeError> 
         }));
     }
     check_depth(text.as_bytes(), limits.max_depth)?;
+    parse_checked(text)
+}
+
+/// [`parse_frame`] of a text already checked against the size and depth limits.
+fn parse_checked(text: String) -> Result<Frame, DecodeError> {
     let index = index_frame(&text)?;
     Ok(Frame {
         text: text.into_boxed_str(),
@@ -317,23 +323,39 @@ pub fn parse_frame(text: String, limits: &Limits) -> Result<Frame, DecodeError> 
 }
 
 fn index_frame(text: &str) -> Result<Index, DecodeError> {
-    let obj: RawObject<'_> = serde_json::from_str(text).map_err(|e| {
-        if e.is_syntax() || e.is_eof() || e.is_io() {
-            DecodeError::new(DecodeErrorKind::Parse(e.to_string()))
-        } else {
-            DecodeError::invalid(None, "a JSON-RPC message must be a JSON object or an array")
+    let obj: Vec<(Cow<'_, str>, &str)> = match crate::scan::object(text) {
+        Some(members) => members
+            .into_iter()
+            .filter_map(|(k, span)| Some((k, text.get(span)?)))
+            .collect(),
+        // Not one valid JSON object: serde_json's reading words the error (and tells a
+        // syntax error from a message that is valid JSON but not an object). The walk
+        // and serde_json agree on what is valid (tests/scan_props.rs), so this is the
+        // path of bad input only.
+        None => {
+            let obj: RawObject<'_> = serde_json::from_str(text).map_err(|e| {
+                if e.is_syntax() || e.is_eof() || e.is_io() {
+                    DecodeError::new(DecodeErrorKind::Parse(e.to_string()))
+                } else {
+                    DecodeError::invalid(
+                        None,
+                        "a JSON-RPC message must be a JSON object or an array",
+                    )
+                }
+            })?;
+            obj.0.into_iter().map(|(k, v)| (k, v.get())).collect()
         }
-    })?;
+    };
 
-    let mut jsonrpc = None;
-    let mut id_raw: Option<&RawValue> = None;
-    let mut method_raw: Option<&RawValue> = None;
-    let mut params = None;
-    let mut result = None;
-    let mut error_raw: Option<&RawValue> = None;
+    let mut jsonrpc: Option<&str> = None;
+    let mut id_raw: Option<&str> = None;
+    let mut method_raw: Option<&str> = None;
+    let mut params: Option<&str> = None;
+    let mut result: Option<&str> = None;
+    let mut error_raw: Option<&str> = None;
     let mut extra = Vec::new();
     let mut dup = None;
-    for (k, v) in obj.0 {
+    for (k, v) in obj {
         let slot = match k.as_ref() {
             "jsonrpc" => &mut jsonrpc,
             "id" => &mut id_raw,
@@ -342,7 +364,7 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
             "result" => &mut result,
             "error" => &mut error_raw,
             _ => {
-                extra.push((k.into_owned(), span_of(text, v.get())));
+                extra.push((k.into_owned(), span_of(text, v)));
                 continue;
             }
         };
@@ -354,8 +376,8 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
     // Read the id first, so that every later complaint can be answered to it.
     let id = match id_raw {
         None => None,
-        Some(raw) => match parse_id(raw.get()) {
-            Ok(id) => id.map(|id| (id, span_of(text, raw.get()))),
+        Some(raw) => match parse_id(raw) {
+            Ok(id) => id.map(|id| (id, span_of(text, raw))),
             Err(why) => return Err(DecodeError::invalid(None, why)),
         },
     };
@@ -366,7 +388,7 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
             format!("duplicate member {k:?}"),
         ));
     }
-    match jsonrpc.map(RawValue::get) {
+    match jsonrpc {
         Some("\"2.0\"") => {}
         Some(other) => {
             return Err(DecodeError::invalid(
@@ -384,12 +406,12 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
     let method =
         match method_raw {
             None => None,
-            Some(raw) => Some(serde_json::from_str::<String>(raw.get()).map_err(|_| {
+            Some(raw) => Some(serde_json::from_str::<String>(raw).map_err(|_| {
                 DecodeError::invalid(reply_id.clone(), "\"method\" must be a string")
             })?),
         };
     if let Some(p) = params {
-        let first = p.get().as_bytes().first();
+        let first = p.as_bytes().first();
         if !matches!(first, Some(b'{') | Some(b'[')) {
             return Err(DecodeError::invalid(
                 reply_id,
@@ -440,18 +462,15 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
 
     let error = match error_raw {
         None => None,
-        Some(raw) => Some((
-            parse_error_object(raw.get(), &reply_id)?,
-            span_of(text, raw.get()),
-        )),
+        Some(raw) => Some((parse_error_object(raw, &reply_id)?, span_of(text, raw))),
     };
 
     Ok(Index {
         kind,
         id,
         method,
-        params: params.map(|p| span_of(text, p.get())),
-        result: result.map(|r| span_of(text, r.get())),
+        params: params.map(|p| span_of(text, p)),
+        result: result.map(|r| span_of(text, r)),
         error,
         extra,
         meta: crate::jsonrpc::MetaCache::default(),

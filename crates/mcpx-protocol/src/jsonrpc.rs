@@ -254,7 +254,7 @@ impl Frame {
             Some(
                 found
                     .into_iter()
-                    .map(|(k, s)| (k, s.start + base..s.end + base))
+                    .map(|(k, s)| (k.into_owned(), s.start + base..s.end + base))
                     .collect(),
             )
         });
@@ -345,22 +345,35 @@ impl Frame {
             .unwrap_or_else(|_| self.clone())
     }
 
+    /// A request frame whose params are `params`, the text of a JSON object; `None`
+    /// when it is not one (checked as [`members`] reads it, without building values).
+    pub fn request_with_object(id: &Id, method: &str, params: &str) -> Option<Frame> {
+        crate::scan::object(params)?;
+        Some(Frame::request_text(id, method, Some(params)))
+    }
+
     /// A request frame. `params` must be valid JSON text.
     pub fn request(id: &Id, method: &str, params: Option<&RawValue>) -> Frame {
+        Frame::request_text(id, method, params.map(RawValue::get))
+    }
+
+    fn request_text(id: &Id, method: &str, params: Option<&str>) -> Frame {
         // Written and indexed at once (the same text `build` would serialise).
         let Ok(method_json) = serde_json::to_string(method) else {
+            // Encoding a `str` cannot fail; this keeps that a non-panicking invariant.
+            let params = params.and_then(|p| RawValue::from_string(p.to_owned()).ok());
             return build(&Envelope {
                 jsonrpc: "2.0",
                 id: Some(id),
                 method: Some(method),
-                params,
+                params: params.as_deref(),
                 result: None,
                 error: None,
             });
         };
         let id_json = id.to_json();
         let mut text = String::with_capacity(
-            40 + id_json.len() + method_json.len() + params.map_or(0, |p| p.get().len()),
+            40 + id_json.len() + method_json.len() + params.map_or(0, str::len),
         );
         text.push_str(r#"{"jsonrpc":"2.0","id":"#);
         let id_span = push_span(&mut text, &id_json);
@@ -368,7 +381,7 @@ impl Frame {
         text.push_str(&method_json);
         let params = params.map(|p| {
             text.push_str(r#","params":"#);
-            push_span(&mut text, p.get())
+            push_span(&mut text, p)
         });
         text.push('}');
         Frame {
@@ -513,35 +526,6 @@ fn build(env: &Envelope<'_>) -> Frame {
 /// The raw text of member `name` of the JSON object `obj`, if `obj` is an object that
 /// has it. Reads one level only, borrowing from `obj`.
 pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
-    use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
-    use std::borrow::Cow;
-
-    /// Finds the first member called `.0`, skipping the others without collecting them.
-    struct Find<'n>(&'n str);
-    impl<'de> Visitor<'de> for Find<'_> {
-        type Value = Option<&'de RawValue>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut found = None;
-            while let Some(k) = map.next_key::<Cow<'de, str>>()? {
-                if found.is_none() && k == self.0 {
-                    found = Some(map.next_value::<&'de RawValue>()?);
-                } else {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-            Ok(found)
-        }
-    }
-    impl<'de> DeserializeSeed<'de> for Find<'_> {
-        type Value = Option<&'de RawValue>;
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-
     // A key written without escapes appears in the text as it is; with no backslash in
     // the text there are no escapes. So when neither the name nor a backslash occurs,
     // the member is missing and the scan can be skipped: most lookups on the hot path
@@ -549,46 +533,17 @@ pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
     if !obj.contains(name) && !obj.contains('\\') {
         return None;
     }
-    let mut de = serde_json::Deserializer::from_str(obj);
-    let found = Find(name).deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    found.map(RawValue::get)
+    let all = crate::scan::object(obj)?;
+    let (_, span) = all.into_iter().find(|(k, _)| k == name)?;
+    obj.get(span)
 }
 
 /// Every member of the JSON object `obj` (name, byte range of its value in `obj`), in
 /// order, duplicates included; `None` when `obj` is not an object (or not valid JSON),
 /// as [`member`] reads it.
-pub fn members(obj: &str) -> Option<Vec<(String, Range<usize>)>> {
-    use serde::de::{DeserializeSeed, MapAccess, Visitor};
-    use std::borrow::Cow;
-
-    struct All<'o>(&'o str);
-    impl<'de> Visitor<'de> for All<'_> {
-        type Value = Vec<(String, Span)>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut all = Vec::new();
-            while let Some(k) = map.next_key::<Cow<'de, str>>()? {
-                let v = map.next_value::<&'de RawValue>()?.get();
-                let start = v.as_ptr() as usize - self.0.as_ptr() as usize;
-                all.push((k.into_owned(), start..start + v.len()));
-            }
-            Ok(all)
-        }
-    }
-    impl<'de> DeserializeSeed<'de> for All<'_> {
-        type Value = Vec<(String, Span)>;
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-
-    let mut de = serde_json::Deserializer::from_str(obj);
-    let all = All(obj).deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    Some(all)
+/// A name is borrowed from `obj` unless it is written with escapes.
+pub fn members(obj: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, Range<usize>)>> {
+    crate::scan::object(obj)
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@
 //! * [`jsonrpc`]: the message model ([`Frame`]): raw JSON text plus an index, so
 //!   unknown members survive and forwarding re-encodes nothing.
 //! * [`codec`]: decoding with limits, batches and the errors bad input gets.
+//! * `scan` (private): a JSON object's members as spans of its text, validated without
+//!   building values; what [`jsonrpc::member`] and [`jsonrpc::members`] read with.
 //! * [`revision`]: [`Revision`], [`Era`] and the per-revision [`revision::Facts`] table,
 //!   the one place era rules live.
 //! * [`method`]: which methods exist in which revision, in which direction.
@@ -38,6 +40,7 @@ pub mod lower;
 pub mod meta;
 pub mod method;
 pub mod revision;
+mod scan;
 pub mod spec;
 pub mod task;
 

@@ -133,35 +133,54 @@ pub fn lower_result_stamped<'a>(
 /// general path is needed: the text is not an object, or its envelope is incomplete
 /// (`resultType`, and on cacheable results `ttlMs` and `cacheScope`, must be present).
 fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>) -> Option<String> {
-    let info = stamp.server_info?;
-    let members: crate::codec::RawObject<'_> = serde_json::from_str(raw).ok()?;
-    let has = |k: &str| members.0.iter().any(|(name, _)| name == k);
+    let info = serde_json::to_string(stamp.server_info?).ok()?;
+    let members = crate::jsonrpc::members(raw)?;
+    let has = |k: &str| members.iter().any(|(name, _)| name == k);
     if !has("resultType")
         || (CACHEABLE_METHODS.contains(&method) && !(has("ttlMs") && has("cacheScope")))
     {
         return None;
     }
-    match members.0.iter().find(|(k, _)| k == "_meta") {
-        None => {
-            let body = raw.trim_end();
-            let head = body.strip_suffix('}')?.trim_end();
-            let sep = if head.ends_with('{') { "" } else { "," };
-            let meta = serde_json::to_string(&json!({ crate::meta::SERVER_INFO: info })).ok()?;
-            Some(format!("{head}{sep}\"_meta\":{meta}}}"))
+    let key = serde_json::to_string(crate::meta::SERVER_INFO).ok()?;
+    let mut metas = members.iter().filter(|(k, _)| k == "_meta");
+    match (metas.next(), metas.next()) {
+        (None, _) => Some(append_member(
+            raw,
+            "\"_meta\"",
+            &format!("{{{key}:{info}}}"),
+        )?),
+        // The upstream's `_meta` keeps its keys, order and bytes; only the serverInfo
+        // member's value is replaced (or the member appended). Anything unusual (a
+        // `_meta` that is not an object, a key given twice) takes the general path.
+        (Some((_, span)), None) => {
+            let old = raw.get(span.clone())?;
+            let inner = crate::jsonrpc::members(old)?;
+            let mut named = inner.iter().filter(|(k, _)| k == crate::meta::SERVER_INFO);
+            let meta = match (named.next(), named.next()) {
+                (None, _) => append_member(old, &key, &info)?,
+                (Some((_, s)), None) => splice(old, s.clone(), &info)?,
+                (Some(_), Some(_)) => return None,
+            };
+            splice(raw, span.clone(), &meta)
         }
-        Some((_, old)) => {
-            let mut meta: Map<String, Value> = serde_json::from_str(old.get()).ok()?;
-            meta.insert(crate::meta::SERVER_INFO.to_owned(), info.clone());
-            let meta = serde_json::to_string(&meta).ok()?;
-            let old = old.get();
-            let start = old.as_ptr() as usize - raw.as_ptr() as usize;
-            let mut out = String::with_capacity(raw.len() + meta.len());
-            out.push_str(&raw[..start]);
-            out.push_str(&meta);
-            out.push_str(&raw[start + old.len()..]);
-            Some(out)
-        }
+        (Some(_), Some(_)) => None,
     }
+}
+
+/// `object` (a JSON object's text) with the member `key: value` added last.
+fn append_member(object: &str, key: &str, value: &str) -> Option<String> {
+    let head = object.trim_end().strip_suffix('}')?.trim_end();
+    let sep = if head.ends_with('{') { "" } else { "," };
+    Some(format!("{head}{sep}{key}:{value}}}"))
+}
+
+/// `text` with the bytes of `span` replaced by `with`.
+fn splice(text: &str, span: std::ops::Range<usize>, with: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + with.len());
+    out.push_str(text.get(..span.start)?);
+    out.push_str(with);
+    out.push_str(text.get(span.end..)?);
+    Some(out)
 }
 
 /// Adds or removes the 2026 result envelope. Returns whether anything changed.
@@ -489,6 +508,12 @@ mod tests {
                 r#"{"tools":[],"resultType":"complete","ttlMs":5,"cacheScope":"public"}"#,
             ),
             ("tools/call", "{\"resultType\":\"complete\"}"),
+            // An empty `_meta`, and one whose keys come before and after serverInfo.
+            ("tools/call", r#"{"resultType":"complete","_meta":{ }}"#),
+            (
+                "tools/call",
+                r#"{"resultType":"complete","_meta":{"b":1,"io.modelcontextprotocol/serverInfo":"x","a":[{}]}}"#,
+            ),
         ];
         for (method, raw) in cases {
             let fast = lower_result_stamped(method, raw, V2026_07_28, V2026_07_28, stamp).unwrap();
@@ -519,6 +544,20 @@ mod tests {
             .is_none()
         );
         assert!(stamp_in_place("tools/call", r#"{"content":[]}"#, stamp).is_none());
+        // The upstream's `_meta` keeps its order and bytes around the replaced value.
+        let raw = r#"{"resultType":"complete","_meta":{"b":1, "io.modelcontextprotocol/serverInfo":{"name":"up"},"a":2}}"#;
+        assert_eq!(
+            stamp_in_place("tools/call", raw, stamp).unwrap(),
+            r#"{"resultType":"complete","_meta":{"b":1, "io.modelcontextprotocol/serverInfo":{"name":"mcpx","version":"0.1.0"},"a":2}}"#
+        );
+        // Unusual shapes take the general path: `_meta` not an object, a key twice.
+        for raw in [
+            r#"{"resultType":"complete","_meta":[1]}"#,
+            r#"{"resultType":"complete","_meta":{},"_meta":{}}"#,
+            r#"{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":1,"io.modelcontextprotocol/serverInfo":2}}"#,
+        ] {
+            assert!(stamp_in_place("tools/call", raw, stamp).is_none(), "{raw}");
+        }
     }
 
     #[test]

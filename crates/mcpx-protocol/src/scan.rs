@@ -1,0 +1,393 @@
+//! The members of a JSON object's text, found without building any value.
+//!
+//! The gateway forwards raw JSON and only ever reads a few members of it (a call's
+//! `name`, `_meta`, a result's `resultType`): [`object`] walks the text once, checks it
+//! is one valid JSON object exactly as `serde_json` would accept it, and hands back
+//! each member's name and the byte range of its value. Values are skipped, not
+//! decoded; a name is borrowed from the text unless it has escapes.
+//!
+//! It replaced a serde visitor over `RawValue`s that spent ~20 instructions a byte
+//! (callgrind, docs/performance.md); this walks a string eight bytes at a time. The
+//! property tests in `tests/scan_props.rs` hold it to `serde_json`'s verdict and spans
+//! on generated and mutated text.
+//!
+//! Nesting is walked with an explicit stack, not recursion: no input can exhaust the
+//! call stack, however deep (the decoder bounds depth before this ever runs).
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+/// A member: its name (escapes decoded) and the span of its value in the object text.
+pub(crate) type Member<'a> = (Cow<'a, str>, Range<usize>);
+
+/// The members of the JSON object `text`, in order, duplicates included; `None` unless
+/// `text` is exactly one valid JSON object (whitespace around it allowed), as
+/// `serde_json` reads it.
+pub(crate) fn object(text: &str) -> Option<Vec<Member<'_>>> {
+    let b = text.as_bytes();
+    let mut members = Vec::new();
+    let mut i = ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = ws(b, i + 1);
+    if b.get(i) == Some(&b'}') {
+        i += 1;
+    } else {
+        loop {
+            let key_start = i;
+            i = string(b, i)?;
+            let key = name(text, key_start..i)?;
+            i = ws(b, i);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            let start = ws(b, i + 1);
+            i = value(b, start)?;
+            members.push((key, start..i));
+            i = ws(b, i);
+            match b.get(i) {
+                Some(b',') => i = ws(b, i + 1),
+                Some(b'}') => {
+                    i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    (ws(b, i) == b.len()).then_some(members)
+}
+
+/// A member name from its quoted text: borrowed when it has no escapes, else decoded
+/// by `serde_json` (which also refuses what it refuses, such as a lone surrogate).
+fn name(text: &str, quoted: Range<usize>) -> Option<Cow<'_, str>> {
+    let quoted = text.get(quoted)?;
+    let inner = quoted.get(1..quoted.len() - 1)?;
+    if inner.contains('\\') {
+        serde_json::from_str::<String>(quoted).ok().map(Cow::Owned)
+    } else {
+        Some(Cow::Borrowed(inner))
+    }
+}
+
+fn ws(b: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\n' | b'\t' | b'\r') = b.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Skips the value starting at `i` (no leading whitespace); the index after it.
+fn value(b: &[u8], mut i: usize) -> Option<usize> {
+    let mut stack = Stack::default();
+    loop {
+        // A value starts at `i`.
+        match *b.get(i)? {
+            b'{' => {
+                i = ws(b, i + 1);
+                if b.get(i) == Some(&b'}') {
+                    i += 1;
+                } else {
+                    stack.push(OBJECT);
+                    i = key(b, i)?;
+                    continue;
+                }
+            }
+            b'[' => {
+                i = ws(b, i + 1);
+                if b.get(i) == Some(&b']') {
+                    i += 1;
+                } else {
+                    stack.push(ARRAY);
+                    continue;
+                }
+            }
+            b'"' => i = string(b, i)?,
+            b't' => i = literal(b, i, b"true")?,
+            b'f' => i = literal(b, i, b"false")?,
+            b'n' => i = literal(b, i, b"null")?,
+            b'-' | b'0'..=b'9' => i = number(b, i)?,
+            _ => return None,
+        }
+        // A value ended at `i`: close what it ends, or move to the next value.
+        loop {
+            let Some(in_object) = stack.last() else {
+                return Some(i);
+            };
+            i = ws(b, i);
+            match (*b.get(i)?, in_object) {
+                (b',', true) => {
+                    i = key(b, ws(b, i + 1))?;
+                    break;
+                }
+                (b',', false) => {
+                    i = ws(b, i + 1);
+                    break;
+                }
+                (b'}', true) | (b']', false) => {
+                    i += 1;
+                    stack.pop();
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+const OBJECT: bool = true;
+const ARRAY: bool = false;
+
+/// The containers a value is inside (`OBJECT` or `ARRAY`), innermost last: a bit each
+/// for the first 64 levels, which is every real message, so skipping a value allocates
+/// nothing; deeper levels spill to a vector.
+#[derive(Default)]
+struct Stack {
+    bits: u64,
+    len: usize,
+    deeper: Vec<bool>,
+}
+
+impl Stack {
+    fn push(&mut self, object: bool) {
+        if self.len < 64 {
+            self.bits = (self.bits & !(1 << self.len)) | (u64::from(object) << self.len);
+        } else {
+            self.deeper.push(object);
+        }
+        self.len += 1;
+    }
+
+    fn last(&self) -> Option<bool> {
+        match self.len {
+            0 => None,
+            n @ 1..=64 => Some(self.bits & (1 << (n - 1)) != 0),
+            _ => self.deeper.last().copied(),
+        }
+    }
+
+    fn pop(&mut self) {
+        if self.len > 64 {
+            self.deeper.pop();
+        }
+        self.len = self.len.saturating_sub(1);
+    }
+}
+
+/// Skips `"name" :` and the whitespace after it; the index of the member's value.
+fn key(b: &[u8], i: usize) -> Option<usize> {
+    let i = ws(b, string(b, i)?);
+    (b.get(i) == Some(&b':')).then(|| ws(b, i + 1))
+}
+
+fn literal(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
+    (b.get(i..i + word.len()) == Some(word)).then_some(i + word.len())
+}
+
+/// JSON number grammar (RFC 8259 §6), as `serde_json` checks it: no leading zeros, a
+/// digit after `.`, and after `e` (and its sign).
+fn number(b: &[u8], mut i: usize) -> Option<usize> {
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i)? {
+        b'0' => i += 1,
+        b'1'..=b'9' => i = digits(b, i + 1),
+        _ => return None,
+    }
+    if b.get(i) == Some(&b'.') {
+        let after = digits(b, i + 1);
+        if after == i + 1 {
+            return None;
+        }
+        i = after;
+    }
+    if let Some(b'e' | b'E') = b.get(i) {
+        i += 1;
+        if let Some(b'+' | b'-') = b.get(i) {
+            i += 1;
+        }
+        let after = digits(b, i);
+        if after == i {
+            return None;
+        }
+        i = after;
+    }
+    // `01` and `1x` are caught by what must follow a value.
+    Some(i)
+}
+
+fn digits(b: &[u8], mut i: usize) -> usize {
+    while let Some(b'0'..=b'9') = b.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Skips the string starting with the quote at `i`; the index after its closing quote.
+/// Escapes must be valid (`\u` with four hex digits; which code points they name is
+/// not checked, as `serde_json` does not when it skips a value); raw control
+/// characters are refused.
+fn string(b: &[u8], i: usize) -> Option<usize> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let mut i = i + 1;
+    loop {
+        i = next_special(b, i);
+        match *b.get(i)? {
+            b'"' => return Some(i + 1),
+            b'\\' => match *b.get(i + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                b'u' => {
+                    let hex = b.get(i + 2..i + 6)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return None;
+                    }
+                    i += 6;
+                }
+                _ => return None,
+            },
+            // A raw control character (U+0000..U+001F).
+            _ => return None,
+        }
+    }
+}
+
+/// The index of the first `"`, `\` or control character at or after `i` (or
+/// `b.len()`), eight bytes at a time: string bodies are most of a frame's bytes.
+fn next_special(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let q = w ^ (ONES * u64::from(b'"'));
+        let s = w ^ (ONES * u64::from(b'\\'));
+        // A byte is flagged where it equals the quote or backslash (a zero byte of q
+        // or s), or is below 0x20; the lowest flag is exact.
+        let found = ((q.wrapping_sub(ONES) & !q)
+            | (s.wrapping_sub(ONES) & !s)
+            | (w.wrapping_sub(ONES * 0x20) & !w))
+            & HIGH;
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(text: &str) -> Option<Vec<(String, &str)>> {
+        object(text).map(|m| {
+            m.into_iter()
+                .map(|(k, s)| (k.into_owned(), &text[s]))
+                .collect()
+        })
+    }
+
+    #[test]
+    fn members_and_their_spans() {
+        assert_eq!(
+            names(r#" { "a" : 1 , "b":{"c":[1,{"d":"}"}]}, "k\u0065y":"v\"", "a":null } "#),
+            Some(vec![
+                ("a".to_owned(), "1"),
+                ("b".to_owned(), r#"{"c":[1,{"d":"}"}]}"#),
+                ("key".to_owned(), r#""v\"""#),
+                ("a".to_owned(), "null"),
+            ])
+        );
+        assert_eq!(names("{}"), Some(vec![]));
+        assert_eq!(names("{ }"), Some(vec![]));
+        assert_eq!(
+            names(r#"{"n":-0.5e+10,"m":[],"o":{},"t":true,"f":false}"#).map(|m| m.len()),
+            Some(5)
+        );
+    }
+
+    #[test]
+    fn what_serde_json_refuses_is_refused() {
+        for bad in [
+            "",
+            "[]",
+            "1",
+            "{",
+            "{\"a\"}",
+            "{\"a\":}",
+            "{\"a\":1,}",
+            "{,}",
+            "{\"a\":1}x",
+            "{\"a\":01}",
+            "{\"a\":1.}",
+            "{\"a\":1e}",
+            "{\"a\":-}",
+            "{\"a\":+1}",
+            "{\"a\":.5}",
+            "{\"a\":tru}",
+            "{\"a\":nul}",
+            "{\"a\":[1,]}",
+            "{\"a\":[,1]}",
+            "{\"a\":[1 2]}",
+            "{\"a\":{\"b\"}}",
+            "{\"a\":\"\\x\"}",
+            "{\"a\":\"\\u12\"}",
+            "{\"a\":\"\u{1}\"}",
+            "{\"a\":\"x}",
+            "{a:1}",
+            "{\"a\":1 \"b\":2}",
+            "{\"\\ud800\":1}",
+        ] {
+            assert_eq!(object(bad).map(|_| ()), None, "{bad:?}");
+            assert!(
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(bad).is_err(),
+                "serde_json accepts {bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn deep_nesting_does_not_recurse() {
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(object(&deep).map(|m| m.len()), Some(1));
+        // Objects and arrays alternating across the 64-level boundary of the stack's
+        // bits: each closes with its own bracket.
+        for depth in [63, 64, 65, 66, 130] {
+            let open: String = (0..depth)
+                .map(|d| if d % 3 == 0 { "{\"k\":" } else { "[" })
+                .collect();
+            let close: String = (0..depth)
+                .rev()
+                .map(|d| if d % 3 == 0 { "}" } else { "]" })
+                .collect();
+            let text = format!("{{\"a\":{open}1{close}}}");
+            assert_eq!(object(&text).map(|m| m.len()), Some(1), "{depth}");
+            let wrong = format!("{{\"a\":{open}1{}}}", close.replace('}', "]"));
+            assert_eq!(object(&wrong).map(|m| m.len()), None, "{depth}");
+        }
+    }
+
+    #[test]
+    fn the_eight_byte_search_finds_the_first_special_byte() {
+        for (text, at) in [
+            ("abcdefghij\"", 10),
+            ("abcdefgh\\", 8),
+            ("ab\u{1f}", 2),
+            ("abcdefgh", 8),
+            ("\u{e9}\u{e9}\u{e9}\u{e9}\"", 8),
+            ("abc\"defghijk\"", 3),
+        ] {
+            assert_eq!(next_special(text.as_bytes(), 0), at, "{text:?}");
+        }
+    }
+}
