@@ -81,6 +81,9 @@ pub(crate) struct LineCodec {
     max: usize,
     /// Bytes of an over-long line discarded so far, and its head, while skipping it.
     skipping: Option<(usize, Vec<u8>)>,
+    /// How much of the buffer is known to hold no newline: a line that arrives in many
+    /// reads (a large result) is searched once, not again from its start on every read.
+    searched: usize,
 }
 
 impl LineCodec {
@@ -88,6 +91,7 @@ impl LineCodec {
         LineCodec {
             max,
             skipping: None,
+            searched: 0,
         }
     }
 }
@@ -98,7 +102,12 @@ impl Decoder for LineCodec {
 
     fn decode(&mut self, buf: &mut BytesMut) -> io::Result<Option<Line>> {
         loop {
-            let newline = buf.iter().position(|b| *b == b'\n');
+            let from = self.searched.min(buf.len());
+            let newline =
+                memchr::memchr(b'\n', buf.get(from..).unwrap_or_default()).map(|i| from + i);
+            // Whatever happens below, the buffer is consumed up to the newline (or
+            // cleared) except when it is kept whole, waiting for the rest of a line.
+            self.searched = 0;
             if let Some((skipped, head)) = self.skipping.take() {
                 match newline {
                     Some(i) => {
@@ -137,7 +146,10 @@ impl Decoder for LineCodec {
                     buf.clear();
                     return Ok(None);
                 }
-                None => return Ok(None),
+                None => {
+                    self.searched = buf.len();
+                    return Ok(None);
+                }
             }
         }
     }
@@ -164,7 +176,7 @@ impl Decoder for LineCodec {
 /// keeps the meaning and makes the frame one line.
 pub(crate) fn one_line(frame: &Frame) -> std::borrow::Cow<'_, str> {
     let s = frame.as_str();
-    if s.bytes().any(|b| b == b'\n' || b == b'\r') {
+    if memchr::memchr2(b'\n', b'\r', s.as_bytes()).is_some() {
         std::borrow::Cow::Owned(s.replace(['\n', '\r'], " "))
     } else {
         std::borrow::Cow::Borrowed(s)
@@ -640,6 +652,13 @@ mod tests {
         );
         let mut c = LineCodec::new(3);
         assert_eq!(feed(&mut c, &["abcdef"]), ["<too long: 6>"]);
+        // A line arriving a byte at a time (each read searches only the new bytes),
+        // then two lines and the start of a third in one read.
+        let mut c = LineCodec::new(64);
+        let bytes: Vec<String> = "{\"a\":1}\n".chars().map(String::from).collect();
+        let mut chunks: Vec<&str> = bytes.iter().map(String::as_str).collect();
+        chunks.extend(["x\ny\nz", "z\n"]);
+        assert_eq!(feed(&mut c, &chunks), ["{\"a\":1}", "x", "y", "zz"]);
     }
 
     #[test]
