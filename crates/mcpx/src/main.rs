@@ -12,12 +12,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc rather than glibc malloc: every call allocates and frees a few short-lived
-/// buffers (frames, ids, futures), and glibc's free path (`_int_free`, chunk
-/// consolidation) was the largest single item of the gateway's user-space profile.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// mcpx: one MCP server for your host, many upstream MCP servers behind it, any
 /// protocol revision on either side.
 #[derive(Debug, Parser)]
