@@ -220,7 +220,7 @@ fn check_depth(bytes: &[u8], max: usize) -> Result<(), DecodeError> {
                 // Skip the string: to its closing quote, stepping over escapes.
                 i += 1;
                 loop {
-                    i = next_quote_or_backslash(bytes, i);
+                    i = crate::scan::next_special::<false>(bytes, i);
                     match bytes.get(i) {
                         Some(b'\\') => i += 2,
                         Some(_) => break,
@@ -240,31 +240,6 @@ fn check_depth(bytes: &[u8], max: usize) -> Result<(), DecodeError> {
         i += 1;
     }
     Ok(())
-}
-
-/// The index of the first `"` or `\\` at or after `i` (or `bytes.len()`), eight bytes
-/// at a time: long strings (a large result's text) are most of what a frame holds.
-fn next_quote_or_backslash(bytes: &[u8], mut i: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    while let Some(chunk) = bytes.get(i..i + 8) {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(word);
-        let q = w ^ (ONES * u64::from(b'"'));
-        let b = w ^ (ONES * u64::from(b'\\'));
-        // A byte of q (or b) is zero where w has a quote (or backslash); the lowest
-        // flagged byte is exact (false positives only sit above a true zero byte).
-        let found = (q.wrapping_sub(ONES) & !q & HIGH) | (b.wrapping_sub(ONES) & !b & HIGH);
-        if found != 0 {
-            return i + (found.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while i < bytes.len() && bytes[i] != b'"' && bytes[i] != b'\\' {
-        i += 1;
-    }
-    i
 }
 
 /// The members of a JSON object, borrowed from the text, in order.

@@ -234,7 +234,7 @@ fn string(b: &[u8], i: usize) -> Option<usize> {
     }
     let mut i = i + 1;
     loop {
-        i = next_special(b, i);
+        i = next_special::<true>(b, i);
         match *b.get(i)? {
             b'"' => return Some(i + 1),
             b'\\' => match *b.get(i + 1)? {
@@ -254,9 +254,11 @@ fn string(b: &[u8], i: usize) -> Option<usize> {
     }
 }
 
-/// The index of the first `"`, `\` or control character at or after `i` (or
-/// `b.len()`), eight bytes at a time: string bodies are most of a frame's bytes.
-fn next_special(b: &[u8], mut i: usize) -> usize {
+/// The index of the first `"` or `\` at or after `i` (or `b.len()`), and with
+/// `CONTROL` also of the first control character (U+0000..U+001F), eight bytes at a
+/// time: string bodies are most of a frame's bytes. The decoder's depth check skips
+/// strings with it too (without `CONTROL`: it only needs where a string ends).
+pub(crate) fn next_special<const CONTROL: bool>(b: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     while let Some(chunk) = b.get(i..i + 8) {
@@ -265,19 +267,21 @@ fn next_special(b: &[u8], mut i: usize) -> usize {
         let w = u64::from_le_bytes(word);
         let q = w ^ (ONES * u64::from(b'"'));
         let s = w ^ (ONES * u64::from(b'\\'));
-        // A byte is flagged where it equals the quote or backslash (a zero byte of q
-        // or s), or is below 0x20; the lowest flag is exact.
-        let found = ((q.wrapping_sub(ONES) & !q)
-            | (s.wrapping_sub(ONES) & !s)
-            | (w.wrapping_sub(ONES * 0x20) & !w))
-            & HIGH;
+        // A byte of q (or s) is zero where w has a quote (or backslash), and
+        // `x - 0x01.. & !x` flags zero bytes (`- 0x20..`: bytes below 0x20). The lowest
+        // flag is exact: false positives only sit above a true one.
+        let mut found = (q.wrapping_sub(ONES) & !q) | (s.wrapping_sub(ONES) & !s);
+        if CONTROL {
+            found |= w.wrapping_sub(ONES * 0x20) & !w;
+        }
+        found &= HIGH;
         if found != 0 {
             return i + (found.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
     while let Some(&c) = b.get(i) {
-        if c == b'"' || c == b'\\' || c < 0x20 {
+        if c == b'"' || c == b'\\' || (CONTROL && c < 0x20) {
             break;
         }
         i += 1;
@@ -387,7 +391,13 @@ mod tests {
             ("\u{e9}\u{e9}\u{e9}\u{e9}\"", 8),
             ("abc\"defghijk\"", 3),
         ] {
-            assert_eq!(next_special(text.as_bytes(), 0), at, "{text:?}");
+            assert_eq!(next_special::<true>(text.as_bytes(), 0), at, "{text:?}");
+            let plain = text.bytes().position(|c| c == b'"' || c == b'\\');
+            assert_eq!(
+                next_special::<false>(text.as_bytes(), 0),
+                plain.unwrap_or(text.len()),
+                "{text:?}"
+            );
         }
     }
 }
