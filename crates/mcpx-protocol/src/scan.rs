@@ -63,7 +63,7 @@ pub(crate) fn object(text: &str) -> Option<Vec<Member<'_>>> {
 /// by `serde_json` (which also refuses what it refuses, such as a lone surrogate).
 fn name(text: &str, quoted: Range<usize>) -> Option<Cow<'_, str>> {
     let quoted = text.get(quoted)?;
-    let inner = quoted.get(1..quoted.len() - 1)?;
+    let inner = quoted.strip_prefix('"')?.strip_suffix('"')?;
     if inner.contains('\\') {
         serde_json::from_str::<String>(quoted).ok().map(Cow::Owned)
     } else {
