@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcpx_protocol::jsonrpc::Kind;
+use mcpx_protocol::jsonrpc::{Kind, append_member, splice};
 use mcpx_protocol::{Era, Frame, Id, Revision, SpecPolicy, meta};
 use mcpx_transport::TransportError;
 use mcpx_transport::upstream::{Exchange, Unsolicited, Upstream};
@@ -538,9 +538,7 @@ impl Connection {
                     (Some(_), Some(_), _) => return None,
                     (None, _, None) => body.to_owned(),
                     (None, _, Some((e, _))) => {
-                        let head = body[..body.len() - 1].trim_end();
-                        let sep = if head.ends_with('{') { "" } else { "," };
-                        format!("{head}{sep}\"_meta\":{{{e}}}}}")
+                        append_member(body, "\"_meta\"", &format!("{{{e}}}"))?
                     }
                     // The caller's `_meta` (a host's 2026 envelope, its progress token):
                     // its envelope keys give way to mcpx's, in place; the rest of the
@@ -554,11 +552,7 @@ impl Connection {
                             &envelope,
                             &written,
                         )?;
-                        let mut text = String::with_capacity(body.len() + meta.len());
-                        text.push_str(body.get(..span.start)?);
-                        text.push_str(&meta);
-                        text.push_str(body.get(span.end..)?);
-                        text
+                        splice(body, span.clone(), &meta)?
                     }
                 }
             }

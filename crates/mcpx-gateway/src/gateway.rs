@@ -227,7 +227,6 @@ fn stamp_related(params: &mut Value, id: &mcpx_protocol::Id) {
     }
 }
 
-/// The tool or prompt name, or resource URI, a host's call names.
 /// A `tools/call` or `prompts/get` routed by its `params.name`.
 pub(super) struct Routed {
     /// The upstream's index.
@@ -240,6 +239,7 @@ pub(super) struct Routed {
     pub(super) params: String,
 }
 
+/// The tool or prompt name, or resource URI, a host's call names.
 fn call_target(call: &Call) -> Option<String> {
     let p = call.params.as_deref()?;
     let v = mcpx_protocol::jsonrpc::member(p, "name")
@@ -1299,15 +1299,14 @@ impl Gateway {
         let original = original.to_owned();
         let params = if original == name {
             raw.to_owned()
-        } else if let (true, Ok(renamed), Some(head), Some(tail)) = (
-            sole,
-            serde_json::to_string(&original),
-            raw.get(..name_span.start),
-            raw.get(name_span.end..),
-        ) {
+        } else if let Some(renamed) = sole
+            .then(|| serde_json::to_string(&original).ok())
+            .flatten()
+            .and_then(|n| mcpx_protocol::jsonrpc::splice(raw, name_span, &n))
+        {
             // The upstream's name in place of the exposed one; every other byte of the
             // host's params is kept (no re-encoding, no reordering of its members).
-            [head, renamed.as_str(), tail].concat()
+            renamed
         } else {
             // A name given twice: re-encoded with the one name the upstream must see.
             let mut params: Value = serde_json::from_str(raw).unwrap_or(json!({}));

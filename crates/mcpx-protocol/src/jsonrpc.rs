@@ -317,25 +317,15 @@ impl Frame {
     }
 
     fn replace_member(&self, name: &str, span: Option<Span>, new: &str) -> Frame {
-        match span {
-            Some(span) => self.splice(span, new),
-            None => {
-                // Append before the closing brace: `{...}` -> `{...,"name":new}`.
-                let end = self.text.rfind('}').unwrap_or(self.text.len());
-                let head = self.text[..end].trim_end();
-                let sep = if head.ends_with('{') { "" } else { "," };
-                let text = format!("{head}{sep}\"{name}\":{new}}}");
-                self.reindexed(text)
-            }
+        let text = match span {
+            Some(span) => splice(&self.text, span, new),
+            // Appended before the closing brace: `{...}` -> `{...,"name":new}`.
+            None => append_member(&self.text, &format!("\"{name}\""), new),
+        };
+        match text {
+            Some(text) => self.reindexed(text),
+            None => self.clone(),
         }
-    }
-
-    fn splice(&self, span: Span, new: &str) -> Frame {
-        let mut text = String::with_capacity(self.text.len() + new.len());
-        text.push_str(&self.text[..span.start]);
-        text.push_str(new);
-        text.push_str(&self.text[span.end..]);
-        self.reindexed(text)
     }
 
     /// Rebuilds the index of an edited text. The edit kept the frame valid, so a
@@ -523,6 +513,26 @@ fn build(env: &Envelope<'_>) -> Frame {
     })
 }
 
+/// `text` with the bytes of `span` replaced by `with`: an edit of raw JSON that keeps
+/// every other byte. `None` when `span` is not a range of `text`.
+pub fn splice(text: &str, span: Range<usize>, with: &str) -> Option<String> {
+    let (head, tail) = (text.get(..span.start)?, text.get(span.end..)?);
+    let mut out = String::with_capacity(head.len() + with.len() + tail.len());
+    out.push_str(head);
+    out.push_str(with);
+    out.push_str(tail);
+    Some(out)
+}
+
+/// `object` (a JSON object's text) with the member `key: value` added last, every
+/// other byte kept; `key` and `value` are JSON text (`key` a quoted string). `None`
+/// when `object` does not end with `}`.
+pub fn append_member(object: &str, key: &str, value: &str) -> Option<String> {
+    let head = object.trim_end().strip_suffix('}')?.trim_end();
+    let sep = if head.ends_with('{') { "" } else { "," };
+    Some(format!("{head}{sep}{key}:{value}}}"))
+}
+
 /// The raw text of member `name` of the JSON object `obj`, if `obj` is an object that
 /// has it. Reads one level only, borrowing from `obj`.
 pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
@@ -678,6 +688,25 @@ mod tests {
         assert_eq!(g.id(), Some(&Id::from("up-1")));
         assert_eq!(g.with_id(&Id::Number(7)).as_str(), text);
         assert_eq!(g.params_meta("com.example/k"), Some("true"));
+    }
+
+    #[test]
+    fn text_edits_keep_every_other_byte() {
+        let t = r#"{"a" : 1, "b":[2]}"#;
+        assert_eq!(
+            splice(t, 7..8, "true").as_deref(),
+            Some(r#"{"a" : true, "b":[2]}"#)
+        );
+        assert_eq!(splice(t, 7..99, "x"), None);
+        assert_eq!(
+            append_member("{ \"a\":1 }\n", "\"k\"", "{}").as_deref(),
+            Some(r#"{ "a":1,"k":{}}"#)
+        );
+        assert_eq!(
+            append_member("{ }", "\"k\"", "2").as_deref(),
+            Some(r#"{"k":2}"#)
+        );
+        assert_eq!(append_member("[1]", "\"k\"", "2"), None);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
 
-use crate::jsonrpc::Json;
+use crate::jsonrpc::{Json, append_member, splice};
 use crate::method::CACHEABLE_METHODS;
 use crate::revision::{Revision, StructuredContent};
 
@@ -144,11 +144,7 @@ fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>) -> Option<String> {
     let key = serde_json::to_string(crate::meta::SERVER_INFO).ok()?;
     let mut metas = members.iter().filter(|(k, _)| k == "_meta");
     match (metas.next(), metas.next()) {
-        (None, _) => Some(append_member(
-            raw,
-            "\"_meta\"",
-            &format!("{{{key}:{info}}}"),
-        )?),
+        (None, _) => append_member(raw, "\"_meta\"", &format!("{{{key}:{info}}}")),
         // The upstream's `_meta` keeps its keys, order and bytes; only the serverInfo
         // member's value is replaced (or the member appended). Anything unusual (a
         // `_meta` that is not an object, a key given twice) takes the general path.
@@ -165,22 +161,6 @@ fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>) -> Option<String> {
         }
         (Some(_), Some(_)) => None,
     }
-}
-
-/// `object` (a JSON object's text) with the member `key: value` added last.
-fn append_member(object: &str, key: &str, value: &str) -> Option<String> {
-    let head = object.trim_end().strip_suffix('}')?.trim_end();
-    let sep = if head.ends_with('{') { "" } else { "," };
-    Some(format!("{head}{sep}{key}:{value}}}"))
-}
-
-/// `text` with the bytes of `span` replaced by `with`.
-fn splice(text: &str, span: std::ops::Range<usize>, with: &str) -> Option<String> {
-    let mut out = String::with_capacity(text.len() + with.len());
-    out.push_str(text.get(..span.start)?);
-    out.push_str(with);
-    out.push_str(text.get(span.end..)?);
-    Some(out)
 }
 
 /// Adds or removes the 2026 result envelope. Returns whether anything changed.

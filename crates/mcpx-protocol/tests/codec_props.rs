@@ -8,6 +8,8 @@
 use mcpx_protocol::codec::{self, DecodeErrorKind, Decoded, Limits};
 use mcpx_protocol::jsonrpc::Kind;
 use proptest::prelude::*;
+
+mod common;
 use serde_json::{Value, json};
 
 /// Every error answers with a parseable JSON-RPC error frame of the right code.
@@ -39,23 +41,9 @@ fn check(text: String, limits: &Limits) {
     }
 }
 
+/// Any JSON value (strings of any characters, keys as in MCP's `_meta`).
 fn json_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(Value::from),
-        ".{0,12}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(4, 32, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::btree_map("[a-z_/.]{0,8}", inner, 0..6)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+    common::json_value(".{0,12}", "[a-z_/.]{0,8}")
 }
 
 /// Objects that look like JSON-RPC messages, each member present, absent or wrong.

@@ -8,6 +8,8 @@ use std::ops::Range;
 
 use mcpx_protocol::jsonrpc::{member, members};
 use proptest::prelude::*;
+
+mod common;
 use serde::de::{DeserializeSeed, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -63,22 +65,10 @@ fn same(text: &str) {
 
 /// Any JSON value, with strings that need escapes and keys that repeat.
 fn json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(Value::from),
-        "[a-z\"\\\\/\u{0}-\u{1f}\u{e9}\u{1f600}]{0,12}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(5, 48, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::vec(("[a-c\"\\\\\u{1}]{0,3}", inner), 0..6)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+    common::json_value(
+        "[a-z\"\\\\/\u{0}-\u{1f}\u{e9}\u{1f600}]{0,12}",
+        "[a-c\"\\\\\u{1}]{0,3}",
+    )
 }
 
 /// `v` written with whitespace between tokens and, sometimes, escapes in its strings
