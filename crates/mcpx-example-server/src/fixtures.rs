@@ -65,6 +65,8 @@
 //! `test_trigger_resource_update`, the resource `test://confirm-resource` (`input_required`
 //! on `resources/read`, 2026-07-28) and the toggled `test_dynamic_*` items.
 
+use std::sync::{Arc, OnceLock};
+
 use mcpx_protocol::Revision;
 use mcpx_protocol::method::{Direction, direction};
 use mcpx_protocol::revision::StructuredContent;
@@ -122,7 +124,21 @@ fn tool(rev: Revision, name: &str, title: &str, description: &str, input: Value)
 }
 
 /// The tools offered in `rev`, in a stable order.
-pub(crate) fn tools(rev: Revision, dynamic: Dynamic) -> Vec<Value> {
+///
+/// Built once per revision and `test_dynamic_tool` state, then shared: `tools/call`
+/// looks its tool up here, and on Streamable HTTP 2026-07-28 so does the
+/// `Mcp-Param-*` header check, so building the ~40 definitions per call was most of
+/// the server's own work (and of the direct path's cost in `scripts/bench.sh`).
+pub(crate) fn tools(rev: Revision, dynamic: Dynamic) -> Arc<Vec<Value>> {
+    const N: usize = Revision::ALL.len();
+    static BUILT: [[OnceLock<Arc<Vec<Value>>>; 2]; N] =
+        [const { [const { OnceLock::new() }; 2] }; N];
+    BUILT[rev as usize][usize::from(dynamic.tool)]
+        .get_or_init(|| Arc::new(build_tools(rev, dynamic.tool)))
+        .clone()
+}
+
+fn build_tools(rev: Revision, dynamic_tool: bool) -> Vec<Value> {
     let f = features(rev);
     let structured = rev.facts().structured_content;
     let mut v = vec![
@@ -409,7 +425,7 @@ pub(crate) fn tools(rev: Revision, dynamic: Dynamic) -> Vec<Value> {
     }
     // The tasks fixtures (2025-11-25 and the 2026-07-28 extension; see `tasks`).
     v.extend(crate::tasks::tools(rev));
-    if dynamic.tool {
+    if dynamic_tool {
         v.push(tool(
             rev,
             "test_dynamic_tool",

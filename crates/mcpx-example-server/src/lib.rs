@@ -356,7 +356,7 @@ impl ExampleServer {
                 "instructions": INSTRUCTIONS,
             })),
             "logging/setLevel" => self.set_level(&call),
-            "tools/list" => Ok(json!({"tools": fixtures::tools(rev, self.dynamic())})),
+            "tools/list" => Ok(json!({"tools": *fixtures::tools(rev, self.dynamic())})),
             "tools/call" => self.call_tool(&call).await,
             "resources/list" => self.list_resources(&call),
             "resources/templates/list" => {
