@@ -178,7 +178,7 @@ struct Parked {
     /// The tool or prompt name or resource URI the host's call named: a retry must
     /// name the same (E-30).
     target: Option<String>,
-    events: tokio::sync::mpsc::Receiver<CallEvent>,
+    events: tokio::sync::mpsc::Receiver<Box<CallEvent>>,
     task: tokio::task::JoinHandle<Result<Frame, ClientError>>,
     cancel: tokio_util::sync::CancellationToken,
     /// The upstream's questions put to the host and not yet answered, in asking order.
@@ -599,6 +599,21 @@ impl Gateway {
     /// The connection of upstream `i`, connecting (again) when there is none or the one
     /// held is known dead (a stdio upstream that exited between calls).
     async fn connection(self: &Arc<Self>, i: usize) -> Result<Connection, String> {
+        // The common case, with no await: a live connection whose lock is free.
+        if let Ok(guard) = self.slots[i].conn.try_lock()
+            && let Some(c) = guard.as_ref().filter(|c| !c.is_closed())
+        {
+            return Ok(c.clone());
+        }
+        // Boxed: connecting (spawn, handshake, timeouts) is a future of several KiB
+        // that every call's future would otherwise carry inline for the rare time it
+        // runs (see mcpx_transport::stdio on why a call's future size costs).
+        Box::pin(self.connect_slot(i)).await
+    }
+
+    /// [`Gateway::connection`]'s slow path: waits for the slot's lock, then connects
+    /// unless another call did meanwhile.
+    async fn connect_slot(self: &Arc<Self>, i: usize) -> Result<Connection, String> {
         let slot = &self.slots[i];
         let mut guard = slot.conn.lock().await;
         if let Some(c) = guard.as_ref() {
@@ -1368,9 +1383,8 @@ impl Gateway {
         let facts = conn.facts();
         let host_modern = call.host.era() == Era::Modern;
         if host_modern && facts.era == Era::Legacy {
-            return self
-                .forward_parking(call, i, conn, method, params, idempotent)
-                .await;
+            // Boxed: the rarer path's future stays out of every call's.
+            return Box::pin(self.forward_parking(call, i, conn, method, params, idempotent)).await;
         }
         // The params as sent: the caller's text until an input round rewrites them.
         let mut text = std::borrow::Cow::Borrowed(params);
@@ -1412,7 +1426,10 @@ impl Gateway {
                         // Events were sent before the response: relay them first.
                         biased;
                         Some(ev) = rx.recv() => {
-                            if let Some(f) = self.on_event(call, &facts, &slot.name, ev).await {
+                            // Boxed, as events are the exception (and the call's
+                            // future is live meanwhile: the two would be laid out side
+                            // by side).
+                            if let Some(f) = Box::pin(self.on_event(call, &facts, &slot.name, *ev)).await {
                                 cancel.cancel();
                                 ended.get_or_insert(f);
                             }
@@ -1422,7 +1439,7 @@ impl Gateway {
                 }
             };
             while let Ok(ev) = rx.try_recv() {
-                if let Some(f) = self.on_event(call, &facts, &slot.name, ev).await {
+                if let Some(f) = Box::pin(self.on_event(call, &facts, &slot.name, *ev)).await {
                     ended.get_or_insert(f);
                 }
             }
@@ -1608,8 +1625,8 @@ impl Gateway {
                 joined = &mut p.task, if p.events.is_empty() => {
                     let outcome = joined.map_err(|e| fault(INTERNAL_ERROR, format!("upstream {name}: {e}"), call.host))?;
                     while let Ok(ev) = p.events.try_recv() {
-                        if !matches!(ev, CallEvent::Ask { .. }) {
-                            let _ = self.on_event(call, &facts, &name, ev).await;
+                        if !matches!(*ev, CallEvent::Ask { .. }) {
+                            let _ = self.on_event(call, &facts, &name, *ev).await;
                         }
                     }
                     return match outcome {
@@ -1631,7 +1648,7 @@ impl Gateway {
                     p.cancel.cancel();
                     return Err(fault(INTERNAL_ERROR, "cancelled".into(), call.host));
                 }
-                Some(ev) = p.events.recv() => match ev {
+                Some(ev) = p.events.recv() => match *ev {
                     CallEvent::Ask { method, params, reply } => {
                         // E-9: a url-mode question the host cannot take ends its
                         // request; the upstream hears "cancel" and its call is cancelled.

@@ -279,7 +279,13 @@ fn is_tool_error(reply: &Reply) -> bool {
 
 /// Removes an upstream's related-task from a final result: it names the upstream's task.
 fn clean(mut reply: Reply) -> Reply {
-    if reply.result.as_str().contains(meta::RELATED_TASK)
+    // Every final result passes here: one searcher built once, not one per call
+    // (`str::contains` sets up a two-way searcher each time).
+    static RELATED_TASK: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(meta::RELATED_TASK));
+    if RELATED_TASK
+        .find(reply.result.as_str().as_bytes())
+        .is_some()
         && let Ok(mut v) = serde_json::from_str::<Value>(reply.result.as_str())
     {
         strip_ask_task(&mut v);
