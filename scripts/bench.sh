@@ -9,7 +9,11 @@
 #   mcpx          host → mcpx serve → example-server (HTTP→stdio, HTTP→HTTP, stdio→stdio)
 #   relay floor   host → null_relay → example-server (stdio→stdio): a process that only
 #                 copies bytes (crates/mcpx-bench/examples/null_relay.rs), i.e. what one
-#                 extra process hop costs on this machine before any MCP work
+#                 extra process hop costs on this machine before any MCP work; and
+#                 host → null_http_relay → example-server (HTTP→HTTP: requests forwarded
+#                 as they are; HTTP→stdio, one session only: a child per connection,
+#                 which at N sessions would be N upstream processes, no floor for a
+#                 gateway sharing one) (crates/mcpx-bench/examples/null_http_relay.rs)
 #   mcp-proxy     host → mcp-proxy (npm, pinned) → example-server (HTTP→stdio)
 #
 # each in the legacy and the modern era, at 1 and 32 concurrent sessions. The gateway's
@@ -36,7 +40,7 @@
 #                        HTTP path and the gateways' HTTP upstream); default: 1 at one
 #                        session, 0 (one per core) at more, whichever serves that load
 #                        faster (docs/performance.md), so the direct path is at its best
-#   MCPX_BENCH_NO_BUILD  1 to use target/release/mcpx (and null_relay) as they are
+#   MCPX_BENCH_NO_BUILD  1 to use target/release/mcpx (and the relays) as they are
 #   MCP_PROXY_VERSION    the pinned mcp-proxy (default 6.7.19)
 #
 # Needs: bash, cargo, python3 (the medians and the table); Node for mcp-proxy comes
@@ -57,10 +61,11 @@ PEER="${MCPX_BENCH_PEER:-1}"
 if [[ "${MCPX_BENCH_NO_BUILD:-0}" != 1 ]]; then
   echo "bench: building release binaries" >&2
   cargo build --release -p mcpx >&2
-  cargo build --release -p mcpx-bench --example null_relay >&2
+  cargo build --release -p mcpx-bench --example null_relay --example null_http_relay >&2
 fi
 BIN="$repo/target/release/mcpx"
 RELAY="$repo/target/release/examples/null_relay"
+HTTP_RELAY="$repo/target/release/examples/null_http_relay"
 [[ -x "$BIN" ]] || { echo "bench: $BIN missing" >&2; exit 1; }
 
 OUT="$repo/target/bench/$(date +%Y%m%d-%H%M%S)"
@@ -206,6 +211,7 @@ else
   echo "mcp-proxy: skipped (MCPX_BENCH_PEER=0)" >>"$NOTES"
 fi
 [[ -x "$RELAY" ]] || echo "relay floor: $RELAY missing (cargo build --release -p mcpx-bench --example null_relay)" >>"$NOTES"
+[[ -x "$HTTP_RELAY" ]] || echo "HTTP relay floor: $HTTP_RELAY missing (cargo build --release -p mcpx-bench --example null_http_relay)" >>"$NOTES"
 
 # ---- the run ------------------------------------------------------------------------
 export XDG_CACHE_HOME="$OUT/cache"
@@ -227,6 +233,20 @@ for era in $ERAS; do
       gateway_paths "mcpx@$(basename "$old")" "$old" "$era" "$n" "$up_url"
     done
     [[ -x "$RELAY" ]] && add_path "relay floor" stdio stdio --stdio "$RELAY $BIN example-server"
+    if [[ -x "$HTTP_RELAY" ]]; then
+      port="$(free_port)"
+      start_bg "$OUT/relay-http-$era-$n.log" "$HTTP_RELAY" "127.0.0.1:$port" --http "$up_url"
+      if wait_port "$port" "$BG_PID"; then
+        add_path "relay floor" http http --http "http://127.0.0.1:$port/mcp" --watch-pid "$BG_PID"
+      else echo "relay floor http→http $era x$n: did not start" >>"$NOTES"; fi
+      if ((n == 1)); then
+        port="$(free_port)"
+        start_bg "$OUT/relay-stdio-$era-$n.log" "$HTTP_RELAY" "127.0.0.1:$port" --stdio "$BIN" example-server
+        if wait_port "$port" "$BG_PID"; then
+          add_path "relay floor" http stdio --http "http://127.0.0.1:$port/mcp" --watch-pid "$BG_PID"
+        else echo "relay floor http→stdio $era x$n: did not start" >>"$NOTES"; fi
+      fi
+    fi
 
     if ((${#PROXY[@]})); then
       port="$(free_port)"

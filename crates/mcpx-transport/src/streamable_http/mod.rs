@@ -194,7 +194,14 @@ pub async fn serve<S: Service>(
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
         };
         let stream = match accepted {
-            Ok((stream, _)) => stream,
+            Ok((stream, _)) => {
+                // Each message is written whole (one response, or one SSE event); Nagle's
+                // algorithm would only hold a write back behind the previous one's ACK.
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!("TCP_NODELAY: {e}");
+                }
+                stream
+            }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
                 tracing::warn!("accept failed: {e}");
@@ -232,7 +239,6 @@ pub async fn serve<S: Service>(
     Ok(())
 }
 
-/// A JSON response.
 /// Reads a POST body within the configured size and time limits and decodes it: the
 /// frames, or the answer the request gets instead (413/408 from the body guards, 413
 /// for a frame over the limit, 400 with the decode error otherwise).
