@@ -137,6 +137,12 @@ pub struct Gateway {
     /// Legacy hosts subscribed to each resource URI, with the token that ends mcpx's own
     /// listen stream for it (modern upstreams).
     subscribers: Mutex<HashMap<String, Vec<(Peer, tokio_util::sync::CancellationToken)>>>,
+    /// Modern hosts' listens holding mcpx's `resources/subscribe` at a legacy upstream,
+    /// counted by (upstream, URI). That one upstream subscription is shared with the
+    /// legacy hosts in `subscribers`; mcpx unsubscribes only when no host of either kind
+    /// holds it (D-C4). An async lock, held across the upstream call it decides, so an
+    /// unsubscribe cannot overtake a newer subscribe to the same URI.
+    listen_holds: tokio::sync::Mutex<HashMap<(usize, String), usize>>,
     /// Calls of modern hosts to legacy upstreams, parked while the host answers an
     /// `input_required` result, by `requestState` token.
     parked: Mutex<HashMap<String, Parked>>,
@@ -558,6 +564,7 @@ impl Gateway {
             elicitations: std::sync::atomic::AtomicU64::new(1),
             url_elicitations: Mutex::new(std::collections::VecDeque::new()),
             subscribers: Mutex::new(HashMap::new()),
+            listen_holds: tokio::sync::Mutex::new(HashMap::new()),
             parked: Mutex::new(HashMap::new()),
             parkings: std::sync::atomic::AtomicU64::new(0),
             upstream_log_level: Mutex::new(None),
@@ -876,21 +883,34 @@ impl Gateway {
             return None;
         }
         if facts.era == Era::Legacy {
+            let mut holds = self.listen_holds.lock().await;
             let params = json!({ "uri": uri }).to_string();
             let f = conn
                 .call("resources/subscribe", Some(&params), CallOptions::default())
                 .await
                 .ok()?;
-            return f.result().is_some().then_some(i);
+            f.result()?;
+            *holds.entry((i, uri.to_owned())).or_default() += 1;
+            return Some(i);
         }
         self.listen_for_updates(&conn, uri, stop.clone());
         Some(i)
     }
 
     /// Ends what [`Gateway::subscribe_upstream`] began for a listen stream that ended: a
-    /// legacy upstream is unsubscribed unless a legacy host still holds the URI (modern
-    /// upstreams' listens end with the stream's token).
+    /// legacy upstream is unsubscribed unless another listen or a legacy host still
+    /// holds the URI (modern upstreams' listens end with the stream's token).
     async fn unsubscribe_upstream(self: &Arc<Self>, i: usize, uri: &str) {
+        let mut holds = self.listen_holds.lock().await;
+        let key = (i, uri.to_owned());
+        let Some(n) = holds.get_mut(&key) else {
+            return;
+        };
+        *n = n.saturating_sub(1);
+        if *n > 0 {
+            return;
+        }
+        holds.remove(&key);
         let held = self
             .subscribers
             .lock()
@@ -909,10 +929,6 @@ impl Gateway {
         }
     }
 
-    /// `resources/subscribe` and `resources/unsubscribe` from a legacy host. A legacy
-    /// upstream gets them as they are; a modern one has no such methods, so mcpx holds
-    /// a `subscriptions/listen` stream with `resourceSubscriptions` for the URI instead
-    /// (register D-C4).
     /// mcpx's own `subscriptions/listen` at a modern upstream for one resource's
     /// updates, until `stop`.
     fn listen_for_updates(
@@ -937,6 +953,10 @@ impl Gateway {
         });
     }
 
+    /// `resources/subscribe` and `resources/unsubscribe` from a legacy host. A legacy
+    /// upstream gets them as they are; a modern one has no such methods, so mcpx holds
+    /// a `subscriptions/listen` stream with `resourceSubscriptions` for the URI instead
+    /// (register D-C4).
     async fn subscription(
         self: &Arc<Self>,
         call: &Call,
@@ -976,10 +996,15 @@ impl Gateway {
                 call.host,
             ));
         }
-        // One upstream subscription serves every legacy host subscribed to the URI: a
-        // subscribe always reaches the upstream (idempotent, 2025-11-25
-        // server/resources §Subscriptions), an unsubscribe only when the last host
-        // lets go.
+        // One upstream subscription serves every legacy host subscribed to the URI and
+        // every modern host's listen that asked for it: a subscribe always reaches the
+        // upstream (idempotent, 2025-11-25 server/resources §Subscriptions), an
+        // unsubscribe only when the last host of either kind lets go.
+        let holds = if modern {
+            None
+        } else {
+            Some(self.listen_holds.lock().await)
+        };
         if !modern && subscribe {
             self.forward(call, i, &call.method, &params.to_string(), true)
                 .await?;
@@ -1016,7 +1041,10 @@ impl Gateway {
             }
             remain
         };
-        if !modern && !subscribe && !others_remain {
+        let listens_remain = holds
+            .as_ref()
+            .is_some_and(|h| h.get(&(i, uri.to_owned())).is_some_and(|n| *n > 0));
+        if !modern && !subscribe && !others_remain && !listens_remain {
             self.forward(call, i, &call.method, &params.to_string(), true)
                 .await?;
         }

@@ -1107,11 +1107,9 @@ async fn modern_initialize_negotiates_nothing() {
     tap().validate_frame(R2026, &body).unwrap();
 }
 
-/// D-C4 (legacy upstream, legacy hosts): one upstream subscription serves every host
-/// subscribed to a URI, so it ends only when the last of them unsubscribes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upstream_subscription_ends_with_its_last_host() {
-    let dir = temp_dir("unsubscribe-last");
+/// `mcpx serve --http` in front of the 2025-11-25 example server (a legacy upstream),
+/// logging what it sends upstream to `dir/wire.jsonl`.
+async fn legacy_upstream_gateway(dir: &Path) -> (Child, u16) {
     let cfg = dir.join("mcpx.json");
     std::fs::write(&cfg, example(R1125).to_string()).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
@@ -1121,7 +1119,44 @@ async fn an_upstream_subscription_ends_with_its_last_host() {
         .env("XDG_CACHE_HOME", dir.join("cache"))
         .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
         .stdout(Stdio::null());
-    let (_gateway, port) = start_listening(cmd).await;
+    start_listening(cmd).await
+}
+
+/// What [`legacy_upstream_gateway`] has sent upstream so far.
+fn upstream_wire(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("wire.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A legacy host's `resources/subscribe` or `resources/unsubscribe` over HTTP, answered
+/// `{}`.
+async fn legacy_subscription(port: u16, sid: &str, id: i64, method: &str, uri: &str) {
+    let r = Http::send(
+        port,
+        "POST",
+        &[
+            ("Mcp-Session-Id", sid),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        Some(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"uri": uri}})),
+    )
+    .await;
+    let (status, body) = r.body().await;
+    assert_eq!(status, 200, "{method}: {body}");
+    let frames = frames(&body);
+    validate_all(R1125, &frames);
+    assert!(frames.iter().any(|f| f["result"] == json!({})), "{body}");
+}
+
+/// D-C4 (legacy upstream, legacy hosts): one upstream subscription serves every host
+/// subscribed to a URI, so it ends only when the last of them unsubscribes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_subscription_ends_with_its_last_host() {
+    let dir = temp_dir("unsubscribe-last");
+    let (_gateway, port) = legacy_upstream_gateway(&dir).await;
     let uri = "test://static-text";
     let (a, b) = (
         http_session(port, R1125).await,
@@ -1133,27 +1168,9 @@ async fn an_upstream_subscription_ends_with_its_last_host() {
         (&a, 3, "resources/unsubscribe"),
         (&b, 3, "resources/unsubscribe"),
     ] {
-        let r = Http::send(
-            port,
-            "POST",
-            &[
-                ("Mcp-Session-Id", sid),
-                ("MCP-Protocol-Version", "2025-11-25"),
-            ],
-            Some(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"uri": uri}})),
-        )
-        .await;
-        let (status, body) = r.body().await;
-        assert_eq!(status, 200, "{method}: {body}");
-        let frames = frames(&body);
-        validate_all(R1125, &frames);
-        assert!(frames.iter().any(|f| f["result"] == json!({})), "{body}");
+        legacy_subscription(port, sid, id, method, uri).await;
     }
-    let upstream: Vec<Value> = std::fs::read_to_string(dir.join("wire.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let upstream = upstream_wire(&dir);
     assert_eq!(
         sent(&upstream, "resources/subscribe").len(),
         2,
@@ -1163,6 +1180,86 @@ async fn an_upstream_subscription_ends_with_its_last_host() {
     assert_eq!(
         sent(&upstream, "resources/unsubscribe").len(),
         1,
+        "{upstream:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// D-C4 across eras (legacy upstream): mcpx's one upstream subscription to a URI is
+/// held by legacy hosts' subscriptions and modern hosts' listens alike, and ends only
+/// when the last holder of either kind lets go. A legacy host's unsubscribe leaves it
+/// to the listens; one listen's end leaves it to the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_subscription_outlives_a_legacy_unsubscribe_while_a_listen_holds_it() {
+    let dir = temp_dir("unsubscribe-listen");
+    let (_gateway, port) = legacy_upstream_gateway(&dir).await;
+    let uri = "test://static-text";
+    // Two modern hosts' listens for the URI, each open on its own connection.
+    let listen = async |id: &str| {
+        let req = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": {
+            "notifications": {"resourceSubscriptions": [uri]},
+            "_meta": modern_meta(json!({}))}});
+        let mut r = Http::send(
+            port,
+            "POST",
+            &modern_headers("subscriptions/listen", None),
+            Some(&req),
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        let mut seen = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(p) = r.piece().await {
+                seen.extend(p);
+                if String::from_utf8_lossy(&seen)
+                    .contains("notifications/subscriptions/acknowledged")
+                {
+                    return;
+                }
+            }
+        })
+        .await
+        .expect("no acknowledgement");
+        let ack = frames(&String::from_utf8_lossy(&seen))
+            .into_iter()
+            .find(|f| f["method"] == "notifications/subscriptions/acknowledged")
+            .unwrap();
+        validate_all(R2026, std::slice::from_ref(&ack));
+        assert_eq!(
+            ack["params"]["notifications"]["resourceSubscriptions"],
+            json!([uri]),
+            "{ack}"
+        );
+        r
+    };
+    let first = listen("A").await;
+    let second = listen("B").await;
+    let unsubscribes = || sent(&upstream_wire(&dir), "resources/unsubscribe").len();
+    // A legacy host subscribes and lets go: the listens still hold the subscription.
+    let sid = http_session(port, R1125).await;
+    legacy_subscription(port, &sid, 2, "resources/subscribe", uri).await;
+    legacy_subscription(port, &sid, 3, "resources/unsubscribe", uri).await;
+    assert_eq!(unsubscribes(), 0, "{:?}", upstream_wire(&dir));
+    // The first listen ends (its connection closes): the second still holds it.
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(unsubscribes(), 0, "{:?}", upstream_wire(&dir));
+    // The last holder goes: mcpx unsubscribes, once.
+    drop(second);
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while unsubscribes() == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "no unsubscribe: {:?}", upstream_wire(&dir));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let upstream = upstream_wire(&dir);
+    assert_eq!(unsubscribes(), 1, "{upstream:?}");
+    // Each listen subscribed, and the legacy host did.
+    assert_eq!(
+        sent(&upstream, "resources/subscribe").len(),
+        3,
         "{upstream:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
