@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# scripts/critical-path.sh — how long a call spends inside the gateway on its way up
+# and on its way back, against the HTTP relay floor, from the system calls' timestamps.
+#
+# HTTP host → stdio upstream (`mcpx example-server`), one session, `tools/call` of
+# test_simple_text, as in scripts/bench.sh. For each process in the middle (mcpx serve,
+# then crates/mcpx-bench/examples/null_http_relay.rs) it records every system call
+# entry and exit (`perf record -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit`)
+# over N calls and reports the medians of:
+#
+#   request path    the host's request read (recvfrom returns) → the upstream request
+#                   written (write/writev entered): work done before the upstream can start
+#   upstream wait   that write → the upstream's response read (read returns)
+#   response path   that read → the host's response written (writev entered)
+#
+# Usage: scripts/critical-path.sh [ERA (legacy|modern)] [CALLS]   (default: legacy 4000)
+#   MCPX_CRIT_BIN   the mcpx binary to measure (default: target/release/mcpx, built)
+#
+# Needs perf with access to the raw_syscalls tracepoints (root, or
+# kernel.perf_event_paranoid ≤ 1) and an x86-64 kernel (the system call numbers below).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+ERA="${1:-legacy}"
+CALLS="${2:-4000}"
+
+[[ "$(uname -m)" == x86_64 ]] || { echo "critical-path: x86-64 only (system call numbers)" >&2; exit 2; }
+command -v perf >/dev/null || { echo "critical-path: perf is not installed" >&2; exit 2; }
+
+if [[ -z "${MCPX_CRIT_BIN:-}" ]]; then
+  cargo build --release -p mcpx >&2
+fi
+cargo build --release -p mcpx-bench --example null_http_relay >&2
+BIN="${MCPX_CRIT_BIN:-$repo/target/release/mcpx}"
+LOAD="$repo/target/release/mcpx"
+RELAY="$repo/target/release/examples/null_http_relay"
+
+OUT="$(mktemp -d "${TMPDIR:-/tmp}/mcpx-critical-path.XXXXXX")"
+PIDS=()
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$OUT"
+}
+trap cleanup EXIT
+
+port_of() { # LOG PID: the port a process listens on (read from ss)
+  local i port
+  for i in $(seq 1 100); do
+    port="$(ss -Hltnp 2>/dev/null | grep "pid=$2," | grep -o '127.0.0.1:[0-9]*' | head -1 | cut -d: -f2)"
+    [[ -n "$port" ]] && { echo "$port"; return 0; }
+    sleep 0.05
+  done
+  return 1
+}
+
+# measure LABEL CMD... : the process started by CMD listens on 127.0.0.1; one row.
+measure() {
+  local label="$1"; shift
+  "$@" >/dev/null 2>"$OUT/$label.log" &
+  local pid=$!
+  PIDS+=("$pid")
+  local port
+  port="$(port_of "$OUT/$label.log" "$pid")" || { echo "critical-path: $label did not listen" >&2; return 1; }
+  "$LOAD" bench --http "http://127.0.0.1:$port/mcp" --era "$ERA" --calls 2000 --warmup 0 >/dev/null 2>&1
+  perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -p "$pid" -o "$OUT/$label.data" \
+    2>"$OUT/$label.perf.log" &
+  local rec=$!
+  sleep 0.3
+  "$LOAD" bench --http "http://127.0.0.1:$port/mcp" --era "$ERA" --calls "$CALLS" --warmup 0 \
+    2>&1 | tail -1 | sed 's/, max.*//' >"$OUT/$label.bench"
+  kill -INT "$rec"; wait "$rec" 2>/dev/null || true
+  kill "$pid" 2>/dev/null || true
+  perf script -i "$OUT/$label.data" 2>/dev/null >"$OUT/$label.txt" || true
+  python3 - "$label" "$OUT/$label.txt" "$(cat "$OUT/$label.bench")" <<'PYEOF'
+import re, statistics, sys
+label, path, bench = sys.argv[1:4]
+RECVFROM, WRITEV, WRITE, READ = 45, 20, 1, 0
+ev = []
+for line in open(path):
+    m = re.search(r"(\d+\.\d+):\s+raw_syscalls:sys_(enter|exit): NR (\d+)(.*)", line)
+    if m:
+        ev.append((float(m.group(1)) * 1e6, m.group(2), int(m.group(3)), m.group(4)))
+def ret(rest):
+    try:
+        return int(rest.rsplit("=", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+req, wait, resp = [], [], []
+t_in = t_w = t_r = None
+for t, kind, nr, rest in ev:
+    if kind == "exit" and nr == RECVFROM and ret(rest) > 0:
+        t_in, t_w, t_r = t, None, None
+    elif kind == "enter" and nr in (WRITE, WRITEV) and t_in is not None and t_w is None:
+        t_w = t
+        req.append(t - t_in)
+    elif kind == "exit" and nr == READ and t_w is not None and t_r is None and ret(rest) > 0:
+        t_r = t
+        wait.append(t - t_w)
+    elif kind == "enter" and nr == WRITEV and t_r is not None:
+        resp.append(t - t_r)
+        t_in = t_w = t_r = None
+def p50(v):
+    return f"{statistics.median(v):.0f}" if v else "–"
+print(f"| {label} | {p50(req)} | {p50(wait)} | {p50(resp)} | {len(resp)} | {bench} |")
+PYEOF
+}
+
+echo "HTTP host → stdio upstream, $ERA, 1 session, $CALLS calls; medians in µs"
+echo
+echo "| process in the middle | request path | upstream wait | response path | calls seen | mcpx bench |"
+echo "|---|---:|---:|---:|---:|---|"
+cfg="$OUT/mcpx.json"
+printf '{"mcpServers":{"ex":{"command":"%s","args":["example-server"],"mcpx":{"protocol":"%s"}}}}\n' "$LOAD" "$ERA" >"$cfg"
+measure mcpx env XDG_CACHE_HOME="$OUT/cache" "$BIN" serve --config "$cfg" --http 127.0.0.1:0
+measure relay "$RELAY" 127.0.0.1:0 --stdio "$LOAD" example-server
