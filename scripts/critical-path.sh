@@ -17,7 +17,8 @@
 #   MCPX_CRIT_BIN   the mcpx binary to measure (default: target/release/mcpx, built)
 #
 # Needs perf with access to the raw_syscalls tracepoints (root, or
-# kernel.perf_event_paranoid ≤ 1) and an x86-64 kernel (the system call numbers below).
+# kernel.perf_event_paranoid ≤ 1), ss (iproute2) and an x86-64 kernel (the system call
+# numbers below).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,10 +47,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port_of() { # LOG PID: the port a process listens on (read from ss)
+port_of() { # PID: the port the process listens on (from ss), once it does
   local i port
   for i in $(seq 1 100); do
-    port="$(ss -Hltnp 2>/dev/null | grep "pid=$2," | grep -o '127.0.0.1:[0-9]*' | head -1 | cut -d: -f2)"
+    port="$(ss -Hltnp 2>/dev/null | grep "pid=$1," | grep -o '127.0.0.1:[0-9]*' | head -1 | cut -d: -f2)"
     [[ -n "$port" ]] && { echo "$port"; return 0; }
     sleep 0.05
   done
@@ -63,7 +64,7 @@ measure() {
   local pid=$!
   PIDS+=("$pid")
   local port
-  port="$(port_of "$OUT/$label.log" "$pid")" || { echo "critical-path: $label did not listen" >&2; return 1; }
+  port="$(port_of "$pid")" || { echo "critical-path: $label did not listen" >&2; return 1; }
   "$LOAD" bench --http "http://127.0.0.1:$port/mcp" --era "$ERA" --calls 2000 --warmup 0 >/dev/null 2>&1
   perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -p "$pid" -o "$OUT/$label.data" \
     2>"$OUT/$label.perf.log" &
