@@ -135,8 +135,14 @@ async fn exchange(child: &Mutex<Child>, req: Request<Incoming>) -> Response<Body
 
 async fn serve(listener: TcpListener, upstream: Arc<Upstream>) {
     loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            continue;
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                eprintln!("null_http_relay: accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
         };
         let _ = tcp.set_nodelay(true);
         let upstream = upstream.clone();
