@@ -519,10 +519,11 @@ impl Connection {
         facts: &ServerFacts,
     ) -> Option<Result<Frame, ClientError>> {
         let envelope = self.envelope_text(facts, opts, progress_token);
-        let text = match params {
+        // The params to send: the caller's text itself when nothing is added to it.
+        let text: std::borrow::Cow<'_, str> = match params {
             None => match envelope {
-                None => "{}".to_owned(),
-                Some((e, _)) => format!("{{\"_meta\":{{{e}}}}}"),
+                None => "{}".into(),
+                Some((e, _)) => format!("{{\"_meta\":{{{e}}}}}").into(),
             },
             Some(p) => {
                 let body = p.trim();
@@ -540,9 +541,9 @@ impl Connection {
                 match (metas.next(), metas.next(), envelope) {
                     // More than one `_meta`: the general path decides.
                     (Some(_), Some(_), _) => return None,
-                    (None, _, None) => body.to_owned(),
+                    (None, _, None) => body.into(),
                     (None, _, Some((e, _))) => {
-                        append_member(body, "\"_meta\"", &format!("{{{e}}}"))?
+                        append_member(body, "\"_meta\"", &format!("{{{e}}}"))?.into()
                     }
                     // The caller's `_meta` (a host's 2026 envelope, its progress token):
                     // its envelope keys give way to mcpx's, in place; the rest of the
@@ -556,7 +557,7 @@ impl Connection {
                             &envelope,
                             &written,
                         )?;
-                        splice(body, span.clone(), &meta)?
+                        splice(body, span.clone(), &meta)?.into()
                     }
                 }
             }

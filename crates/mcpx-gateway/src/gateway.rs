@@ -9,7 +9,8 @@
 //! server-to-client requests (sampling, elicitation, roots) pass between a legacy
 //! upstream and a legacy host, and are refused with a clear error across eras.
 
-use std::collections::{BTreeSet, HashMap};
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -93,12 +94,22 @@ pub struct Catalog {
     lists: HashMap<&'static str, Vec<Value>>,
     tool_names: NameMap,
     prompt_names: NameMap,
-    /// Tool annotations by (upstream, original name): whether a re-issue is safe (B-C10).
-    idempotent_tools: BTreeSet<(usize, String)>,
+    /// What every `tools/call` needs to know of its tool, by exposed name: read once per
+    /// refresh, not searched for in the list on each call.
+    tools: HashMap<String, ToolFacts>,
     /// Resource URIs to their upstream.
     by_uri: HashMap<String, usize>,
     /// URI template prefixes (up to the first `{`) to their upstream, longest first.
     template_prefixes: Vec<(String, usize)>,
+}
+
+/// A listed tool's facts a call acts on.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ToolFacts {
+    /// Annotated read-only or idempotent: a re-issue is safe (B-C10).
+    pub(super) idempotent: bool,
+    /// Its `execution.taskSupport`.
+    pub(super) support: mcpx_protocol::task::TaskSupport,
 }
 
 /// One upstream and its connection.
@@ -234,15 +245,14 @@ fn stamp_related(params: &mut Value, id: &mcpx_protocol::Id) {
 }
 
 /// A `tools/call` or `prompts/get` routed by its `params.name`.
-pub(super) struct Routed {
+pub(super) struct Routed<'a> {
     /// The upstream's index.
     pub(super) upstream: usize,
     /// The name the host called (mcpx's, possibly namespaced).
-    pub(super) exposed: String,
-    /// The upstream's own name for it.
-    pub(super) original: String,
-    /// The params to send upstream (the host's, renamed if the names differ).
-    pub(super) params: String,
+    pub(super) exposed: Cow<'a, str>,
+    /// The params to send upstream: the host's text, borrowed, when the names agree;
+    /// renamed otherwise.
+    pub(super) params: Cow<'a, str>,
 }
 
 /// The tool or prompt name, or resource URI, a host's call names.
@@ -1057,11 +1067,8 @@ impl Gateway {
     fn remember_peer(&self, peer: &Option<Peer>) {
         let Some(peer) = peer else { return };
         if let Ok(mut peers) = self.legacy_peers.lock() {
-            let key = peer.session_id().map(str::to_owned);
-            if !peers
-                .iter()
-                .any(|p| p.session_id().map(str::to_owned) == key)
-            {
+            let key = peer.session_id();
+            if !peers.iter().any(|p| p.session_id() == key) {
                 peers.push(peer.clone());
             }
         }
@@ -1172,9 +1179,13 @@ impl Gateway {
                             annotations.and_then(|a| a.get(k)).and_then(Value::as_bool)
                                 == Some(true)
                         };
-                        if safe("readOnlyHint") || safe("idempotentHint") {
-                            catalog.idempotent_tools.insert((*i, n.to_owned()));
-                        }
+                        catalog.tools.insert(
+                            exposed.to_owned(),
+                            ToolFacts {
+                                idempotent: safe("readOnlyHint") || safe("idempotentHint"),
+                                support: mcpx_protocol::task::TaskSupport::of_tool(item),
+                            },
+                        );
                     }
                     def["name"] = json!(exposed);
                     entries.push(def);
@@ -1294,7 +1305,7 @@ impl Gateway {
     /// The upstream of a `tools/call` or `prompts/get`, the upstream's own name for it,
     /// and the params to send it: the host's text as it came when the name passes
     /// through unchanged (nothing re-encoded), else with `name` rewritten.
-    fn route_name(&self, call: &Call, prompts: bool) -> Result<Routed, Fault> {
+    fn route_name<'a>(&self, call: &'a Call, prompts: bool) -> Result<Routed<'a>, Fault> {
         let raw = call.params.as_deref().unwrap_or("{}");
         // One scan of the params: the name's text, and whether it is given only once.
         let members = mcpx_protocol::jsonrpc::members(raw).unwrap_or_default();
@@ -1303,9 +1314,9 @@ impl Gateway {
             (Some((_, span)), rest) => (span.clone(), rest.is_none()),
             (None, _) => (0..0, false),
         };
-        let name: String = raw
+        let name = raw
             .get(name_span.clone())
-            .and_then(|n| serde_json::from_str(n).ok())
+            .and_then(mcpx_protocol::jsonrpc::string_value)
             .ok_or_else(|| fault(INVALID_PARAMS, "params.name is required".into(), call.host))?;
         let catalog = self
             .catalog
@@ -1339,9 +1350,8 @@ impl Gateway {
                     call.host,
                 )
             })?;
-        let original = original.to_owned();
         let params = if original == name {
-            raw.to_owned()
+            Cow::Borrowed(raw)
         } else if let Some(renamed) = sole
             .then(|| serde_json::to_string(&original).ok())
             .flatten()
@@ -1349,17 +1359,16 @@ impl Gateway {
         {
             // The upstream's name in place of the exposed one; every other byte of the
             // host's params is kept (no re-encoding, no reordering of its members).
-            renamed
+            Cow::Owned(renamed)
         } else {
             // A name given twice: re-encoded with the one name the upstream must see.
             let mut params: Value = serde_json::from_str(raw).unwrap_or(json!({}));
             params["name"] = json!(original);
-            params.to_string()
+            Cow::Owned(params.to_string())
         };
         Ok(Routed {
             upstream: i,
             exposed: name,
-            original,
             params,
         })
     }

@@ -803,25 +803,19 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
     let super::Routed {
         upstream: i,
         exposed,
-        original,
         params,
     } = gw.route_name(call, false)?;
-    let (idempotent, support) = {
-        let c = gw
-            .catalog
-            .read()
-            .map_err(|_| fault(INTERNAL_ERROR, "catalog lock poisoned".into(), call.host))?;
-        let support = c
-            .lists
-            .get("tools")
-            .and_then(|t| {
-                t.iter()
-                    .find(|d| d.get("name").and_then(Value::as_str) == Some(exposed.as_str()))
-            })
-            .map(TaskSupport::of_tool)
-            .unwrap_or_default();
-        (c.idempotent_tools.contains(&(i, original)), support)
-    };
+    let super::ToolFacts {
+        idempotent,
+        support,
+    } = gw
+        .catalog
+        .read()
+        .map_err(|_| fault(INTERNAL_ERROR, "catalog lock poisoned".into(), call.host))?
+        .tools
+        .get(exposed.as_ref())
+        .copied()
+        .unwrap_or_default();
     // The host's `task` is mcpx's to act on; upstreams get mcpx's own (E-17, H13).
     // Most calls carry none: their params go on as they are, without a parse.
     let (asked, params) = if mcpx_protocol::jsonrpc::member(&params, "task").is_some() {
@@ -830,7 +824,7 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
         if let Some(o) = p.as_object_mut() {
             o.remove("task");
         }
-        (asked, p.to_string())
+        (asked, std::borrow::Cow::Owned(p.to_string()))
     } else {
         (None, params)
     };
@@ -863,7 +857,8 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
                     .map_or(g.task_ttl, |v| Duration::from_millis(v).min(g.task_ttl));
                 let work = Work::Start {
                     i,
-                    params,
+                    // A task outlives the call: it owns its params.
+                    params: params.into_owned(),
                     idempotent,
                     support,
                 };
@@ -875,7 +870,8 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
             if support.allows_task() {
                 let work = Work::Start {
                     i,
-                    params,
+                    // A task outlives the call: it owns its params.
+                    params: params.into_owned(),
                     idempotent,
                     support,
                 };

@@ -57,11 +57,68 @@ impl From<&str> for Id {
 impl Id {
     /// The id as JSON text.
     pub fn to_json(&self) -> String {
-        match self {
-            Id::Number(n) => n.to_string(),
-            // Serialising a string to a String cannot fail.
-            Id::String(s) => serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\"")),
+        let mut buf = itoa::Buffer::new();
+        match self.json_text(&mut buf) {
+            JsonText::Raw(t) => t.to_owned(),
+            JsonText::Quoted(t) => format!("\"{t}\""),
+            JsonText::Owned(t) => t,
         }
+    }
+
+    /// The id as JSON text to write into a frame, borrowed where it can be.
+    fn json_text<'a>(&'a self, buf: &'a mut itoa::Buffer) -> JsonText<'a> {
+        match self {
+            Id::Number(n) => JsonText::Raw(buf.format(*n)),
+            Id::String(s) => JsonText::string(s),
+        }
+    }
+}
+
+/// A JSON value's text on its way into a frame being written, borrowed where nothing
+/// needs escaping (numeric ids, method names: the usual case), so that writing a frame
+/// allocates its own text and index only.
+enum JsonText<'a> {
+    /// Written as it is.
+    Raw(&'a str),
+    /// A string with nothing to escape, written between quotes.
+    Quoted(&'a str),
+    /// A string escaped by serde_json.
+    Owned(String),
+}
+
+impl JsonText<'_> {
+    /// `s` as a JSON string, exactly as serde_json writes it: serde_json escapes `"`,
+    /// `\` and control characters (below U+0020), and nothing else.
+    fn string(s: &str) -> JsonText<'_> {
+        if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            JsonText::Quoted(s)
+        } else {
+            // Serialising a `str` cannot fail; the fallback keeps that non-panicking.
+            JsonText::Owned(serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\"")))
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            JsonText::Raw(t) => t.len(),
+            JsonText::Quoted(t) => t.len() + 2,
+            JsonText::Owned(t) => t.len(),
+        }
+    }
+
+    /// Appends the text; returns where it went.
+    fn push_span(&self, text: &mut String) -> Span {
+        let start = text.len();
+        match self {
+            JsonText::Raw(t) => text.push_str(t),
+            JsonText::Quoted(t) => {
+                text.push('"');
+                text.push_str(t);
+                text.push('"');
+            }
+            JsonText::Owned(t) => text.push_str(t),
+        }
+        start..text.len()
     }
 }
 
@@ -269,13 +326,14 @@ impl Frame {
         let Some((_, span)) = &self.ix.id else {
             return self.clone();
         };
-        let new = id.to_json();
+        let mut buf = itoa::Buffer::new();
+        let id_json = id.json_text(&mut buf);
         // Only the id changes: the index is shifted, not rebuilt (no second parse of
         // what may be a large result).
         let (start, end) = (span.start, span.end);
-        let mut text = String::with_capacity(self.text.len() - (end - start) + new.len());
+        let mut text = String::with_capacity(self.text.len() - (end - start) + id_json.len());
         text.push_str(&self.text[..start]);
-        text.push_str(&new);
+        let new = id_json.push_span(&mut text);
         text.push_str(&self.text[end..]);
         let shift = |s: &Span| {
             if s.start >= end {
@@ -338,7 +396,7 @@ impl Frame {
     /// A request frame whose params are `params`, the text of a JSON object; `None`
     /// when it is not one (checked as [`members`] reads it, without building values).
     pub fn request_with_object(id: &Id, method: &str, params: &str) -> Option<Frame> {
-        crate::scan::object(params)?;
+        crate::scan::walk(params, |_, _| {})?;
         Some(Frame::request_text(id, method, Some(params)))
     }
 
@@ -348,29 +406,28 @@ impl Frame {
     }
 
     fn request_text(id: &Id, method: &str, params: Option<&str>) -> Frame {
-        // Written and indexed at once (the same text `build` would serialise).
-        let Ok(method_json) = serde_json::to_string(method) else {
-            // Encoding a `str` cannot fail; this keeps that a non-panicking invariant.
-            let params = params.and_then(|p| RawValue::from_string(p.to_owned()).ok());
-            return build(&Envelope {
-                jsonrpc: "2.0",
-                id: Some(id),
-                method: Some(method),
-                params: params.as_deref(),
-                result: None,
-                error: None,
-            });
-        };
-        let id_json = id.to_json();
+        // Written and indexed at once (the same text `build` would serialise), into a
+        // buffer of the exact size, so that boxing it does not reallocate.
+        const HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
+        const METHOD: &str = r#","method":"#;
+        const PARAMS: &str = r#","params":"#;
+        let mut buf = itoa::Buffer::new();
+        let id_json = id.json_text(&mut buf);
+        let method_json = JsonText::string(method);
         let mut text = String::with_capacity(
-            40 + id_json.len() + method_json.len() + params.map_or(0, str::len),
+            HEAD.len()
+                + id_json.len()
+                + METHOD.len()
+                + method_json.len()
+                + params.map_or(0, |p| PARAMS.len() + p.len())
+                + 1,
         );
-        text.push_str(r#"{"jsonrpc":"2.0","id":"#);
-        let id_span = push_span(&mut text, &id_json);
-        text.push_str(r#","method":"#);
-        text.push_str(&method_json);
+        text.push_str(HEAD);
+        let id_span = id_json.push_span(&mut text);
+        text.push_str(METHOD);
+        method_json.push_span(&mut text);
         let params = params.map(|p| {
-            text.push_str(r#","params":"#);
+            text.push_str(PARAMS);
             push_span(&mut text, p)
         });
         text.push('}');
@@ -419,11 +476,16 @@ impl Frame {
     /// A result response around `result`, which must be valid JSON text (e.g. taken
     /// from another frame, or lowered): written and indexed without parsing it again.
     pub(crate) fn result_response_text(id: &Id, result: &str) -> Frame {
-        let id_json = id.to_json();
-        let mut text = String::with_capacity(32 + id_json.len() + result.len());
-        text.push_str(r#"{"jsonrpc":"2.0","id":"#);
-        let id_span = push_span(&mut text, &id_json);
-        text.push_str(r#","result":"#);
+        // The exact size, as in `request_text`.
+        const HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
+        const RESULT: &str = r#","result":"#;
+        let mut buf = itoa::Buffer::new();
+        let id_json = id.json_text(&mut buf);
+        let mut text =
+            String::with_capacity(HEAD.len() + id_json.len() + RESULT.len() + result.len() + 1);
+        text.push_str(HEAD);
+        let id_span = id_json.push_span(&mut text);
+        text.push_str(RESULT);
         let result = push_span(&mut text, result);
         text.push('}');
         Frame {
@@ -533,6 +595,19 @@ pub fn append_member(object: &str, key: &str, value: &str) -> Option<String> {
     Some(format!("{head}{sep}{key}:{value}}}"))
 }
 
+/// The string a JSON string value's text (valid JSON, as [`member`] returns it) stands
+/// for: borrowed when it has no escapes (the usual case), decoded when it has; `None`
+/// when the text is not a string.
+pub fn string_value(text: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    if !inner.contains(['\\', '"']) {
+        return Some(std::borrow::Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(text)
+        .ok()
+        .map(std::borrow::Cow::Owned)
+}
+
 /// The raw text of member `name` of the JSON object `obj`, if `obj` is an object that
 /// has it. Reads one level only, borrowing from `obj`.
 pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
@@ -543,9 +618,14 @@ pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
     if !obj.contains(name) && !obj.contains('\\') {
         return None;
     }
-    let all = crate::scan::object(obj)?;
-    let (_, span) = all.into_iter().find(|(k, _)| k == name)?;
-    obj.get(span)
+    // The first of that name, once the whole text is known to be a valid object.
+    let mut found = None;
+    crate::scan::walk(obj, |k, span| {
+        if found.is_none() && k == name {
+            found = Some(span);
+        }
+    })?;
+    obj.get(found?)
 }
 
 /// Every member of the JSON object `obj` (name, byte range of its value in `obj`), in
@@ -630,6 +710,52 @@ mod tests {
             assert_eq!(g, reparse(&g));
             let h = f.with_id(&Id::String("a much longer id than before".into()));
             assert_eq!(h, reparse(&h));
+        }
+    }
+
+    #[test]
+    fn ids_and_names_are_written_as_serde_json_writes_them() {
+        for s in [
+            "",
+            "tools/call",
+            "a\"b",
+            "back\\slash",
+            "tab\t",
+            "\u{1}",
+            "\u{7f}",
+            "/",
+            "\u{e9}t\u{e9}",
+            "\u{2028}",
+            "\u{1f600}",
+        ] {
+            let mut text = String::new();
+            let t = JsonText::string(s);
+            let span = t.push_span(&mut text);
+            assert_eq!(text, serde_json::to_string(s).unwrap(), "{s:?}");
+            assert_eq!((span, t.len()), (0..text.len(), text.len()));
+            assert_eq!(Id::String(s.into()).to_json(), text);
+        }
+        for n in [0, -1, 42, i64::MIN, i64::MAX] {
+            assert_eq!(Id::Number(n).to_json(), n.to_string());
+        }
+    }
+
+    #[test]
+    fn string_values_borrow_unless_escaped() {
+        use std::borrow::Cow;
+        assert!(matches!(
+            string_value(r#""echo""#),
+            Some(Cow::Borrowed("echo"))
+        ));
+        assert!(matches!(string_value(r#""""#), Some(Cow::Borrowed(""))));
+        assert_eq!(
+            string_value(r#""a\"b\u00e9""#).as_deref(),
+            Some("a\"b\u{e9}")
+        );
+        for not in [
+            "1", "null", r#""open"#, r#"open""#, r#"""#, r#""a"b""#, r#""\""#,
+        ] {
+            assert_eq!(string_value(not), None, "{not}");
         }
     }
 

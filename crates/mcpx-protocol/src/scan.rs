@@ -24,8 +24,19 @@ pub(crate) type Member<'a> = (Cow<'a, str>, Range<usize>);
 /// `text` is exactly one valid JSON object (whitespace around it allowed), as
 /// `serde_json` reads it.
 pub(crate) fn object(text: &str) -> Option<Vec<Member<'_>>> {
-    let b = text.as_bytes();
     let mut members = Vec::new();
+    walk(text, |key, span| members.push((key, span)))?;
+    Some(members)
+}
+
+/// Walks the JSON object `text` as [`object`] does, handing each member to `each` in
+/// order instead of collecting them: for a check or a lookup, no allocation. `None`
+/// unless `text` is exactly one valid JSON object (after members were handed over).
+pub(crate) fn walk<'a>(
+    text: &'a str,
+    mut each: impl FnMut(Cow<'a, str>, Range<usize>),
+) -> Option<()> {
+    let b = text.as_bytes();
     let mut i = ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
@@ -44,7 +55,7 @@ pub(crate) fn object(text: &str) -> Option<Vec<Member<'_>>> {
             }
             let start = ws(b, i + 1);
             i = value(b, start)?;
-            members.push((key, start..i));
+            each(key, start..i);
             i = ws(b, i);
             match b.get(i) {
                 Some(b',') => i = ws(b, i + 1),
@@ -56,7 +67,7 @@ pub(crate) fn object(text: &str) -> Option<Vec<Member<'_>>> {
             }
         }
     }
-    (ws(b, i) == b.len()).then_some(members)
+    (ws(b, i) == b.len()).then_some(())
 }
 
 /// A member name from its quoted text: borrowed when it has no escapes, else decoded

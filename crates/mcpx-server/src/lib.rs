@@ -348,10 +348,9 @@ pub struct Seam<B> {
     levels: Mutex<HashMap<String, Level>>,
 }
 
-fn session_key(peer: Option<&Peer>) -> String {
-    peer.and_then(Peer::session_id)
-        .unwrap_or_default()
-        .to_owned()
+/// The key of a session's log level in [`Seam::levels`].
+fn session_id(peer: Option<&Peer>) -> &str {
+    peer.and_then(Peer::session_id).unwrap_or_default()
 }
 
 impl<B: Backend> Seam<B> {
@@ -410,11 +409,11 @@ impl<B: Backend> Seam<B> {
         let frame = req.frame;
         let host = req.verdict.revision();
         let id = frame.id().cloned().unwrap_or(Id::Number(0));
-        let method = frame.method().unwrap_or_default().to_owned();
+        let method = frame.method().unwrap_or_default();
         // ext-tasks 2026-07-28: tasks/get|update|cancel exist for modern hosts through the
         // extension, gated below on the request's own declaration.
-        let extension_method = tasks_extension_client_method(&method, host);
-        if !client_may_send(&method, host) && !extension_method {
+        let extension_method = tasks_extension_client_method(method, host);
+        if !client_may_send(method, host) && !extension_method {
             return Frame::error_response(
                 Some(&id),
                 METHOD_NOT_FOUND,
@@ -444,7 +443,7 @@ impl<B: Backend> Seam<B> {
                 .and_then(|c| serde_json::from_str(c).ok())
                 .unwrap_or(Value::Null)
         };
-        match method.as_str() {
+        match method {
             "initialize" => {
                 let summary = self.backend.summary();
                 let mut result = json!({
@@ -455,7 +454,7 @@ impl<B: Backend> Seam<B> {
                 if let Some(i) = &summary.instructions {
                     result["instructions"] = json!(i);
                 }
-                return self.ok(&id, &method, &result, host);
+                return self.ok(&id, method, &result, host);
             }
             "server/discover" => {
                 let summary = self.backend.summary();
@@ -470,9 +469,9 @@ impl<B: Backend> Seam<B> {
                 if let Some(i) = &summary.instructions {
                     result["instructions"] = json!(i);
                 }
-                return self.ok(&id, &method, &result, host);
+                return self.ok(&id, method, &result, host);
             }
-            "ping" => return self.ok(&id, &method, &json!({}), host),
+            "ping" => return self.ok(&id, method, &json!({}), host),
             "logging/setLevel" if !self.backend.offered().logging => {
                 return Frame::error_response(
                     Some(&id),
@@ -489,10 +488,10 @@ impl<B: Backend> Seam<B> {
                 return match level.as_deref().and_then(Level::parse) {
                     Some(l) => {
                         if let Ok(mut m) = self.levels.lock() {
-                            m.insert(session_key(ctx.peer()), l);
+                            m.insert(session_id(ctx.peer()).to_owned(), l);
                         }
                         self.backend.log_level_requested(l).await;
-                        self.ok(&id, &method, &json!({}), host)
+                        self.ok(&id, method, &json!({}), host)
                     }
                     None => Frame::error_response(
                         Some(&id),
@@ -511,7 +510,7 @@ impl<B: Backend> Seam<B> {
         // capability the server did not advertise"): in every era, a method whose
         // capability mcpx does not offer is -32601 (404 on modern HTTP).
         let o = self.backend.offered();
-        let offered = match method.as_str() {
+        let offered = match method {
             "tools/list" | "tools/call" => o.tools,
             "prompts/list" | "prompts/get" => o.prompts,
             "resources/list" | "resources/read" | "resources/templates/list" => o.resources,
@@ -569,7 +568,7 @@ impl<B: Backend> Seam<B> {
             self.levels
                 .lock()
                 .ok()
-                .and_then(|m| m.get(&session_key(ctx.peer())).copied())
+                .and_then(|m| m.get(session_id(ctx.peer())).copied())
         };
         let progress = frame
             .params_meta(meta::PROGRESS_TOKEN)
@@ -585,7 +584,7 @@ impl<B: Backend> Seam<B> {
         });
         let call = Call {
             id: id.clone(),
-            method: method.clone(),
+            method: method.to_owned(),
             params: frame.params().map(str::to_owned),
             host,
             progress,
@@ -601,13 +600,13 @@ impl<B: Backend> Seam<B> {
                 let stamp = Stamp {
                     server_info: Some(&self.info),
                 };
-                match lower_result_json(&method, &reply.result, reply.revision, host, stamp) {
+                match lower_result_json(method, &reply.result, reply.revision, host, stamp) {
                     Ok(None) => Frame::result_response_json(&id, &reply.result),
                     Ok(Some(r)) => Frame::result_response_json(&id, &r),
                     Err(e) => Frame::error_response(Some(&id), -32603, &e.to_string(), None),
                 }
             }
-            Err(f) => self.fault(&id, &method, f, host),
+            Err(f) => self.fault(&id, method, f, host),
         }
     }
 }
@@ -654,7 +653,7 @@ impl<B: Backend> Service for Seam<B> {
 
     fn session_closed(&self, peer: &Peer) {
         if let Ok(mut m) = self.levels.lock() {
-            m.remove(&session_key(Some(peer)));
+            m.remove(session_id(Some(peer)));
         }
     }
 }

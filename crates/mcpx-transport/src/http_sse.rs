@@ -193,7 +193,8 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
         );
     }
     let cfg = &app.config;
-    let decoded = match crate::streamable_http::read_frames(req, cfg).await {
+    let (parts, body) = req.into_parts();
+    let decoded = match crate::streamable_http::read_frames(&parts.headers, body, cfg).await {
         Ok(d) => d,
         Err(r) => return r,
     };

@@ -22,9 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{StatusCode, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use http_body_util::BodyExt;
 use mcpx_protocol::error::INVALID_REQUEST;
@@ -55,12 +54,15 @@ fn split_authority(a: &str) -> (&str, Option<&str>) {
     }
 }
 
-fn authority_allowed(list: &[String], authority: &str) -> bool {
-    let authority = authority.trim().to_ascii_lowercase();
-    let (host, port) = split_authority(&authority);
-    list.iter().any(|entry| {
+/// Whether `authority` matches an entry of `list` (entries lower-cased by
+/// [`Guard::new`]; the authority compared case-insensitively, without a lower-cased
+/// copy: this runs on every request).
+fn authority_allowed<'a>(list: impl IntoIterator<Item = &'a String>, authority: &str) -> bool {
+    let (host, port) = split_authority(authority.trim());
+    list.into_iter().any(|entry| {
         let (eh, ep) = split_authority(entry);
-        eh == host && (ep.is_none() || ep == port)
+        eh.eq_ignore_ascii_case(host)
+            && (ep.is_none() || ep.zip(port).is_some_and(|(a, b)| a.eq_ignore_ascii_case(b)))
     })
 }
 
@@ -90,47 +92,97 @@ impl Guard {
         if authority.contains('/') {
             return false; // an origin has no path
         }
-        let bare: Vec<String> = self
-            .origins
-            .iter()
-            .filter(|e| !e.contains("://"))
-            .cloned()
-            .collect();
-        authority_allowed(&bare, authority)
+        authority_allowed(
+            self.origins.iter().filter(|e| !e.contains("://")),
+            authority,
+        )
     }
 }
 
-/// The middleware: 403 for a foreign `Origin` or `Host`.
-pub(crate) async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
-    if let Some(host) = req.headers().get(header::HOST) {
+/// The answer a request from a foreign `Origin` or `Host` gets (403), if it is one.
+fn refusal(guard: &Guard, headers: &axum::http::HeaderMap) -> Option<Response> {
+    if let Some(host) = headers.get(header::HOST) {
         let ok = host.to_str().is_ok_and(|h| guard.host_allowed(h));
         if !ok {
             let shown = String::from_utf8_lossy(host.as_bytes()).into_owned();
-            return error_response(
+            return Some(error_response(
                 StatusCode::FORBIDDEN,
                 None,
                 INVALID_REQUEST,
                 &format!(
                     "Host {shown:?} is not in this server's allowed hosts (DNS-rebinding protection)"
                 ),
-            );
+            ));
         }
     }
-    if let Some(origin) = req.headers().get(header::ORIGIN) {
+    if let Some(origin) = headers.get(header::ORIGIN) {
         let ok = origin.to_str().is_ok_and(|o| guard.origin_allowed(o));
         if !ok {
             let shown = String::from_utf8_lossy(origin.as_bytes()).into_owned();
-            return error_response(
+            return Some(error_response(
                 StatusCode::FORBIDDEN,
                 None,
                 INVALID_REQUEST,
                 &format!(
                     "Origin {shown:?} is not in this server's allowed origins (DNS-rebinding protection)"
                 ),
-            );
+            ));
         }
     }
-    next.run(req).await
+    None
+}
+
+/// The guard as a tower layer around every route: 403 for a foreign `Origin` or
+/// `Host`, the route otherwise.
+///
+/// A plain layer rather than `axum::middleware::from_fn`: that boxes a ~1 KB future
+/// and clones the inner service on every request; this calls the route's own future
+/// (callgrind, docs/performance.md).
+#[derive(Debug, Clone)]
+pub(crate) struct GuardLayer(pub(crate) Arc<Guard>);
+
+impl<S> tower_layer::Layer<S> for GuardLayer {
+    type Service = Guarded<S>;
+
+    fn layer(&self, inner: S) -> Guarded<S> {
+        Guarded {
+            guard: self.0.clone(),
+            inner,
+        }
+    }
+}
+
+/// A route behind the [`GuardLayer`].
+#[derive(Debug, Clone)]
+pub(crate) struct Guarded<S> {
+    guard: Arc<Guard>,
+    inner: S,
+}
+
+impl<S> tower_service::Service<Request> for Guarded<S>
+where
+    S: tower_service::Service<Request, Response = Response>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future =
+        futures_util::future::Either<std::future::Ready<Result<Response, S::Error>>, S::Future>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        // Ready when the route is: the route is called only after this (tower's
+        // contract), so no clone of it is needed to call it.
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        match refusal(&self.guard, req.headers()) {
+            Some(r) => futures_util::future::Either::Left(std::future::ready(Ok(r))),
+            None => futures_util::future::Either::Right(self.inner.call(req)),
+        }
+    }
 }
 
 /// Why a request body could not be read.
@@ -168,19 +220,18 @@ impl BodyError {
 /// Reads a whole request body, at most `limit` bytes, within `timeout`. A declared
 /// `Content-Length` over the limit is refused before anything is read.
 pub(crate) async fn read_body(
-    req: Request,
+    headers: &axum::http::HeaderMap,
+    mut body: Body,
     limit: usize,
     timeout: Duration,
 ) -> Result<Vec<u8>, BodyError> {
-    let declared = req
-        .headers()
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge { limit });
     }
-    let mut body: Body = req.into_body();
     let read = async move {
         let mut buf = Vec::new();
         while let Some(frame) = body.frame().await {
@@ -228,6 +279,8 @@ mod tests {
         assert!(!g.origin_allowed("null"));
         let exact = Guard::new(&["localhost:8080".into()], &["localhost:8080".into()]);
         assert!(exact.host_allowed("localhost:8080"));
+        assert!(exact.host_allowed(" LocalHost:8080 "));
+        assert!(!exact.host_allowed("localhost"));
         assert!(!exact.host_allowed("localhost:8081"));
     }
 }

@@ -171,7 +171,7 @@ fn build<S: Service>(
         .route(&sse_path, get(http_sse::get::<S>))
         .route(&messages_path, post(http_sse::post::<S>))
         .with_state(app)
-        .layer(axum::middleware::from_fn_with_state(guard, origin::check))
+        .layer(origin::GuardLayer(guard))
 }
 
 /// Serves `service` on `listener` until `shutdown`: one task per connection, each with
@@ -243,10 +243,11 @@ pub async fn serve<S: Service>(
 /// frames, or the answer the request gets instead (413/408 from the body guards, 413
 /// for a frame over the limit, 400 with the decode error otherwise).
 pub(crate) async fn read_frames(
-    req: axum::extract::Request,
+    headers: &axum::http::HeaderMap,
+    body: axum::body::Body,
     cfg: &HttpServerConfig,
 ) -> Result<mcpx_protocol::Decoded, Response> {
-    let bytes = crate::origin::read_body(req, cfg.max_body_bytes, cfg.body_timeout)
+    let bytes = crate::origin::read_body(headers, body, cfg.max_body_bytes, cfg.body_timeout)
         .await
         .map_err(|e| e.to_response())?;
     mcpx_protocol::codec::decode_bytes(bytes, &cfg.limits).map_err(|e| {
@@ -436,28 +437,69 @@ pub(crate) fn is_json_content_type(headers: &axum::http::HeaderMap) -> bool {
 }
 
 /// Whether an `Accept` header (if any) admits one of `types`; a missing header admits
-/// everything, as do `*/*` and `type/*`.
+/// everything, as do `*/*` and `type/*`. Media types compare case-insensitively
+/// (RFC 9110 §8.3.1); checked on every POST, so without allocating.
 pub(crate) fn accepts(headers: &axum::http::HeaderMap, types: &[&str]) -> bool {
-    let values: Vec<&str> = headers
+    let mut any = false;
+    for value in headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .collect();
-    if values.is_empty() {
-        return true;
+    {
+        any = true;
+        let admits = value
+            .split(',')
+            .filter_map(|item| item.split(';').next())
+            .map(str::trim)
+            .any(|m| {
+                m == "*/*"
+                    || types.iter().any(|t| {
+                        m.eq_ignore_ascii_case(t)
+                            || m.strip_suffix("/*").is_some_and(|major| {
+                                t.split('/')
+                                    .next()
+                                    .is_some_and(|tm| tm.eq_ignore_ascii_case(major))
+                            })
+                    })
+            });
+        if admits {
+            return true;
+        }
     }
-    values
-        .iter()
-        .flat_map(|v| v.split(','))
-        .filter_map(|item| item.split(';').next())
-        .map(|m| m.trim().to_ascii_lowercase())
-        .any(|m| {
-            m == "*/*"
-                || types.iter().any(|t| {
-                    m == *t
-                        || t.split('/')
-                            .next()
-                            .is_some_and(|major| m == format!("{major}/*"))
-                })
-        })
+    !any
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_accept(values: &[&str]) -> axum::http::HeaderMap {
+        let mut h = axum::http::HeaderMap::new();
+        for v in values {
+            if let Ok(v) = HeaderValue::from_str(v) {
+                h.append(header::ACCEPT, v);
+            }
+        }
+        h
+    }
+
+    #[test]
+    fn accept_lists() {
+        let both = ["application/json", "text/event-stream"];
+        assert!(accepts(&with_accept(&[]), &both), "no Accept admits all");
+        assert!(accepts(
+            &with_accept(&["application/json, text/event-stream"]),
+            &both
+        ));
+        assert!(accepts(&with_accept(&["Application/JSON; q=0.9"]), &both));
+        assert!(accepts(&with_accept(&["text/html", "text/*"]), &both));
+        assert!(accepts(&with_accept(&["*/*"]), &["text/event-stream"]));
+        assert!(accepts(&with_accept(&["TEXT/*"]), &["text/event-stream"]));
+        assert!(!accepts(&with_accept(&["text/html"]), &both));
+        assert!(!accepts(&with_accept(&["image/*, text/plain"]), &both));
+        assert!(!accepts(
+            &with_accept(&["application/json"]),
+            &["text/event-stream"]
+        ));
+    }
 }

@@ -371,7 +371,8 @@ fn legacy_only_refusal(frame: &Frame) -> Response {
 
 /// `POST {path}`.
 pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
-    let headers = req.headers().clone();
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
     if !is_json_content_type(&headers) {
         return error_response(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -391,7 +392,7 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
         );
     }
     let cfg = &app.config;
-    let decoded = match super::read_frames(req, cfg).await {
+    let decoded = match super::read_frames(&headers, body, cfg).await {
         Ok(d) => d,
         Err(r) => return r,
     };
@@ -399,8 +400,10 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
     let session_id = header_str(&headers, mcp_header::SESSION_ID);
     let frame = match decoded {
         Decoded::Single(f) => f,
+        // Boxed here and below: a rare path's future (which holds a whole service
+        // call) stays out of every POST's, which axum boxes per request.
         batch @ Decoded::Batch(_) => {
-            return post_batch(&app, batch, protocol_version, session_id).await;
+            return Box::pin(post_batch(&app, batch, protocol_version, session_id)).await;
         }
     };
     let verdict = match classify_http(&HttpRequest {
@@ -472,13 +475,14 @@ async fn legacy_post<S: Service>(
         initialize: true, ..
     } = verdict
     {
-        return initialize(app, frame, verdict).await;
+        // Boxed, as the other rare paths below: each holds a whole service call.
+        return Box::pin(initialize(app, frame, verdict)).await;
     }
     if session_id.is_none() && frame.kind() == Kind::Request && frame.method() == Some("ping") {
         // basic/lifecycle §Initialization: pings are allowed before initialisation.
         let (tx, _rx) = mpsc::channel(1);
         let ctx = RequestCtx::new(CancellationToken::new(), Related(tx), None);
-        let response = app.service.request(Incoming { frame, verdict }, ctx).await;
+        let response = Box::pin(app.service.request(Incoming { frame, verdict }, ctx)).await;
         return json_response(StatusCode::OK, response.into_string());
     }
     let session = match legacy_session(app, session_id, protocol_version, frame.id()) {
@@ -500,9 +504,11 @@ async fn legacy_post<S: Service>(
             }
             let peer = session.peer.clone();
             peer.observe(&frame);
-            app.service
-                .notification(Incoming { frame, verdict }, Some(peer))
-                .await;
+            Box::pin(
+                app.service
+                    .notification(Incoming { frame, verdict }, Some(peer)),
+            )
+            .await;
             accepted()
         }
         Kind::Result | Kind::Error => {
@@ -816,9 +822,8 @@ async fn modern_post<S: Service>(
             if let Err(r) = mcp_header::validate(&frame, |n| modern_header(headers, n), &[]) {
                 return rejection_response(&r, None);
             }
-            app.service
-                .notification(Incoming { frame, verdict }, None)
-                .await;
+            // Boxed: a notification's handling stays out of every request's future.
+            Box::pin(app.service.notification(Incoming { frame, verdict }, None)).await;
             return accepted();
         }
         Kind::Request => {}
