@@ -254,14 +254,16 @@ fn check_result_type(frame: &Frame, client_capabilities: &Value) -> Result<(), S
 /// Frames the dispatcher routes to one call.
 type CallRoute = mpsc::Sender<Frame>;
 
+/// Every key here is one mcpx chose (its request ids and progress tokens; the upstream
+/// only looks them up), so the maps use a fast hash: each call inserts and removes.
 #[derive(Debug, Default)]
 struct Routes {
     /// Our progress tokens, to the call that owns them.
-    progress: HashMap<String, CallRoute>,
+    progress: HashMap<String, CallRoute, foldhash::fast::RandomState>,
     /// Calls in flight that unattributable frames may belong to, by request id.
-    calls: HashMap<i64, CallRoute>,
+    calls: HashMap<i64, CallRoute, foldhash::fast::RandomState>,
     /// Every call in flight, by request id (for a server-sent `notifications/cancelled`).
-    by_id: HashMap<i64, CallRoute>,
+    by_id: HashMap<i64, CallRoute, foldhash::fast::RandomState>,
 }
 
 #[derive(Debug)]

@@ -345,7 +345,7 @@ pub struct Seam<B> {
     info: Value,
     policy: SpecPolicy,
     /// Legacy log levels by session (`""` for the stdio process).
-    levels: Mutex<HashMap<String, Level>>,
+    levels: Mutex<HashMap<String, Level, foldhash::fast::RandomState>>,
 }
 
 /// The key of a session's log level in [`Seam::levels`].
@@ -360,7 +360,7 @@ impl<B: Backend> Seam<B> {
             backend,
             info: json!({ "name": name, "version": version }),
             policy,
-            levels: Mutex::new(HashMap::new()),
+            levels: Mutex::new(HashMap::default()),
         }
     }
 

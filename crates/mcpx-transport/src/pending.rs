@@ -34,7 +34,9 @@ pub enum PeerError {
 #[derive(Debug)]
 pub struct Pending {
     next: AtomicU64,
-    waiting: Mutex<HashMap<Id, oneshot::Sender<Frame>>>,
+    /// Keyed by ids this side chose (a peer's responses only look them up), so a fast
+    /// hash is safe here; it runs twice on every request.
+    waiting: Mutex<HashMap<Id, oneshot::Sender<Frame>, foldhash::fast::RandomState>>,
     limit: usize,
 }
 
@@ -43,7 +45,7 @@ impl Pending {
     pub fn new(limit: usize) -> Self {
         Pending {
             next: AtomicU64::new(1),
-            waiting: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(HashMap::default()),
             limit,
         }
     }

@@ -55,7 +55,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use mcpx_protocol::classify::{HttpMethod, HttpRequest, Rejection, classify_http};
@@ -77,14 +77,19 @@ use crate::pending::{InFlight, Pending, cancelled_request_id};
 use crate::service::{Incoming, Peer, Related, RequestCtx, Service};
 
 /// `Last-Event-ID`.
-const LAST_EVENT_ID: &str = "last-event-id";
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+/// `MCP-Protocol-Version` and `Mcp-Session-Id` as parsed names: looking a header up by
+/// a `&str` parses (and lower-cases) the name again on every request.
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 /// Related frames queued per request before the service waits.
 const RELATED_QUEUE: usize = 64;
 
 /// The legacy sessions of the Streamable HTTP endpoint.
 #[derive(Default)]
 pub(crate) struct Sessions {
-    map: Mutex<HashMap<Arc<str>, Arc<Session>>>,
+    /// By the ids mcpx chose (a host's header only looks them up): a fast hash.
+    map: Mutex<HashMap<Arc<str>, Arc<Session>, foldhash::fast::RandomState>>,
 }
 
 /// One legacy session.
@@ -317,7 +322,7 @@ impl Session {
     }
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -396,8 +401,8 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
         Ok(d) => d,
         Err(r) => return r,
     };
-    let protocol_version = header_str(&headers, mcp_header::PROTOCOL_VERSION);
-    let session_id = header_str(&headers, mcp_header::SESSION_ID);
+    let protocol_version = header_str(&headers, PROTOCOL_VERSION);
+    let session_id = header_str(&headers, SESSION_ID);
     let frame = match decoded {
         Decoded::Single(f) => f,
         // Boxed here and below: a rare path's future (which holds a whole service
@@ -1009,8 +1014,8 @@ async fn post_batch<S: Service>(
 /// `GET {path}`: the legacy session's server stream.
 pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
     let headers = req.headers();
-    let protocol_version = header_str(headers, mcp_header::PROTOCOL_VERSION);
-    let session_id = header_str(headers, mcp_header::SESSION_ID);
+    let protocol_version = header_str(headers, PROTOCOL_VERSION);
+    let session_id = header_str(headers, SESSION_ID);
     let verdict = classify_http(&HttpRequest {
         method: HttpMethod::Get,
         protocol_version,
@@ -1069,8 +1074,8 @@ pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request
 /// `DELETE {path}`: ends a legacy session (2025-03-26+ §Session Management).
 pub(crate) async fn delete<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
     let headers = req.headers();
-    let protocol_version = header_str(headers, mcp_header::PROTOCOL_VERSION);
-    let session_id = header_str(headers, mcp_header::SESSION_ID);
+    let protocol_version = header_str(headers, PROTOCOL_VERSION);
+    let session_id = header_str(headers, SESSION_ID);
     let verdict = classify_http(&HttpRequest {
         method: HttpMethod::Delete,
         protocol_version,
@@ -1103,4 +1108,19 @@ fn method_not_allowed() -> Response {
     r.headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static("POST"));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsed_header_names_are_the_protocol_crates() {
+        for (parsed, name) in [
+            (PROTOCOL_VERSION, mcp_header::PROTOCOL_VERSION),
+            (SESSION_ID, mcp_header::SESSION_ID),
+        ] {
+            assert_eq!(HeaderName::from_bytes(name.as_bytes()).ok(), Some(parsed));
+        }
+    }
 }
