@@ -134,12 +134,12 @@ fn meta_version(frame: &Frame) -> MetaVersion {
     let Some(raw) = frame.params_meta(meta::PROTOCOL_VERSION) else {
         return MetaVersion::Absent;
     };
-    match serde_json::from_str::<String>(raw) {
-        Ok(s) => match Revision::from_wire(&s) {
+    match crate::jsonrpc::string_value(raw) {
+        Some(s) => match Revision::from_wire(&s) {
             Some(r) if r.era() == Era::Modern => MetaVersion::Modern(r),
-            _ => MetaVersion::Other(s),
+            _ => MetaVersion::Other(s.into_owned()),
         },
-        Err(_) => MetaVersion::Other(raw.to_owned()),
+        None => MetaVersion::Other(raw.to_owned()),
     }
 }
 

@@ -169,11 +169,11 @@ fn lookup<'a>(args: &'a Value, path: &[String]) -> Option<&'a Value> {
 }
 
 /// The value `Mcp-Name` mirrors, for methods that have one.
-fn name_value(frame: &Frame) -> Option<String> {
+fn name_value(frame: &Frame) -> Option<std::borrow::Cow<'_, str>> {
     let method = frame.method()?;
     let (_, field) = NAMED_METHODS.iter().find(|(m, _)| *m == method)?;
     let raw = member(frame.params()?, field)?;
-    serde_json::from_str::<String>(raw).ok()
+    crate::jsonrpc::string_value(raw)
 }
 
 /// The headers a modern client sends with `frame` (a request written in `revision`),

@@ -212,7 +212,16 @@ pub(crate) struct Index {
 /// `_meta`, or not an object. A cache, not part of the frame's value: it never makes
 /// two frames unequal.
 #[derive(Clone, Default)]
-pub(crate) struct MetaCache(std::sync::OnceLock<Option<Vec<(String, Span)>>>);
+pub(crate) struct MetaCache(std::sync::OnceLock<Option<Vec<(MetaKey, Span)>>>);
+
+/// A `_meta` key in [`MetaCache`]: where the frame's text spells it (between its
+/// quotes) when it has no escapes, as nearly every key is; decoded otherwise. Keys are
+/// read on every modern request: this keeps them out of the allocator.
+#[derive(Clone)]
+enum MetaKey {
+    At(Span),
+    Decoded(String),
+}
 
 impl PartialEq for MetaCache {
     fn eq(&self, _: &MetaCache) -> bool {
@@ -308,15 +317,28 @@ impl Frame {
             let meta = member(params, "_meta")?;
             let base = meta.as_ptr() as usize - self.text.as_ptr() as usize;
             let found = members(meta)?;
+            let text_at = self.text.as_ptr() as usize;
             Some(
                 found
                     .into_iter()
-                    .map(|(k, s)| (k.into_owned(), s.start + base..s.end + base))
+                    .map(|(k, s)| {
+                        let k = match k {
+                            std::borrow::Cow::Borrowed(k) => {
+                                let at = k.as_ptr() as usize - text_at;
+                                MetaKey::At(at..at + k.len())
+                            }
+                            std::borrow::Cow::Owned(k) => MetaKey::Decoded(k),
+                        };
+                        (k, s.start + base..s.end + base)
+                    })
                     .collect(),
             )
         });
         // The first member of that name, as `member` reads it.
-        let (_, span) = members.as_ref()?.iter().find(|(k, _)| k == key)?;
+        let (_, span) = members.as_ref()?.iter().find(|(k, _)| match k {
+            MetaKey::At(at) => self.text.get(at.clone()) == Some(key),
+            MetaKey::Decoded(k) => k == key,
+        })?;
         self.text.get(span.clone())
     }
 

@@ -337,12 +337,12 @@ fn modern_header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 /// The tool a `tools/call` names (`params.name`); `None` for other methods.
-fn tool_name(frame: &Frame) -> Option<String> {
+fn tool_name(frame: &Frame) -> Option<std::borrow::Cow<'_, str>> {
     if frame.method() != Some("tools/call") {
         return None;
     }
     let raw = member(frame.params()?, "name")?;
-    serde_json::from_str::<String>(raw).ok()
+    mcpx_protocol::jsonrpc::string_value(raw)
 }
 
 fn rejection_response(r: &Rejection, id: Option<&Id>) -> Response {
