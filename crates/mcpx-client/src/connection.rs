@@ -227,7 +227,8 @@ fn idempotent_method(method: &str) -> bool {
 fn check_result_type(frame: &Frame, client_capabilities: &Value) -> Result<(), String> {
     let Some(raw) = frame
         .result()
-        .and_then(|r| mcpx_protocol::jsonrpc::member(r, "resultType"))
+        // A decoded frame's text: valid, so the first `resultType` ends the walk.
+        .and_then(|r| mcpx_protocol::jsonrpc::first_member(r, "resultType"))
     else {
         return Ok(());
     };

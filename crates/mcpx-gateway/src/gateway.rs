@@ -1499,7 +1499,7 @@ impl Gateway {
                 && !host_modern
                 && frame
                     .result()
-                    .and_then(|r| mcpx_protocol::jsonrpc::member(r, "resultType"))
+                    .and_then(|r| mcpx_protocol::jsonrpc::first_member(r, "resultType"))
                     == Some("\"input_required\"");
             if !input_required {
                 return self.answer(call, &facts, &slot.name, method, frame);

@@ -261,10 +261,10 @@ fn task_json(id: &str, e: &Entry, poll: Duration) -> Value {
     t
 }
 
-/// Whether `result` is an ext-tasks handle (`"resultType": "task"`), read without
-/// parsing the rest of the result.
+/// Whether `result` (a result's valid text) is an ext-tasks handle (`"resultType":
+/// "task"`), read without parsing the rest of the result.
 fn is_task_handle(result: &str) -> bool {
-    mcpx_protocol::jsonrpc::member(result, "resultType")
+    mcpx_protocol::jsonrpc::first_member(result, "resultType")
         .and_then(|raw| serde_json::from_str::<std::borrow::Cow<'_, str>>(raw).ok())
         .is_some_and(|t| t == "task")
 }
@@ -818,7 +818,7 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
         .unwrap_or_default();
     // The host's `task` is mcpx's to act on; upstreams get mcpx's own (E-17, H13).
     // Most calls carry none: their params go on as they are, without a parse.
-    let (asked, params) = if mcpx_protocol::jsonrpc::member(&params, "task").is_some() {
+    let (asked, params) = if mcpx_protocol::jsonrpc::first_member(&params, "task").is_some() {
         let mut p: Value = serde_json::from_str(&params).unwrap_or_else(|_| json!({}));
         let asked = p.get("task").filter(|t| t.is_object()).cloned();
         if let Some(o) = p.as_object_mut() {

@@ -172,7 +172,7 @@ fn lookup<'a>(args: &'a Value, path: &[String]) -> Option<&'a Value> {
 fn name_value(frame: &Frame) -> Option<std::borrow::Cow<'_, str>> {
     let method = frame.method()?;
     let (_, field) = NAMED_METHODS.iter().find(|(m, _)| *m == method)?;
-    let raw = member(frame.params()?, field)?;
+    let raw = crate::jsonrpc::first_member(frame.params()?, field)?;
     crate::jsonrpc::string_value(raw)
 }
 

@@ -314,7 +314,7 @@ impl Frame {
     pub fn params_meta(&self, key: &str) -> Option<&str> {
         let members = self.ix.meta.0.get_or_init(|| {
             let params = self.params()?;
-            let meta = member(params, "_meta")?;
+            let meta = first_member(params, "_meta")?;
             let base = meta.as_ptr() as usize - self.text.as_ptr() as usize;
             let found = members(meta)?;
             let text_at = self.text.as_ptr() as usize;
@@ -630,6 +630,29 @@ pub fn string_value(text: &str) -> Option<std::borrow::Cow<'_, str>> {
         .map(std::borrow::Cow::Owned)
 }
 
+/// [`member`] for text known to be valid JSON (taken from a decoded [`Frame`] or a
+/// [`Json`], which are checked once when made): the walk stops at the first member of
+/// that name instead of going on to check the rest. On text that is not valid JSON the
+/// answer is unspecified (a member, or `None`), never a panic.
+pub fn first_member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
+    if !obj.contains(name) && !obj.contains('\\') {
+        return None;
+    }
+    let mut found = None;
+    let walked = crate::scan::visit(obj, |k, span| {
+        if k == name {
+            found = Some(span);
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    })?;
+    if walked.is_continue() {
+        return None; // walked to the end: no such member
+    }
+    obj.get(found?)
+}
+
 /// The raw text of member `name` of the JSON object `obj`, if `obj` is an object that
 /// has it. Reads one level only, borrowing from `obj`.
 pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
@@ -778,6 +801,18 @@ mod tests {
             "1", "null", r#""open"#, r#"open""#, r#"""#, r#""a"b""#, r#""\""#,
         ] {
             assert_eq!(string_value(not), None, "{not}");
+        }
+    }
+
+    #[test]
+    fn first_member_agrees_with_member_on_valid_text() {
+        let obj =
+            r#" {"a":1,"b":{"a":2},"c\u0061":"x","a":3,"name":"t","_meta":{"k":[1,{"a":0}]}} "#;
+        for name in ["a", "b", "ca", "name", "_meta", "k", "z", ""] {
+            assert_eq!(first_member(obj, name), member(obj, name), "{name}");
+        }
+        for obj in ["{}", "[1]", r#"{"x":"a"}"#, r#"{"t\u0061sk":{}}"#] {
+            assert_eq!(first_member(obj, "task"), member(obj, "task"), "{obj}");
         }
     }
 

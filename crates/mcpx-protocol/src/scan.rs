@@ -15,7 +15,7 @@
 //! call stack, however deep (the decoder bounds depth before this ever runs).
 
 use std::borrow::Cow;
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 
 /// A member: its name (escapes decoded) and the span of its value in the object text.
 pub(crate) type Member<'a> = (Cow<'a, str>, Range<usize>);
@@ -30,12 +30,25 @@ pub(crate) fn object(text: &str) -> Option<Vec<Member<'_>>> {
 }
 
 /// Walks the JSON object `text` as [`object`] does, handing each member to `each` in
-/// order instead of collecting them: for a check or a lookup, no allocation. `None`
-/// unless `text` is exactly one valid JSON object (after members were handed over).
+/// order instead of collecting them: for a check, no allocation. `None` unless `text`
+/// is exactly one valid JSON object (after members were handed over).
 pub(crate) fn walk<'a>(
     text: &'a str,
     mut each: impl FnMut(Cow<'a, str>, Range<usize>),
 ) -> Option<()> {
+    visit(text, |k, span| {
+        each(k, span);
+        ControlFlow::Continue(())
+    })
+    .map(|_| ())
+}
+
+/// [`walk`], where `each` may stop the walk: `Some(Break)` then, and the rest of the
+/// text is not looked at (so not checked either).
+pub(crate) fn visit<'a>(
+    text: &'a str,
+    mut each: impl FnMut(Cow<'a, str>, Range<usize>) -> ControlFlow<()>,
+) -> Option<ControlFlow<()>> {
     let b = text.as_bytes();
     let mut i = ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -55,7 +68,9 @@ pub(crate) fn walk<'a>(
             }
             let start = ws(b, i + 1);
             i = value(b, start)?;
-            each(key, start..i);
+            if each(key, start..i).is_break() {
+                return Some(ControlFlow::Break(()));
+            }
             i = ws(b, i);
             match b.get(i) {
                 Some(b',') => i = ws(b, i + 1),
@@ -67,7 +82,7 @@ pub(crate) fn walk<'a>(
             }
         }
     }
-    (ws(b, i) == b.len()).then_some(())
+    (ws(b, i) == b.len()).then_some(ControlFlow::Continue(()))
 }
 
 /// A member name from its quoted text: borrowed when it has no escapes, else decoded

@@ -1,12 +1,13 @@
 //! Property tests: `jsonrpc::members` and `jsonrpc::member` (a hand-written walk of the
 //! text) give exactly the answers of a `serde_json` visitor over `RawValue`s (what they
 //! replaced): the same verdict on every text, valid or not, and the same names and
-//! value spans.
+//! value spans. `jsonrpc::first_member`, which stops at the first match, gives
+//! `member`'s answers on every valid text.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::ops::Range;
 
-use mcpx_protocol::jsonrpc::{member, members};
+use mcpx_protocol::jsonrpc::{first_member, member, members};
 use proptest::prelude::*;
 
 mod common;
@@ -58,7 +59,10 @@ fn same(text: &str) {
                 .find(|(k, _)| k == name)
                 .map(|(_, s)| &text[s.clone()]);
             assert_eq!(member(text, name), first, "{text:?} {name:?}");
+            // On valid text, the walk that stops at the first match agrees.
+            assert_eq!(first_member(text, name), first, "{text:?} {name:?}");
         }
+        assert_eq!(first_member(text, "absent"), None);
     }
     assert_eq!(member(text, "absent"), None);
 }

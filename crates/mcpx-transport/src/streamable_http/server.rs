@@ -341,7 +341,7 @@ fn tool_name(frame: &Frame) -> Option<std::borrow::Cow<'_, str>> {
     if frame.method() != Some("tools/call") {
         return None;
     }
-    let raw = member(frame.params()?, "name")?;
+    let raw = mcpx_protocol::jsonrpc::first_member(frame.params()?, "name")?;
     mcpx_protocol::jsonrpc::string_value(raw)
 }
 
