@@ -100,7 +100,7 @@ impl Guard {
 }
 
 /// The answer a request from a foreign `Origin` or `Host` gets (403), if it is one.
-fn refusal(guard: &Guard, headers: &axum::http::HeaderMap) -> Option<Response> {
+pub(crate) fn refusal(guard: &Guard, headers: &axum::http::HeaderMap) -> Option<Response> {
     if let Some(host) = headers.get(header::HOST) {
         let ok = host.to_str().is_ok_and(|h| guard.host_allowed(h));
         if !ok {
