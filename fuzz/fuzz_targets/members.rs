@@ -1,9 +1,11 @@
 //! Any text: `jsonrpc::members` (a hand-written walk) answers without panicking, and
 //! exactly as `serde_json` reads the text: the same verdict, names and value spans.
+//! `jsonrpc::valid_members`, which trusts its text, never panics either, and on text
+//! `serde_json` accepts it answers the same.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpx_protocol::jsonrpc::members;
+use mcpx_protocol::jsonrpc::{members, valid_members};
 use serde_json::value::RawValue;
 
 fuzz_target!(|data: &[u8]| {
@@ -18,6 +20,14 @@ fuzz_target!(|data: &[u8]| {
     // serde_json's reading of the object (duplicates kept, in order).
     let theirs = reference(text);
     assert_eq!(ours, theirs, "{text:?}");
+    let trusted: Option<Vec<(String, String)>> = valid_members(text).map(|m| {
+        m.into_iter()
+            .map(|(k, s)| (k.into_owned(), text.get(s).unwrap_or_default().to_owned()))
+            .collect()
+    });
+    if theirs.is_some() {
+        assert_eq!(trusted, theirs, "{text:?}");
+    }
 });
 
 fn reference(text: &str) -> Option<Vec<(String, String)>> {

@@ -1308,7 +1308,8 @@ impl Gateway {
     fn route_name<'a>(&self, call: &'a Call, prompts: bool) -> Result<Routed<'a>, Fault> {
         let raw = call.params.as_deref().unwrap_or("{}");
         // One scan of the params: the name's text, and whether it is given only once.
-        let members = mcpx_protocol::jsonrpc::members(raw).unwrap_or_default();
+        // A host frame's params, checked when it was decoded: not walked again.
+        let members = mcpx_protocol::jsonrpc::valid_members(raw).unwrap_or_default();
         let mut names = members.iter().filter(|(k, _)| k == "name");
         let (name_span, sole) = match (names.next(), names.next()) {
             (Some((_, span)), rest) => (span.clone(), rest.is_none()),

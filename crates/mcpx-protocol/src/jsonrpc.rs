@@ -316,7 +316,8 @@ impl Frame {
             let params = self.params()?;
             let meta = first_member(params, "_meta")?;
             let base = meta.as_ptr() as usize - self.text.as_ptr() as usize;
-            let found = members(meta)?;
+            // The frame's own text: valid, so not checked again.
+            let found = valid_members(meta)?;
             let text_at = self.text.as_ptr() as usize;
             Some(
                 found
@@ -630,16 +631,28 @@ pub fn string_value(text: &str) -> Option<std::borrow::Cow<'_, str>> {
         .map(std::borrow::Cow::Owned)
 }
 
+/// [`members`] for text known to be valid JSON (see [`first_member`]): nothing is
+/// checked again. On text that is not valid JSON the answer is unspecified.
+pub fn valid_members(obj: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, Range<usize>)>> {
+    let mut all = Vec::new();
+    let _walked = crate::scan::visit_valid(obj, |k, span| {
+        all.push((k, span));
+        std::ops::ControlFlow::Continue(())
+    })?;
+    Some(all)
+}
+
 /// [`member`] for text known to be valid JSON (taken from a decoded [`Frame`] or a
-/// [`Json`], which are checked once when made): the walk stops at the first member of
-/// that name instead of going on to check the rest. On text that is not valid JSON the
-/// answer is unspecified (a member, or `None`), never a panic.
+/// [`Json`], which are checked once when made): nothing is checked again, values are
+/// skipped by their brackets and quotes, and the walk stops at the first member of
+/// that name. On text that is not valid JSON the answer is unspecified (a member, or
+/// `None`), never a panic.
 pub fn first_member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
     if !obj.contains(name) && !obj.contains('\\') {
         return None;
     }
     let mut found = None;
-    let walked = crate::scan::visit(obj, |k, span| {
+    let walked = crate::scan::visit_valid(obj, |k, span| {
         if k == name {
             found = Some(span);
             std::ops::ControlFlow::Break(())

@@ -71,7 +71,7 @@ pub fn lower_result_json(
     stamp: Stamp<'_>,
 ) -> Result<Option<Json>, LowerError> {
     let text = raw.as_str();
-    Ok(match lower_result_stamped(method, text, from, to, stamp)? {
+    Ok(match lower(method, text, from, to, stamp, Text::Valid)? {
         Cow::Borrowed(b) if std::ptr::eq(b, text) => None,
         Cow::Borrowed(b) => Some(Json::trusted(b.to_owned())),
         Cow::Owned(o) => Some(Json::trusted(o)),
@@ -86,13 +86,32 @@ pub fn lower_result_stamped<'a>(
     to: Revision,
     stamp: Stamp<'_>,
 ) -> Result<Cow<'a, str>, LowerError> {
+    lower(method, raw, from, to, stamp, Text::Unchecked)
+}
+
+/// Whether a result's text is known to be valid JSON (a `Json`'s), so that reading its
+/// members need not check it again.
+#[derive(Clone, Copy, PartialEq)]
+enum Text {
+    Valid,
+    Unchecked,
+}
+
+fn lower<'a>(
+    method: &str,
+    raw: &'a str,
+    from: Revision,
+    to: Revision,
+    stamp: Stamp<'_>,
+    text: Text,
+) -> Result<Cow<'a, str>, LowerError> {
     // A result already in the receiver's revision needs nothing.
     let stamping = stamp.server_info.is_some() && to.facts().result_type;
     if from == to && !stamping {
         return Ok(Cow::Borrowed(raw));
     }
     if from == to
-        && let Some(stamped) = stamp_in_place(method, raw, stamp)
+        && let Some(stamped) = stamp_in_place(method, raw, stamp, text)
     {
         return Ok(Cow::Owned(stamped));
     }
@@ -132,9 +151,13 @@ pub fn lower_result_stamped<'a>(
 /// only `_meta` is rewritten (or appended), every other byte is kept. `None` when the
 /// general path is needed: the text is not an object, or its envelope is incomplete
 /// (`resultType`, and on cacheable results `ttlMs` and `cacheScope`, must be present).
-fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>) -> Option<String> {
+fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>, text: Text) -> Option<String> {
     let info = serde_json::to_string(stamp.server_info?).ok()?;
-    let members = crate::jsonrpc::members(raw)?;
+    let members_of = |t| match text {
+        Text::Valid => crate::jsonrpc::valid_members(t),
+        Text::Unchecked => crate::jsonrpc::members(t),
+    };
+    let members = members_of(raw)?;
     let has = |k: &str| members.iter().any(|(name, _)| name == k);
     if !has("resultType")
         || (CACHEABLE_METHODS.contains(&method) && !(has("ttlMs") && has("cacheScope")))
@@ -150,7 +173,7 @@ fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>) -> Option<String> {
         // `_meta` that is not an object, a key given twice) takes the general path.
         (Some((_, span)), None) => {
             let old = raw.get(span.clone())?;
-            let inner = crate::jsonrpc::members(old)?;
+            let inner = members_of(old)?;
             let mut named = inner.iter().filter(|(k, _)| k == crate::meta::SERVER_INFO);
             let meta = match (named.next(), named.next()) {
                 (None, _) => append_member(old, &key, &info)?,
@@ -497,7 +520,14 @@ mod tests {
         ];
         for (method, raw) in cases {
             let fast = lower_result_stamped(method, raw, V2026_07_28, V2026_07_28, stamp).unwrap();
-            assert!(stamp_in_place(method, raw, stamp).is_some(), "{raw}");
+            // Both ways of reading the members: checking, and trusting valid text.
+            let checked = stamp_in_place(method, raw, stamp, Text::Unchecked);
+            assert!(checked.is_some(), "{raw}");
+            assert_eq!(
+                stamp_in_place(method, raw, stamp, Text::Valid),
+                checked,
+                "{raw}"
+            );
             let fast: Value = serde_json::from_str(&fast).unwrap();
             let mut expected: Value = serde_json::from_str(raw).unwrap();
             let meta = expected
@@ -519,15 +549,16 @@ mod tests {
             stamp_in_place(
                 "tools/list",
                 r#"{"tools":[],"resultType":"complete"}"#,
-                stamp
+                stamp,
+                Text::Valid
             )
             .is_none()
         );
-        assert!(stamp_in_place("tools/call", r#"{"content":[]}"#, stamp).is_none());
+        assert!(stamp_in_place("tools/call", r#"{"content":[]}"#, stamp, Text::Valid).is_none());
         // The upstream's `_meta` keeps its order and bytes around the replaced value.
         let raw = r#"{"resultType":"complete","_meta":{"b":1, "io.modelcontextprotocol/serverInfo":{"name":"up"},"a":2}}"#;
         assert_eq!(
-            stamp_in_place("tools/call", raw, stamp).unwrap(),
+            stamp_in_place("tools/call", raw, stamp, Text::Valid).unwrap(),
             r#"{"resultType":"complete","_meta":{"b":1, "io.modelcontextprotocol/serverInfo":{"name":"mcpx","version":"0.1.0"},"a":2}}"#
         );
         // Unusual shapes take the general path: `_meta` not an object, a key twice.
@@ -536,7 +567,10 @@ mod tests {
             r#"{"resultType":"complete","_meta":{},"_meta":{}}"#,
             r#"{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":1,"io.modelcontextprotocol/serverInfo":2}}"#,
         ] {
-            assert!(stamp_in_place("tools/call", raw, stamp).is_none(), "{raw}");
+            assert!(
+                stamp_in_place("tools/call", raw, stamp, Text::Valid).is_none(),
+                "{raw}"
+            );
         }
     }
 

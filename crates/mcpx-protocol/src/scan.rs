@@ -85,6 +85,102 @@ pub(crate) fn visit<'a>(
     (ws(b, i) == b.len()).then_some(ControlFlow::Continue(()))
 }
 
+/// [`visit`] for text known to be one valid JSON object (a decoded frame's, or a
+/// `Json`'s: both are checked once when made). Nothing is checked again: a value is
+/// skipped by finding where it ends (its closing quote, or its closing bracket at the
+/// same depth, strings stepped over whole), a few instructions a byte where [`visit`]
+/// checks every token. On text that is not valid JSON the members handed over are
+/// unspecified, and the walk still ends without panicking.
+pub(crate) fn visit_valid<'a>(
+    text: &'a str,
+    mut each: impl FnMut(Cow<'a, str>, Range<usize>) -> ControlFlow<()>,
+) -> Option<ControlFlow<()>> {
+    let b = text.as_bytes();
+    let mut i = ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = ws(b, i + 1);
+    if b.get(i) == Some(&b'}') {
+        return Some(ControlFlow::Continue(()));
+    }
+    loop {
+        let key_start = i;
+        i = skip_string(b, i)?;
+        let key = name(text, key_start..i)?;
+        i = ws(b, i);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let start = ws(b, i + 1);
+        i = skip_value(b, start)?;
+        if each(key, start..i).is_break() {
+            return Some(ControlFlow::Break(()));
+        }
+        i = ws(b, i);
+        match b.get(i) {
+            Some(b',') => i = ws(b, i + 1),
+            Some(b'}') => return Some(ControlFlow::Continue(())),
+            _ => return None,
+        }
+    }
+}
+
+/// The end of the (valid) string whose opening quote is at `i`.
+fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let mut i = i + 1;
+    loop {
+        i = next_special::<false>(b, i);
+        match *b.get(i)? {
+            b'"' => return Some(i + 1),
+            // An escape: its next byte is never the string's end.
+            _ => i += 2,
+        }
+    }
+}
+
+/// The end of the (valid) value starting at `i`: brackets counted, strings stepped
+/// over, a scalar read up to the byte that ends it.
+fn skip_value(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => skip_string(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = i;
+            loop {
+                match *b.get(i)? {
+                    b'"' => {
+                        i = skip_string(b, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            let mut i = i;
+            while let Some(&c) = b.get(i) {
+                if matches!(c, b',' | b'}' | b']' | b' ' | b'\n' | b'\t' | b'\r') {
+                    break;
+                }
+                i += 1;
+            }
+            Some(i)
+        }
+    }
+}
+
 /// A member name from its quoted text: borrowed when it has no escapes, else decoded
 /// by `serde_json` (which also refuses what it refuses, such as a lone surrogate).
 fn name(text: &str, quoted: Range<usize>) -> Option<Cow<'_, str>> {

@@ -1,13 +1,14 @@
 //! Property tests: `jsonrpc::members` and `jsonrpc::member` (a hand-written walk of the
 //! text) give exactly the answers of a `serde_json` visitor over `RawValue`s (what they
 //! replaced): the same verdict on every text, valid or not, and the same names and
-//! value spans. `jsonrpc::first_member`, which stops at the first match, gives
-//! `member`'s answers on every valid text.
+//! value spans. `jsonrpc::first_member` and `jsonrpc::valid_members`, which trust their
+//! text (no checks; the first stops at its match), give `member`'s and `members`'
+//! answers on every valid text, and never panic on any other.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::ops::Range;
 
-use mcpx_protocol::jsonrpc::{first_member, member, members};
+use mcpx_protocol::jsonrpc::{first_member, member, members, valid_members};
 use proptest::prelude::*;
 
 mod common;
@@ -51,7 +52,13 @@ fn ours(obj: &str) -> Option<Vec<(String, Range<usize>)>> {
 
 fn same(text: &str) {
     assert_eq!(ours(text), reference(text), "{text:?}");
+    // Valid or not, the walk that trusts its text never panics; on valid text it
+    // answers as the checking walk does.
+    let trusted = valid_members(text);
     if let Some(all) = reference(text) {
+        let trusted: Option<Vec<(String, Range<usize>)>> =
+            trusted.map(|m| m.into_iter().map(|(k, s)| (k.into_owned(), s)).collect());
+        assert_eq!(trusted.as_ref(), Some(&all), "{text:?}");
         for (name, _) in &all {
             // The first member of that name.
             let first = all
