@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# scripts/call-cost.sh — what one passthrough call costs the gateway in instructions
+# and allocations: numbers that do not move with the machine's load, for before/after
+# comparisons of a change too small for scripts/bench.sh to resolve.
+#
+# One session, `tools/call` of test_simple_text through `mcpx serve` in front of
+# `mcpx example-server` (a stdio upstream), the upstream's era pinned to the host's.
+#
+#   instructions per call   callgrind over N1 and over N2 calls; the difference divided
+#                           by N1 - N2, so that start-up and shutdown cancel out
+#   allocations per call    dhat, the same way
+#
+# Usage: scripts/call-cost.sh [http|stdio] [legacy|modern] [N1] [N2]
+#        (default: http legacy 3000 1000)
+#   MCPX_COST_BIN   the mcpx binary to measure (default: target/release/mcpx, built)
+#
+# Needs valgrind and python3. Takes about two minutes per shape.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+HOST="${1:-http}"
+ERA="${2:-legacy}"
+N1="${3:-3000}"
+N2="${4:-1000}"
+case "$HOST" in http | stdio) ;; *) echo "call-cost: host transport is http or stdio" >&2; exit 2 ;; esac
+case "$ERA" in legacy | modern) ;; *) echo "call-cost: era is legacy or modern" >&2; exit 2 ;; esac
+((N1 > N2 && N2 > 0)) || { echo "call-cost: N1 > N2 > 0" >&2; exit 2; }
+command -v valgrind >/dev/null || { echo "call-cost: valgrind is not installed" >&2; exit 2; }
+
+if [[ -z "${MCPX_COST_BIN:-}" ]]; then
+  cargo build --release -p mcpx >&2
+fi
+BIN="$(realpath "${MCPX_COST_BIN:-$repo/target/release/mcpx}")"
+LOAD="$repo/target/release/mcpx"
+[[ -x "$LOAD" ]] || cargo build --release -p mcpx >&2
+
+OUT="$(mktemp -d "${TMPDIR:-/tmp}/mcpx-call-cost.XXXXXX")"
+PIDS=()
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$OUT"
+}
+trap cleanup EXIT
+
+cfg="$OUT/mcpx.json"
+printf '{"mcpServers":{"ex":{"command":"%s","args":["example-server"],"mcpx":{"protocol":"%s"}}}}\n' \
+  "$LOAD" "$ERA" >"$cfg"
+
+next_port=39500
+free_port() {
+  while (exec 3<>"/dev/tcp/127.0.0.1/$next_port") 2>/dev/null; do next_port=$((next_port + 1)); done
+  echo "$next_port"
+  next_port=$((next_port + 1))
+}
+
+# run TOOL CALLS OUTPUT-OPTION: one gateway under valgrind's TOOL, CALLS calls through it.
+run() {
+  local tool="$1" calls="$2" output="$3"
+  if [[ "$HOST" == stdio ]]; then
+    # The load generator starts the gateway itself, as a stdio host does.
+    "$LOAD" bench --stdio "valgrind --tool=$tool $output $BIN serve --config $cfg" \
+      --era "$ERA" --calls "$calls" --warmup 0 >/dev/null 2>&1
+    return
+  fi
+  local port pid i
+  port="$(free_port)"
+  env XDG_CACHE_HOME="$OUT/cache" valgrind "--tool=$tool" "$output" "$BIN" serve \
+    --config "$cfg" --http "127.0.0.1:$port" >/dev/null 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  for i in $(seq 1 300); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+  "$LOAD" bench --http "http://127.0.0.1:$port/mcp" --era "$ERA" --calls "$calls" \
+    --warmup 0 >/dev/null 2>&1
+  kill -INT "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+run callgrind "$N1" "--callgrind-out-file=$OUT/cg1.out"
+run callgrind "$N2" "--callgrind-out-file=$OUT/cg2.out"
+run dhat "$N1" "--dhat-out-file=$OUT/dhat1.json"
+run dhat "$N2" "--dhat-out-file=$OUT/dhat2.json"
+
+python3 - "$OUT" "$N1" "$N2" "$HOST" "$ERA" "$BIN" <<'PYEOF'
+import json, re, sys
+out, n1, n2, host, era, binary = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:]
+def total(path):
+    # callgrind's "summary:" (or "totals:") line: the program's instructions.
+    for line in open(path):
+        m = re.match(r"(?:summary|totals):\s+(\d+)", line)
+        if m:
+            return int(m.group(1))
+    raise SystemExit(f"call-cost: no totals in {path}")
+instructions = (total(f"{out}/cg1.out") - total(f"{out}/cg2.out")) / (n1 - n2)
+def blocks(path):
+    return sum(pp["tbk"] for pp in json.load(open(path))["pps"])
+allocations = (blocks(f"{out}/dhat1.json") - blocks(f"{out}/dhat2.json")) / (n1 - n2)
+print(f"{host} host → stdio upstream, {era}, {binary}: "
+      f"{instructions / 1000:.1f} k instructions per call, {allocations:.1f} allocations per call")
+PYEOF
