@@ -74,15 +74,18 @@ measure() {
     2>&1 | tail -1 | sed 's/, max.*//' >"$OUT/$label.bench"
   kill -INT "$rec"; wait "$rec" 2>/dev/null || true
   kill "$pid" 2>/dev/null || true
-  perf script -i "$OUT/$label.data" 2>/dev/null >"$OUT/$label.txt" || true
-  python3 - "$label" "$OUT/$label.txt" "$(cat "$OUT/$label.bench")" <<'PYEOF'
+  # With the process's id on every line: perf follows the processes it starts too (the
+  # relay starts its child per connection, after perf attached), and their system
+  # calls are not the middle process's.
+  perf script -F pid,tid,time,event,trace -i "$OUT/$label.data" 2>/dev/null >"$OUT/$label.txt" || true
+  python3 - "$label" "$OUT/$label.txt" "$(cat "$OUT/$label.bench")" "$pid" <<'PYEOF'
 import re, statistics, sys
-label, path, bench = sys.argv[1:4]
+label, path, bench, pid = sys.argv[1:5]
 RECVFROM, WRITEV, WRITE, READ = 45, 20, 1, 0
 ev = []
 for line in open(path):
     m = re.search(r"(\d+\.\d+):\s+raw_syscalls:sys_(enter|exit): NR (\d+)(.*)", line)
-    if m:
+    if m and line.split("/", 1)[0].strip() == pid:
         ev.append((float(m.group(1)) * 1e6, m.group(2), int(m.group(3)), m.group(4)))
 def ret(rest):
     try:
