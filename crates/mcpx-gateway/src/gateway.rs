@@ -2128,9 +2128,10 @@ impl Gateway {
                     && !facts.revision.facts().input_validation_is_tool_error,
             });
         }
-        // Taken from the decoded frame: not parsed again on its way to the host.
+        // Taken from the decoded frame, not copied out of it: not parsed again on its
+        // way to the host.
         let mut result = frame
-            .result_json()
+            .into_result_json()
             .unwrap_or_else(|| Json::of_value(&json!({})));
         if facts.era == Era::Modern
             && call.host.era() == Era::Modern

@@ -153,18 +153,24 @@ pub(crate) type Span = Range<usize>;
 /// written by serde_json ([`Json::of_value`]), or taken from a [`Frame`], whose text was
 /// checked when it was decoded or built ([`Frame::result_json`]). A result carried as
 /// `Json` is not parsed again on its way out ([`Frame::result_response_json`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Json(Box<str>);
+#[derive(Clone)]
+pub struct Json {
+    /// The text the value is in: its own, or a whole frame's
+    /// ([`Frame::into_result_json`]), which saves copying a result out of its frame.
+    text: Box<str>,
+    /// Where the value is in `text`.
+    span: Span,
+}
 
 impl Json {
     /// Checks `text` (the same check as [`RawValue::from_string`]).
     pub fn parse(text: String) -> Result<Json, serde_json::Error> {
-        RawValue::from_string(text).map(|r| Json(r.into()))
+        RawValue::from_string(text).map(|r| Json::whole(r.into()))
     }
 
     /// `v` written as JSON text.
     pub fn of_value(v: &serde_json::Value) -> Json {
-        Json(v.to_string().into_boxed_str())
+        Json::whole(v.to_string().into_boxed_str())
     }
 
     /// Text already known to be valid JSON (written by this crate from valid JSON).
@@ -173,12 +179,32 @@ impl Json {
             serde_json::from_str::<&RawValue>(&text).is_ok(),
             "not JSON: {text}"
         );
-        Json(text.into_boxed_str())
+        Json::whole(text.into_boxed_str())
+    }
+
+    fn whole(text: Box<str>) -> Json {
+        let span = 0..text.len();
+        Json { text, span }
     }
 
     /// The text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        // The span is the whole text or a frame's member: always in bounds.
+        self.text.get(self.span.clone()).unwrap_or_default()
+    }
+}
+
+impl PartialEq for Json {
+    fn eq(&self, other: &Json) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Json {}
+
+impl fmt::Debug for Json {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Json").field(&self.as_str()).finish()
     }
 }
 
@@ -493,7 +519,17 @@ impl Frame {
 
     /// The `result` member as [`Json`] (a copy of its text; not parsed again).
     pub fn result_json(&self) -> Option<Json> {
-        self.result().map(|r| Json(r.into()))
+        self.result().map(|r| Json::whole(r.into()))
+    }
+
+    /// The `result` member as [`Json`], keeping the frame's text instead of copying
+    /// the result out of it (a result can be megabytes).
+    pub fn into_result_json(self) -> Option<Json> {
+        let span = self.ix.result.clone()?;
+        Some(Json {
+            text: self.text,
+            span,
+        })
     }
 
     /// A result response around `result`, which must be valid JSON text (e.g. taken
@@ -709,9 +745,19 @@ mod tests {
         let j = Json::parse(r#"{"content":[{"type":"text","text":"hi"}]}"#.to_owned()).unwrap();
         let f = Frame::result_response_json(&Id::Number(3), &j);
         assert_eq!(f, Frame::result_response(&Id::Number(3), &raw(j.as_str())));
-        assert_eq!(f.result_json(), Some(j));
+        assert_eq!(f.result_json(), Some(j.clone()));
+        // Kept in the frame's text, it reads and compares the same.
+        let kept = f.clone().into_result_json().unwrap();
+        assert_eq!(kept.as_str(), j.as_str());
+        assert_eq!(kept, j);
+        assert_eq!(format!("{kept:?}"), format!("{j:?}"));
+        assert_eq!(Frame::result_response_json(&Id::Number(3), &kept), f);
         assert_eq!(
             Frame::request(&Id::Number(1), "m", None).result_json(),
+            None
+        );
+        assert_eq!(
+            Frame::request(&Id::Number(1), "m", None).into_result_json(),
             None
         );
     }
