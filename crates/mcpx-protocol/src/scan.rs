@@ -47,6 +47,28 @@ pub(crate) fn walk<'a>(
 /// text is not looked at (so not checked either).
 pub(crate) fn visit<'a>(
     text: &'a str,
+    each: impl FnMut(Cow<'a, str>, Range<usize>) -> ControlFlow<()>,
+) -> Option<ControlFlow<()>> {
+    members::<true>(text, each)
+}
+
+/// [`visit`] for text known to be one valid JSON object (a decoded frame's, or a
+/// `Json`'s: both are checked once when made). Nothing is checked again: a value is
+/// skipped by finding where it ends (its closing quote, or its closing bracket at the
+/// same depth, strings stepped over whole), a few instructions a byte where [`visit`]
+/// checks every token. On text that is not valid JSON the members handed over are
+/// unspecified, and the walk still ends without panicking.
+pub(crate) fn visit_valid<'a>(
+    text: &'a str,
+    each: impl FnMut(Cow<'a, str>, Range<usize>) -> ControlFlow<()>,
+) -> Option<ControlFlow<()>> {
+    members::<false>(text, each)
+}
+
+/// The member walk of [`visit`] (`CHECK`: every token checked, and nothing after the
+/// object) and of [`visit_valid`] (values skipped by their ends only).
+fn members<'a, const CHECK: bool>(
+    text: &'a str,
     mut each: impl FnMut(Cow<'a, str>, Range<usize>) -> ControlFlow<()>,
 ) -> Option<ControlFlow<()>> {
     let b = text.as_bytes();
@@ -60,14 +82,22 @@ pub(crate) fn visit<'a>(
     } else {
         loop {
             let key_start = i;
-            i = string(b, i)?;
+            i = if CHECK {
+                string(b, i)
+            } else {
+                skip_string(b, i)
+            }?;
             let key = name(text, key_start..i)?;
             i = ws(b, i);
             if b.get(i) != Some(&b':') {
                 return None;
             }
             let start = ws(b, i + 1);
-            i = value(b, start)?;
+            i = if CHECK {
+                value(b, start)
+            } else {
+                skip_value(b, start)
+            }?;
             if each(key, start..i).is_break() {
                 return Some(ControlFlow::Break(()));
             }
@@ -82,48 +112,7 @@ pub(crate) fn visit<'a>(
             }
         }
     }
-    (ws(b, i) == b.len()).then_some(ControlFlow::Continue(()))
-}
-
-/// [`visit`] for text known to be one valid JSON object (a decoded frame's, or a
-/// `Json`'s: both are checked once when made). Nothing is checked again: a value is
-/// skipped by finding where it ends (its closing quote, or its closing bracket at the
-/// same depth, strings stepped over whole), a few instructions a byte where [`visit`]
-/// checks every token. On text that is not valid JSON the members handed over are
-/// unspecified, and the walk still ends without panicking.
-pub(crate) fn visit_valid<'a>(
-    text: &'a str,
-    mut each: impl FnMut(Cow<'a, str>, Range<usize>) -> ControlFlow<()>,
-) -> Option<ControlFlow<()>> {
-    let b = text.as_bytes();
-    let mut i = ws(b, 0);
-    if b.get(i) != Some(&b'{') {
-        return None;
-    }
-    i = ws(b, i + 1);
-    if b.get(i) == Some(&b'}') {
-        return Some(ControlFlow::Continue(()));
-    }
-    loop {
-        let key_start = i;
-        i = skip_string(b, i)?;
-        let key = name(text, key_start..i)?;
-        i = ws(b, i);
-        if b.get(i) != Some(&b':') {
-            return None;
-        }
-        let start = ws(b, i + 1);
-        i = skip_value(b, start)?;
-        if each(key, start..i).is_break() {
-            return Some(ControlFlow::Break(()));
-        }
-        i = ws(b, i);
-        match b.get(i) {
-            Some(b',') => i = ws(b, i + 1),
-            Some(b'}') => return Some(ControlFlow::Continue(())),
-            _ => return None,
-        }
-    }
+    (!CHECK || ws(b, i) == b.len()).then_some(ControlFlow::Continue(()))
 }
 
 /// The end of the (valid) string whose opening quote is at `i`.
