@@ -75,40 +75,10 @@ ROUNDS_TSV="$OUT/rounds.tsv"
 NOTES="$OUT/notes.txt"
 : >"$NOTES"
 
-PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
-trap cleanup EXIT
-
-# A free TCP port on 127.0.0.1 (asks the kernel through bash alone: tries a range).
-next_port=$((20000 + RANDOM % 20000))
-free_port() {
-  while (exec 3<>"/dev/tcp/127.0.0.1/$next_port") 2>/dev/null; do next_port=$((next_port + 1)); done
-  echo "$next_port"
-  next_port=$((next_port + 1))
-}
-
-wait_port() { # PORT PID
-  local i
-  for i in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
-
-# start_bg LOG CMD... : starts CMD in the background, sets BG_PID.
-start_bg() {
-  local log="$1"; shift
-  "$@" </dev/null >"$log" 2>&1 &
-  BG_PID=$!
-  PIDS+=("$BG_PID")
-}
+# PIDS, start_bg, stop_started, free_port, wait_port, gateway_config.
+# shellcheck source=lib/procs.sh
+source "$repo/scripts/lib/procs.sh"
+trap stop_started EXIT
 
 # The compared builds, as one alternation for `settle`'s pgrep.
 COMPARE=()
@@ -162,30 +132,20 @@ measure() {
   fi
 }
 
-# gateway_config FILE ERA UPSTREAM-KIND [URL] : a one-upstream configuration.
-gateway_config() {
-  local file="$1" era="$2" kind="$3" url="${4:-}"
-  if [[ "$kind" == stdio ]]; then
-    printf '{"mcpServers":{"ex":{"command":"%s","args":["example-server"],"mcpx":{"protocol":"%s"}}}}\n' "$BIN" "$era" >"$file"
-  else
-    printf '{"mcpServers":{"ex":{"type":"http","url":"%s","mcpx":{"protocol":"%s"}}}}\n' "$url" "$era" >"$file"
-  fi
-}
-
 # gateway_paths LABEL GATEWAY-BIN ERA N UPSTREAM-URL : starts one gateway binary's HTTP
 # gateways and adds its three paths. The upstream is always this build's example server.
 gateway_paths() {
   local label="$1" gw="$2" era="$3" n="$4" up_url="$5" tag port cfg
   tag="$(basename "$gw")-$era-$n"
   # HTTP host → stdio upstream.
-  cfg="$OUT/gw-$tag-stdio.json"; gateway_config "$cfg" "$era" stdio
+  cfg="$OUT/gw-$tag-stdio.json"; gateway_config "$cfg" "$BIN" "$era" stdio
   port="$(free_port)"
   start_bg "$OUT/gw-$tag-hs.log" env XDG_CACHE_HOME="$OUT/cache" "$gw" serve --config "$cfg" --http "127.0.0.1:$port"
   if wait_port "$port" "$BG_PID"; then
     add_path "$label" http stdio --http "http://127.0.0.1:$port/mcp" --watch-pid "$BG_PID"
   else echo "$label http→stdio $era x$n: the gateway did not start" >>"$NOTES"; fi
   # HTTP host → HTTP upstream.
-  cfg="$OUT/gw-$tag-http.json"; gateway_config "$cfg" "$era" http "$up_url"
+  cfg="$OUT/gw-$tag-http.json"; gateway_config "$cfg" "$BIN" "$era" http "$up_url"
   port="$(free_port)"
   start_bg "$OUT/gw-$tag-hh.log" env XDG_CACHE_HOME="$OUT/cache" "$gw" serve --config "$cfg" --http "127.0.0.1:$port"
   if wait_port "$port" "$BG_PID"; then
@@ -265,7 +225,7 @@ for era in $ERAS; do
         for ((i = ${#T_LABEL[@]} - 1; i >= 0; i--)); do measure "$i" "$era" "$n" "$round"; done
       fi
     done
-    cleanup
+    stop_started
   done
 done
 

@@ -36,25 +36,13 @@ LOAD="$repo/target/release/mcpx"
 [[ -x "$LOAD" ]] || cargo build --release -p mcpx >&2
 
 OUT="$(mktemp -d "${TMPDIR:-/tmp}/mcpx-call-cost.XXXXXX")"
-PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$OUT"
-}
-trap cleanup EXIT
+# PIDS, start_bg, stop_started, free_port, wait_port, gateway_config.
+# shellcheck source=lib/procs.sh
+source "$repo/scripts/lib/procs.sh"
+trap 'stop_started; rm -rf "$OUT"' EXIT
 
 cfg="$OUT/mcpx.json"
-printf '{"mcpServers":{"ex":{"command":"%s","args":["example-server"],"mcpx":{"protocol":"%s"}}}}\n' \
-  "$LOAD" "$ERA" >"$cfg"
-
-next_port=39500
-free_port() {
-  while (exec 3<>"/dev/tcp/127.0.0.1/$next_port") 2>/dev/null; do next_port=$((next_port + 1)); done
-  echo "$next_port"
-  next_port=$((next_port + 1))
-}
+gateway_config "$cfg" "$LOAD" "$ERA" stdio
 
 # run TOOL CALLS OUTPUT-OPTION: one gateway under valgrind's TOOL, CALLS calls through it.
 run() {
@@ -65,16 +53,12 @@ run() {
       --era "$ERA" --calls "$calls" --warmup 0 >/dev/null 2>&1
     return
   fi
-  local port pid i
+  local port pid
   port="$(free_port)"
-  env XDG_CACHE_HOME="$OUT/cache" valgrind "--tool=$tool" "$output" "$BIN" serve \
-    --config "$cfg" --http "127.0.0.1:$port" >/dev/null 2>&1 &
-  pid=$!
-  PIDS+=("$pid")
-  for i in $(seq 1 300); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.1
-  done
+  start_bg "$OUT/$tool.log" env XDG_CACHE_HOME="$OUT/cache" valgrind "--tool=$tool" "$output" \
+    "$BIN" serve --config "$cfg" --http "127.0.0.1:$port"
+  pid=$BG_PID
+  wait_port "$port" "$pid" 300 || { echo "call-cost: the gateway did not listen" >&2; exit 1; }
   "$LOAD" bench --http "http://127.0.0.1:$port/mcp" --era "$ERA" --calls "$calls" \
     --warmup 0 >/dev/null 2>&1
   kill -INT "$pid" 2>/dev/null || true

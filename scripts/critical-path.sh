@@ -17,7 +17,7 @@
 #   MCPX_CRIT_BIN   the mcpx binary to measure (default: target/release/mcpx, built)
 #
 # Needs perf with access to the raw_syscalls tracepoints (root, or
-# kernel.perf_event_paranoid ≤ 1), ss (iproute2) and an x86-64 kernel (the system call
+# kernel.perf_event_paranoid ≤ 1) and an x86-64 kernel (the system call
 # numbers below).
 set -euo pipefail
 
@@ -38,33 +38,17 @@ LOAD="$repo/target/release/mcpx"
 RELAY="$repo/target/release/examples/null_http_relay"
 
 OUT="$(mktemp -d "${TMPDIR:-/tmp}/mcpx-critical-path.XXXXXX")"
-PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$OUT"
-}
-trap cleanup EXIT
+# PIDS, start_bg, stop_started, free_port, wait_port, gateway_config.
+# shellcheck source=lib/procs.sh
+source "$repo/scripts/lib/procs.sh"
+trap 'stop_started; rm -rf "$OUT"' EXIT
 
-port_of() { # PID: the port the process listens on (from ss), once it does
-  local i port
-  for i in $(seq 1 100); do
-    port="$(ss -Hltnp 2>/dev/null | grep "pid=$1," | grep -o '127.0.0.1:[0-9]*' | head -1 | cut -d: -f2)"
-    [[ -n "$port" ]] && { echo "$port"; return 0; }
-    sleep 0.05
-  done
-  return 1
-}
-
-# measure LABEL CMD... : the process started by CMD listens on 127.0.0.1; one row.
+# measure LABEL PORT CMD... : the process started by CMD listens on 127.0.0.1:PORT; one row.
 measure() {
-  local label="$1"; shift
-  "$@" >/dev/null 2>"$OUT/$label.log" &
-  local pid=$!
-  PIDS+=("$pid")
-  local port
-  port="$(port_of "$pid")" || { echo "critical-path: $label did not listen" >&2; return 1; }
+  local label="$1" port="$2"; shift 2
+  start_bg "$OUT/$label.log" "$@"
+  local pid=$BG_PID
+  wait_port "$port" "$pid" || { echo "critical-path: $label did not listen" >&2; return 1; }
   "$LOAD" bench --http "http://127.0.0.1:$port/mcp" --era "$ERA" --calls 2000 --warmup 0 >/dev/null 2>&1
   perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -p "$pid" -o "$OUT/$label.data" \
     2>"$OUT/$label.perf.log" &
@@ -117,6 +101,8 @@ echo
 echo "| process in the middle | request path | upstream wait | response path | calls seen | mcpx bench |"
 echo "|---|---:|---:|---:|---:|---|"
 cfg="$OUT/mcpx.json"
-printf '{"mcpServers":{"ex":{"command":"%s","args":["example-server"],"mcpx":{"protocol":"%s"}}}}\n' "$LOAD" "$ERA" >"$cfg"
-measure mcpx env XDG_CACHE_HOME="$OUT/cache" "$BIN" serve --config "$cfg" --http 127.0.0.1:0
-measure relay "$RELAY" 127.0.0.1:0 --stdio "$LOAD" example-server
+gateway_config "$cfg" "$LOAD" "$ERA" stdio
+port="$(free_port)"
+measure mcpx "$port" env XDG_CACHE_HOME="$OUT/cache" "$BIN" serve --config "$cfg" --http "127.0.0.1:$port"
+port="$(free_port)"
+measure relay "$port" "$RELAY" "127.0.0.1:$port" --stdio "$LOAD" example-server

@@ -1,0 +1,55 @@
+# scripts/lib/procs.sh — sourced by the measuring scripts (bench.sh, critical-path.sh,
+# call-cost.sh): the processes they start, the ports those listen on, and the gateway
+# configuration they measure. Not a script of its own.
+
+# Every process started with start_bg, killed and reaped by stop_started.
+PIDS=()
+
+# stop_started: kills and reaps every process in PIDS (each script's EXIT trap).
+stop_started() {
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PIDS=()
+}
+
+# start_bg LOG CMD... : starts CMD in the background (stdin closed, stdout and stderr to
+# LOG), sets BG_PID.
+start_bg() {
+  local log="$1"; shift
+  "$@" </dev/null >"$log" 2>&1 &
+  BG_PID=$!
+  PIDS+=("$BG_PID")
+}
+
+# A free TCP port on 127.0.0.1 (asks the kernel through bash alone: tries a range).
+next_port=$((20000 + RANDOM % 20000))
+free_port() {
+  while (exec 3<>"/dev/tcp/127.0.0.1/$next_port") 2>/dev/null; do next_port=$((next_port + 1)); done
+  echo "$next_port"
+  next_port=$((next_port + 1))
+}
+
+# wait_port PORT PID [TENTHS] : until PORT accepts connections (1), PID exits (fails) or
+# TENTHS tenths of a second pass (default 100; valgrind starts slowly).
+wait_port() {
+  local i
+  for i in $(seq 1 "${3:-100}"); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# gateway_config FILE MCPX-BIN ERA stdio|http [URL] : an `mcpx serve` configuration with
+# one upstream, the example server: a child (`MCPX-BIN example-server`) or an HTTP
+# server at URL. The upstream's era is pinned to ERA, so every call is a passthrough.
+gateway_config() {
+  local file="$1" bin="$2" era="$3" kind="$4" url="${5:-}"
+  if [[ "$kind" == stdio ]]; then
+    printf '{"mcpServers":{"ex":{"command":"%s","args":["example-server"],"mcpx":{"protocol":"%s"}}}}\n' "$bin" "$era" >"$file"
+  else
+    printf '{"mcpServers":{"ex":{"type":"http","url":"%s","mcpx":{"protocol":"%s"}}}}\n' "$url" "$era" >"$file"
+  fi
+}
