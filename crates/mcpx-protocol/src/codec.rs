@@ -216,18 +216,15 @@ fn check_depth(bytes: &[u8], max: usize) -> Result<(), DecodeError> {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b'"' => {
-                // Skip the string: to its closing quote, stepping over escapes.
-                i += 1;
-                loop {
-                    i = crate::scan::next_special::<false>(bytes, i);
-                    match bytes.get(i) {
-                        Some(b'\\') => i += 2,
-                        Some(_) => break,
-                        None => return Ok(()),
-                    }
+            b'"' => match crate::scan::skip_string(bytes, i) {
+                // Past the string: its brackets are not nesting.
+                Some(end) => {
+                    i = end;
+                    continue;
                 }
-            }
+                // Unterminated: the parser reports it.
+                None => return Ok(()),
+            },
             b'[' | b'{' => {
                 depth += 1;
                 if depth > max {

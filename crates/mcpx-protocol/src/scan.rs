@@ -115,8 +115,10 @@ fn members<'a, const CHECK: bool>(
     (!CHECK || ws(b, i) == b.len()).then_some(ControlFlow::Continue(()))
 }
 
-/// The end of the (valid) string whose opening quote is at `i`.
-fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+/// The end of the string whose opening quote is at `i`: its closing quote found by
+/// stepping over escapes, nothing checked (the trusting walk, and the decoder's depth
+/// check, which only needs where strings end). `None` when it is not closed.
+pub(crate) fn skip_string(b: &[u8], i: usize) -> Option<usize> {
     if b.get(i) != Some(&b'"') {
         return None;
     }
@@ -367,9 +369,9 @@ fn string(b: &[u8], i: usize) -> Option<usize> {
 
 /// The index of the first `"` or `\` at or after `i` (or `b.len()`), and with
 /// `CONTROL` also of the first control character (U+0000..U+001F), eight bytes at a
-/// time: string bodies are most of a frame's bytes. The decoder's depth check skips
-/// strings with it too (without `CONTROL`: it only needs where a string ends).
-pub(crate) fn next_special<const CONTROL: bool>(b: &[u8], mut i: usize) -> usize {
+/// time: string bodies are most of a frame's bytes. [`skip_string`] uses it without
+/// `CONTROL` (it only needs where a string ends).
+fn next_special<const CONTROL: bool>(b: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     while let Some(chunk) = b.get(i..i + 8) {
