@@ -253,6 +253,9 @@ pub(super) struct Routed<'a> {
     /// The params to send upstream: the host's text, borrowed, when the names agree;
     /// renamed otherwise.
     pub(super) params: Cow<'a, str>,
+    /// A tool's facts, read under the same catalog lock as its name (the defaults for a
+    /// prompt).
+    pub(super) tool: ToolFacts,
 }
 
 /// The tool or prompt name, or resource URI, a host's call names.
@@ -1367,10 +1370,20 @@ impl Gateway {
             params["name"] = json!(original);
             Cow::Owned(params.to_string())
         };
+        let tool = if prompts {
+            ToolFacts::default()
+        } else {
+            catalog
+                .tools
+                .get(name.as_ref())
+                .copied()
+                .unwrap_or_default()
+        };
         Ok(Routed {
             upstream: i,
             exposed: name,
             params,
+            tool,
         })
     }
 

@@ -804,18 +804,11 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
         upstream: i,
         exposed,
         params,
+        tool: super::ToolFacts {
+            idempotent,
+            support,
+        },
     } = gw.route_name(call, false)?;
-    let super::ToolFacts {
-        idempotent,
-        support,
-    } = gw
-        .catalog
-        .read()
-        .map_err(|_| fault(INTERNAL_ERROR, "catalog lock poisoned".into(), call.host))?
-        .tools
-        .get(exposed.as_ref())
-        .copied()
-        .unwrap_or_default();
     // The host's `task` is mcpx's to act on; upstreams get mcpx's own (E-17, H13).
     // Most calls carry none: their params go on as they are, without a parse.
     let (asked, params) = if mcpx_protocol::jsonrpc::first_member(&params, "task").is_some() {
