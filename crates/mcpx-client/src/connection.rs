@@ -172,8 +172,9 @@ pub struct CallOptions {
     pub progress: bool,
     /// The log level to request from a modern upstream (`_meta` logLevel).
     pub log_level: Option<String>,
-    /// The client capabilities declared on a modern request.
-    pub client_capabilities: Value,
+    /// The client capabilities declared on a modern request (shared with the caller's
+    /// own request, which usually declared them).
+    pub client_capabilities: Arc<Value>,
     /// How long to wait without news; progress restarts it.
     pub timeout: Duration,
     /// How long to wait at most, whatever progress comes.
@@ -200,7 +201,7 @@ impl Default for CallOptions {
             events: None,
             progress: false,
             log_level: None,
-            client_capabilities: json!({}),
+            client_capabilities: Arc::new(json!({})),
             timeout: Duration::from_secs(60),
             max_time: Duration::from_secs(600),
             cancel: CancellationToken::new(),

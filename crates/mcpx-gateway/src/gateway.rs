@@ -486,6 +486,14 @@ fn host_may_be_asked(call: &Call, method: &str) -> Result<(), (i64, String)> {
     Ok(())
 }
 
+/// `{}` as client capabilities: what mcpx declares for itself where a request carries
+/// none of the host's (a legacy upstream's calls). One shared value, not one per call.
+pub(crate) fn no_capabilities() -> Arc<Value> {
+    static EMPTY: std::sync::LazyLock<Arc<Value>> =
+        std::sync::LazyLock::new(|| Arc::new(Value::Object(Map::new())));
+    Arc::clone(&EMPTY)
+}
+
 fn fault(code: i64, message: String, host: Revision) -> Fault {
     Fault::new(code, message, host)
 }
@@ -1460,7 +1468,7 @@ impl Gateway {
                 client_capabilities: if facts.era == Era::Modern {
                     call.client_capabilities.clone()
                 } else {
-                    json!({})
+                    no_capabilities()
                 },
                 timeout: slot.config.mcpx.call_timeout,
                 max_time: self.config.global.max_call_time,
@@ -1599,7 +1607,7 @@ impl Gateway {
             events: Some(tx),
             progress: call.progress.is_some(),
             log_level: call.log.as_ref().map(|l| l.threshold().as_str().to_owned()),
-            client_capabilities: json!({}),
+            client_capabilities: no_capabilities(),
             timeout: slot.config.mcpx.call_timeout,
             max_time: self.config.global.max_call_time,
             cancel: cancel.clone(),

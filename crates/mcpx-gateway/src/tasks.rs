@@ -419,7 +419,12 @@ enum First {
 
 /// A copy of `call` for the work of a task (or an upstream request that declares the
 /// extension): what differs is its capabilities, cancellation and related task.
-fn derive(call: &Call, caps: Value, cancel: CancellationToken, related: Option<String>) -> Call {
+fn derive(
+    call: &Call,
+    caps: Arc<Value>,
+    cancel: CancellationToken,
+    related: Option<String>,
+) -> Call {
     Call {
         id: call.id.clone(),
         method: call.method.clone(),
@@ -454,9 +459,9 @@ impl Gateway {
     fn upstream_opts(&self, i: usize, flavor: TasksFlavor) -> CallOptions {
         CallOptions {
             client_capabilities: if flavor == TasksFlavor::Extension {
-                with_extension(&json!({}))
+                Arc::new(with_extension(&json!({})))
             } else {
-                json!({})
+                super::no_capabilities()
             },
             timeout: self.slots[i].config.mcpx.call_timeout,
             max_time: self.config.global.max_call_time,
@@ -546,7 +551,7 @@ impl Gateway {
                 if needs_extension && !declares_extension(&call.client_capabilities) {
                     let up = derive(
                         call,
-                        with_extension(&call.client_capabilities),
+                        Arc::new(with_extension(&call.client_capabilities)),
                         call.cancel.clone(),
                         call.related_task.clone(),
                     );

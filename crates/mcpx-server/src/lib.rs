@@ -253,8 +253,10 @@ pub struct Call {
     pub cancel: CancellationToken,
     /// The host's legacy connection, for server-to-client requests of the same era.
     pub peer: Option<Peer>,
-    /// The host's client capabilities (from `initialize` on legacy, from `_meta` on modern).
-    pub client_capabilities: Value,
+    /// The host's client capabilities (from `initialize` on legacy, from `_meta` on
+    /// modern). Shared: a legacy session's are read once, and a call hands them on to
+    /// the upstream's request and to the work of a task.
+    pub client_capabilities: Arc<Value>,
     /// The request's context, for notifications related to it (a `subscriptions/listen`
     /// stream) and its cancellation.
     pub ctx: RequestCtx,
@@ -425,7 +427,7 @@ impl<B: Backend> Seam<B> {
         let caps = if modern {
             // 2026-07-28 basic/index §_meta: clientCapabilities is required (A-C12).
             match frame.params_meta(meta::CLIENT_CAPABILITIES) {
-                Some(c) => serde_json::from_str(c).unwrap_or(Value::Null),
+                Some(c) => Arc::new(serde_json::from_str(c).unwrap_or(Value::Null)),
                 None => {
                     return Frame::error_response(
                         Some(&id),
@@ -437,11 +439,10 @@ impl<B: Backend> Seam<B> {
             }
         } else {
             // Legacy: declared once, at initialize, for the session (A-C16).
-            ctx.peer()
-                .and_then(Peer::initialize_params)
-                .and_then(|p| member(p, "capabilities"))
-                .and_then(|c| serde_json::from_str(c).ok())
-                .unwrap_or(Value::Null)
+            ctx.peer().map_or_else(
+                || Arc::new(Value::Null),
+                |p| p.client_capabilities().clone(),
+            )
         };
         match method {
             "initialize" => {

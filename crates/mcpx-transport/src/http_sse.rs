@@ -288,6 +288,7 @@ async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame:
                         session_id: Some(session.id.clone()),
                         outbound: session.out.clone(),
                         pending: session.pending.clone(),
+                        client_capabilities: Peer::capabilities_of(initialize_params.as_deref()),
                         initialize_params,
                         initialized: Arc::default(),
                     });

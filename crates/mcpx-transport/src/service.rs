@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mcpx_protocol::{Frame, Revision, Verdict};
+use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -154,11 +155,31 @@ pub struct Peer {
     pub(crate) pending: Arc<Pending>,
     /// The `params` of the `initialize` request that opened the session.
     pub(crate) initialize_params: Option<Arc<str>>,
+    /// Their `capabilities`, read once: every request of the session carries them
+    /// (register A-C16), and re-reading the params cost each call a walk of them.
+    pub(crate) client_capabilities: Arc<Value>,
     /// The client sent `notifications/initialized` on this connection.
     pub(crate) initialized: Arc<AtomicBool>,
 }
 
 impl Peer {
+    /// The client capabilities declared in `initialize` params (`null` when there are
+    /// none, or they are not JSON).
+    pub(crate) fn capabilities_of(initialize_params: Option<&str>) -> Arc<Value> {
+        Arc::new(
+            initialize_params
+                .and_then(|p| mcpx_protocol::jsonrpc::member(p, "capabilities"))
+                .and_then(|c| serde_json::from_str(c).ok())
+                .unwrap_or(Value::Null),
+        )
+    }
+
+    /// The client capabilities the session declared at `initialize` (`null` when it
+    /// declared none).
+    pub fn client_capabilities(&self) -> &Arc<Value> {
+        &self.client_capabilities
+    }
+
     /// The raw `params` of the `initialize` request that opened this session (the
     /// client's capabilities and info live there for the whole session).
     pub fn initialize_params(&self) -> Option<&str> {

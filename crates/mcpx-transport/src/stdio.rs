@@ -342,6 +342,7 @@ impl<S: Service> Conn<S> {
                 session_id: None,
                 outbound: self.out.clone(),
                 pending: self.pending.clone(),
+                client_capabilities: Peer::capabilities_of(initialize_params.as_deref()),
                 initialize_params,
                 initialized: Arc::default(),
             });

@@ -950,7 +950,7 @@ async fn unrecognised_result_types_are_invalid() {
         let params = json!({"name": name, "arguments": {}}).to_string();
         async move {
             let opts = CallOptions {
-                client_capabilities: caps,
+                client_capabilities: std::sync::Arc::new(caps),
                 ..CallOptions::default()
             };
             conn.call("tools/call", Some(&params), opts).await

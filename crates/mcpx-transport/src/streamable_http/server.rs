@@ -585,6 +585,7 @@ async fn initialize<S: Service>(app: &Arc<App<S>>, frame: Frame, verdict: Verdic
             session_id: Some(sid.clone()),
             outbound: out_tx,
             pending: Arc::new(Pending::new(cfg.max_pending)),
+            client_capabilities: Peer::capabilities_of(initialize_params.as_deref()),
             initialize_params,
             initialized: Arc::default(),
         },
