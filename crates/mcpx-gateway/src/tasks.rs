@@ -264,6 +264,15 @@ fn task_json(id: &str, e: &Entry, poll: Duration) -> Value {
 /// Whether `result` (a result's valid text) is an ext-tasks handle (`"resultType":
 /// "task"`), read without parsing the rest of the result.
 fn is_task_handle(result: &str) -> bool {
+    // "task" written without escapes appears in the text as it is; with no backslash
+    // there are no escapes. So a result without either cannot be a handle, and the walk
+    // to its `resultType` (which every modern result has, usually last) is skipped.
+    static TASK: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("\"task\""));
+    let bytes = result.as_bytes();
+    if TASK.find(bytes).is_none() && memchr::memchr(b'\\', bytes).is_none() {
+        return false;
+    }
     mcpx_protocol::jsonrpc::first_member(result, "resultType")
         .and_then(|raw| serde_json::from_str::<std::borrow::Cow<'_, str>>(raw).ok())
         .is_some_and(|t| t == "task")
@@ -1104,5 +1113,12 @@ mod tests {
             r#"{"structuredContent":{"resultType":"task"},"content":[]}"#
         ));
         assert!(!is_task_handle(r#"{"resultType":7}"#));
+        // "task" elsewhere in the text: the walk decides.
+        assert!(!is_task_handle(
+            r#"{"content":[{"type":"text","text":"task"}],"resultType":"complete"}"#
+        ));
+        assert!(is_task_handle(
+            r#"{"content":[{"type":"text","text":"task"}],"resultType":"task"}"#
+        ));
     }
 }
