@@ -121,8 +121,7 @@ fn bad_values_are_refused_clearly() {
 fn explicit_files_must_exist_and_search_falls_through() {
     let err = config::load(Some(Path::new("/nonexistent/mcpx.json"))).unwrap_err();
     assert!(err.to_string().contains("/nonexistent/mcpx.json"), "{err}");
-    let dir = std::env::temp_dir().join(format!("mcpx-config-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = mcpx_testkit::scratch::dir("config");
     let file = dir.join("x.json");
     std::fs::write(&file, r#"{"mcpServers":{"e":{"command":"echo"}}}"#).unwrap();
     let (path, c) = config::load(Some(&file)).unwrap();

@@ -194,8 +194,7 @@ fn alive(pid: i32) -> bool {
 
 #[tokio::test]
 async fn stubborn_server_and_its_group_are_killed() {
-    let dir = std::env::temp_dir().join(format!("mcpx-child-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = mcpx_testkit::scratch::dir("child");
     let pidfile = dir.join("grandchild.pid");
     // Ignores stdin EOF and SIGTERM; leaves a grandchild in its group.
     let script = format!(

@@ -104,10 +104,7 @@ struct Host {
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mcpx-bad-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    mcpx_testkit::scratch::dir(&format!("bad-{tag}"))
 }
 
 fn config(dir: &Path) -> Value {

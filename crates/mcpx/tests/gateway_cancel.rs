@@ -20,10 +20,7 @@ mod common;
 use common::start_listening;
 
 fn dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mcpx-cancel-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    mcpx_testkit::scratch::dir(&format!("cancel-{tag}"))
 }
 
 fn mcpx(args: &[&str], dir: &Path) -> Command {

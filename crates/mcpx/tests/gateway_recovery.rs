@@ -26,8 +26,7 @@ async fn example_server(bind: &str) -> (Child, u16) {
 #[tokio::test]
 async fn an_expired_legacy_session_is_renewed_and_the_request_retried() {
     let (mut upstream, port) = example_server("127.0.0.1:0").await;
-    let dir = std::env::temp_dir().join(format!("mcpx-recovery-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = mcpx_testkit::scratch::dir("recovery");
     let cfg = dir.join("mcpx.json");
     std::fs::write(
         &cfg,

@@ -36,10 +36,7 @@ done
 }
 
 fn dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mcpx-probing-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    mcpx_testkit::scratch::dir(&format!("probing-{tag}"))
 }
 
 /// Runs `mcpx serve` once as a 2025-11-25 host: initialize, then `tools/list`. Returns

@@ -325,10 +325,7 @@ fn http_target(url: String) -> Target {
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mcpx-upc-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    mcpx_testkit::scratch::dir(&format!("upc-{tag}"))
 }
 
 /// A scripted stdio upstream: `sh -c script`, each line it reads appended to `log`.

@@ -72,10 +72,7 @@ pub struct Host {
 }
 
 pub fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mcpx-test-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    mcpx_testkit::scratch::dir(&format!("test-{tag}"))
 }
 
 /// A config with one upstream: `mcpx example-server --revision <rev>`.
