@@ -309,6 +309,11 @@ impl<S: Service> Conn<S> {
         let Ok(permit) = slots.clone().acquire_owned().await else {
             return;
         };
+        // Finished tasks are reaped here, as the next one starts, rather than by
+        // waking this loop as each one ends (a wake-up and a poll of the line reader per
+        // call). The set holds no more than `max_in_flight` tasks: every task in it
+        // was running, holding a permit, when this one's permit was granted.
+        while tasks.try_join_next().is_some() {}
         let conn = self.clone();
         // Boxed: the request future is several KiB, and the task harness moves its
         // future by value more than once (spawn, completion, output); moving a box is
@@ -468,8 +473,6 @@ where
         let line = tokio::select! {
             l = lines.next() => l,
             () = shutdown.cancelled() => break,
-            // Reap finished tasks so the set does not grow without bound.
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
         };
         let bytes = match line {
             None => break,
