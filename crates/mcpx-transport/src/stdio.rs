@@ -430,6 +430,10 @@ where
     let writer_task = {
         let stop = stop_writer.clone();
         tokio::spawn(async move {
+            // Made once: a `cancelled()` made per frame would join and leave the
+            // token's waiter list for every response.
+            let stopped = stop.cancelled();
+            tokio::pin!(stopped);
             loop {
                 tokio::select! {
                     f = out_rx.recv() => match f {
@@ -437,7 +441,7 @@ where
                         None => break,
                     },
                     Some(line) = batch_rx.recv() => write_line(&mut writer, &line).await?,
-                    () = stop.cancelled() => break,
+                    () = &mut stopped => break,
                 }
                 while let Ok(frame) = out_rx.try_recv() {
                     write_line(&mut writer, &one_line(&frame)).await?;
@@ -469,10 +473,13 @@ where
     let mut lines = FramedRead::new(reader, LineCodec::new(config.limits.max_frame_bytes));
     let mut read_error = None;
 
+    // Made once, as the writer's (above).
+    let shut = shutdown.cancelled();
+    tokio::pin!(shut);
     loop {
         let line = tokio::select! {
             l = lines.next() => l,
-            () = shutdown.cancelled() => break,
+            () = &mut shut => break,
         };
         let bytes = match line {
             None => break,
