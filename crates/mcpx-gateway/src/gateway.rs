@@ -1320,12 +1320,8 @@ impl Gateway {
         let raw = call.params.as_deref().unwrap_or("{}");
         // One scan of the params: the name's text, and whether it is given only once.
         // A host frame's params, checked when it was decoded: not walked again.
-        let members = mcpx_protocol::jsonrpc::valid_members(raw).unwrap_or_default();
-        let mut names = members.iter().filter(|(k, _)| k == "name");
-        let (name_span, sole) = match (names.next(), names.next()) {
-            (Some((_, span)), rest) => (span.clone(), rest.is_none()),
-            (None, _) => (0..0, false),
-        };
+        let (name_span, sole) =
+            mcpx_protocol::jsonrpc::sole_member(raw, "name").unwrap_or((0..0, false));
         let name = raw
             .get(name_span.clone())
             .and_then(mcpx_protocol::jsonrpc::string_value)

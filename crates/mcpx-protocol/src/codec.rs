@@ -295,55 +295,73 @@ fn parse_checked(text: String) -> Result<Frame, DecodeError> {
 }
 
 fn index_frame(text: &str) -> Result<Index, DecodeError> {
-    let obj: Vec<(Cow<'_, str>, &str)> = match crate::scan::object(text) {
-        Some(members) => members
-            .into_iter()
-            .filter_map(|(k, span)| Some((k, text.get(span)?)))
-            .collect(),
+    // The members a message is made of, by name; the rest kept in order as extras.
+    #[derive(Default)]
+    struct Members<'a> {
+        jsonrpc: Option<&'a str>,
+        id: Option<&'a str>,
+        method: Option<&'a str>,
+        params: Option<&'a str>,
+        result: Option<&'a str>,
+        error: Option<&'a str>,
+        extra: Vec<(String, Span)>,
+        dup: Option<Cow<'a, str>>,
+    }
+    impl<'a> Members<'a> {
+        fn take(&mut self, text: &str, k: Cow<'a, str>, v: &'a str) {
+            let slot = match k.as_ref() {
+                "jsonrpc" => &mut self.jsonrpc,
+                "id" => &mut self.id,
+                "method" => &mut self.method,
+                "params" => &mut self.params,
+                "result" => &mut self.result,
+                "error" => &mut self.error,
+                _ => {
+                    self.extra.push((k.into_owned(), span_of(text, v)));
+                    return;
+                }
+            };
+            if slot.replace(v).is_some() {
+                self.dup.get_or_insert(k);
+            }
+        }
+    }
+
+    // One walk over the text, each member sorted into its slot as it is met (no list
+    // of members collected first).
+    let mut m = Members::default();
+    let walked = crate::scan::walk(text, |k, span| {
+        if let Some(v) = text.get(span) {
+            m.take(text, k, v);
+        }
+    });
+    if walked.is_none() {
         // Not one valid JSON object: serde_json's reading words the error (and tells a
         // syntax error from a message that is valid JSON but not an object). The walk
         // and serde_json agree on what is valid (tests/scan_props.rs), so this is the
         // path of bad input only.
-        None => {
-            let obj: RawObject<'_> = serde_json::from_str(text).map_err(|e| {
-                if e.is_syntax() || e.is_eof() || e.is_io() {
-                    DecodeError::new(DecodeErrorKind::Parse(e.to_string()))
-                } else {
-                    DecodeError::invalid(
-                        None,
-                        "a JSON-RPC message must be a JSON object or an array",
-                    )
-                }
-            })?;
-            obj.0.into_iter().map(|(k, v)| (k, v.get())).collect()
-        }
-    };
-
-    let mut jsonrpc: Option<&str> = None;
-    let mut id_raw: Option<&str> = None;
-    let mut method_raw: Option<&str> = None;
-    let mut params: Option<&str> = None;
-    let mut result: Option<&str> = None;
-    let mut error_raw: Option<&str> = None;
-    let mut extra = Vec::new();
-    let mut dup = None;
-    for (k, v) in obj {
-        let slot = match k.as_ref() {
-            "jsonrpc" => &mut jsonrpc,
-            "id" => &mut id_raw,
-            "method" => &mut method_raw,
-            "params" => &mut params,
-            "result" => &mut result,
-            "error" => &mut error_raw,
-            _ => {
-                extra.push((k.into_owned(), span_of(text, v)));
-                continue;
+        let obj: RawObject<'_> = serde_json::from_str(text).map_err(|e| {
+            if e.is_syntax() || e.is_eof() || e.is_io() {
+                DecodeError::new(DecodeErrorKind::Parse(e.to_string()))
+            } else {
+                DecodeError::invalid(None, "a JSON-RPC message must be a JSON object or an array")
             }
-        };
-        if slot.replace(v).is_some() {
-            dup.get_or_insert(k);
+        })?;
+        m = Members::default();
+        for (k, v) in obj.0 {
+            m.take(text, k, v.get());
         }
     }
+    let Members {
+        jsonrpc,
+        id: id_raw,
+        method: method_raw,
+        params,
+        result,
+        error: error_raw,
+        extra,
+        dup,
+    } = m;
 
     // Read the id first, so that every later complaint can be answered to it.
     let id = match id_raw {

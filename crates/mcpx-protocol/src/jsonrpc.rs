@@ -678,6 +678,30 @@ pub fn valid_members(obj: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, Range<
     Some(all)
 }
 
+/// Where member `name` of the valid JSON object `obj` is (its value's byte range), and
+/// whether it is there more than once: for a member the caller may rewrite in place,
+/// which it must not do when a second one would be left as it was. Trusts the text as
+/// [`first_member`] does. `None` when there is no such member.
+pub fn sole_member(obj: &str, name: &str) -> Option<(Range<usize>, bool)> {
+    if !obj.contains(name) && !obj.contains('\\') {
+        return None;
+    }
+    let mut first: Option<Range<usize>> = None;
+    let mut again = false;
+    let _walked = crate::scan::visit_valid(obj, |k, span| {
+        if k != name {
+            std::ops::ControlFlow::Continue(())
+        } else if first.is_none() {
+            first = Some(span);
+            std::ops::ControlFlow::Continue(())
+        } else {
+            again = true;
+            std::ops::ControlFlow::Break(())
+        }
+    })?;
+    first.map(|span| (span, !again))
+}
+
 /// [`member`] for text known to be valid JSON (taken from a decoded [`Frame`] or a
 /// [`Json`], which are checked once when made): nothing is checked again, values are
 /// skipped by their brackets and quotes, and the walk stops at the first member of
@@ -873,6 +897,18 @@ mod tests {
         for obj in ["{}", "[1]", r#"{"x":"a"}"#, r#"{"t\u0061sk":{}}"#] {
             assert_eq!(first_member(obj, "task"), member(obj, "task"), "{obj}");
         }
+    }
+
+    #[test]
+    fn sole_member_finds_the_first_and_tells_whether_it_is_alone() {
+        let obj = r#"{"name":"t","arguments":{"name":"inner"},"n\u0061me":"u"}"#;
+        let (span, alone) = sole_member(obj, "name").unwrap();
+        assert_eq!((&obj[span], alone), (r#""t""#, false));
+        let obj = r#"{"arguments":{"name":"inner"},"name":"t"}"#;
+        let (span, alone) = sole_member(obj, "name").unwrap();
+        assert_eq!((&obj[span], alone), (r#""t""#, true));
+        assert_eq!(sole_member(r#"{"arguments":{"name":1}}"#, "name"), None);
+        assert_eq!(sole_member("[1]", "name"), None);
     }
 
     #[test]
