@@ -19,6 +19,7 @@ use std::time::Duration;
 use mcpx_protocol::jsonrpc::{Kind, append_member, splice};
 use mcpx_protocol::{Era, Frame, Id, Revision, SpecPolicy, meta};
 use mcpx_transport::TransportError;
+use mcpx_transport::channel_pool::ChannelPool;
 use mcpx_transport::upstream::{Exchange, Unsolicited, Upstream};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -287,7 +288,16 @@ pub(crate) struct Inner {
     /// How many unsolicited frames the dispatcher has finished with (routed, answered
     /// or dropped), against the transport's `unsolicited_sent`: see `Connection::drive`.
     dispatched: watch::Sender<u64>,
+    /// Each call's route (the frames the dispatcher routes to it), reused from call to
+    /// call.
+    route_channels: ChannelPool<Frame>,
 }
+
+/// Capacity of a call's route channel.
+const ROUTE_CAPACITY: usize = 64;
+/// Route channels kept for reuse per connection: as many as calls in flight at once,
+/// within reason (each is about 1.3 KiB).
+const ROUTE_CHANNELS_KEPT: usize = 64;
 
 /// A connection to one upstream.
 #[derive(Debug, Clone)]
@@ -317,6 +327,7 @@ impl Connection {
             legacy_capabilities: target.legacy_capabilities.clone(),
             envelope_cache: Mutex::new(None),
             dispatched: watch::Sender::new(0),
+            route_channels: ChannelPool::new(ROUTE_CAPACITY, ROUTE_CHANNELS_KEPT),
         });
         tokio::spawn(dispatch(Arc::downgrade(&inner), unsolicited));
         Connection { inner }
@@ -653,7 +664,7 @@ impl Connection {
         let frame = self
             .build(id, method, params, opts, token.as_deref())
             .map_err(Attempt::Failed)?;
-        let (route_tx, mut route_rx) = mpsc::channel::<Frame>(64);
+        let (route_tx, mut route_rx) = self.inner.route_channels.take();
         {
             let mut routes = self.inner.routes.lock().map_err(|_| {
                 Attempt::Failed(ClientError::Protocol {
@@ -666,10 +677,10 @@ impl Connection {
             }
             routes.by_id.insert(id, route_tx.clone());
             if let Some(t) = &token {
-                routes.progress.insert(t.clone(), route_tx);
+                routes.progress.insert(t.clone(), route_tx.clone());
             }
         }
-        let _cleanup = RouteGuard {
+        let cleanup = RouteGuard {
             inner: self.inner.clone(),
             id,
             token: token.clone(),
@@ -700,7 +711,11 @@ impl Connection {
             }
             Err(e) => return Err(Attempt::Failed(self.transport_err(e))),
         };
-        self.drive(id, method, exchange, &mut route_rx, opts).await
+        let outcome = self.drive(id, method, exchange, &mut route_rx, opts).await;
+        // The routes are gone with the guard: the channel may serve the next call.
+        drop(cleanup);
+        self.inner.route_channels.give(route_tx, route_rx);
+        outcome
     }
 
     /// Runs one exchange to its response, relaying events, honouring the timeouts and

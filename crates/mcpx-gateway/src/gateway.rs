@@ -30,6 +30,7 @@ use mcpx_protocol::lower::{
 use mcpx_protocol::{Era, Frame, Id, Revision, meta};
 use mcpx_server::{Backend, Call, Fault, Level, ListCaps, Offered, Reply, Summary};
 use mcpx_transport::Peer;
+use mcpx_transport::channel_pool::ChannelPool;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
@@ -161,6 +162,8 @@ pub struct Gateway {
     parkings: std::sync::atomic::AtomicU64,
     /// Counter for minted elicitation ids.
     elicitations: std::sync::atomic::AtomicU64,
+    /// Each forwarded call's event channel, reused from call to call.
+    event_channels: ChannelPool<Box<CallEvent>>,
     /// Url-mode elicitations relayed to 2025-11-25 hosts: (upstream, elicitationId) and
     /// the host session it went to, oldest first, so the upstream's
     /// `notifications/elicitation/complete` reaches that host only (E-12).
@@ -452,6 +455,12 @@ fn host_takes_url(call: &Call) -> bool {
 /// How many `input_required` rounds mcpx answers for a legacy host before giving up.
 const MAX_INPUT_ROUNDS: usize = 10;
 
+/// Capacity of a forwarded call's event channel (progress, logs and asks, relayed to the
+/// host in order).
+const EVENT_CAPACITY: usize = 64;
+/// Event channels kept for reuse: as many as calls in flight at once, within reason.
+const EVENT_CHANNELS_KEPT: usize = 256;
+
 /// Whether mcpx may send `method` to the legacy host of `call`:
 ///
 /// * register A-C8 (every legacy basic/lifecycle §Initialization: the server "SHOULD
@@ -583,6 +592,7 @@ impl Gateway {
             stopping: tokio_util::sync::CancellationToken::new(),
             offered: Mutex::new(Offered::default()),
             elicitations: std::sync::atomic::AtomicU64::new(1),
+            event_channels: ChannelPool::new(EVENT_CAPACITY, EVENT_CHANNELS_KEPT),
             url_elicitations: Mutex::new(std::collections::VecDeque::new()),
             subscribers: Mutex::new(HashMap::new()),
             listen_holds: tokio::sync::Mutex::new(HashMap::new()),
@@ -1449,13 +1459,15 @@ impl Gateway {
         // number of rounds.
         let mut rounds = 0;
         loop {
-            let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+            let (tx, mut rx) = self.event_channels.take();
             // Fired by the host's cancellation, or when an ask ends the host's request
             // before the upstream answers (E-9).
             let cancel = call.cancel.child_token();
             let mut ended: Option<Fault> = None;
             let opts = CallOptions {
-                events: Some(tx),
+                // A clone: `tx` outlives the call, so that the channel can go back to
+                // the pool once the call is over.
+                events: Some(tx.clone()),
                 progress: call.progress.is_some(),
                 log_level: call.log.as_ref().map(|l| l.threshold().as_str().to_owned()),
                 // A modern upstream may only ask for what the host can answer: the
@@ -1498,6 +1510,7 @@ impl Gateway {
                     ended.get_or_insert(f);
                 }
             }
+            self.event_channels.give(tx, rx);
             if let Some(f) = ended {
                 return Err(f);
             }

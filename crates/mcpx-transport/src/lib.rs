@@ -17,10 +17,12 @@
 //!   allow-lists, body limits and timeouts) are in `origin.rs`.
 //! * [`upstream`]: the client-side seam ([`upstream::Upstream`], [`upstream::Exchange`]).
 //! * [`error`]: transport errors.
+//! * [`channel_pool`]: bounded channels kept for reuse by the per-call paths.
 //! * [`child`]: the stdio client (an upstream server as a child process).
 //! * [`http_sse_client`]: the 2024-11-05 HTTP+SSE client.
 #![forbid(unsafe_code)]
 
+pub mod channel_pool;
 pub mod child;
 pub mod error;
 pub(crate) mod http_sse;
