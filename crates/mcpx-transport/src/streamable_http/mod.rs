@@ -36,6 +36,12 @@ use mcpx_protocol::{Frame, Id};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+
+use crate::channel_pool::ChannelPool;
+
+/// Related-frames channels kept for reuse: as many as requests in flight at once, within
+/// reason (each is about 1.3 KiB).
+const RELATED_CHANNELS_KEPT: usize = 256;
 use tokio_util::sync::CancellationToken;
 
 use crate::http_sse;
@@ -131,6 +137,8 @@ pub(crate) struct App<S> {
     pub(crate) sse_sessions: http_sse::SseSessions,
     /// Ends every open SSE stream (server shutdown).
     pub(crate) shutdown: CancellationToken,
+    /// Each POSTed request's related-frames channel, reused from request to request.
+    pub(crate) related_channels: ChannelPool<Frame>,
 }
 
 /// The router serving `service`: Streamable HTTP on `config.path`, HTTP+SSE on
@@ -167,6 +175,7 @@ fn build<S: Service>(
         sessions: server::Sessions::default(),
         sse_sessions: http_sse::SseSessions::default(),
         shutdown,
+        related_channels: ChannelPool::new(server::RELATED_QUEUE, RELATED_CHANNELS_KEPT),
     });
     let router = Router::new()
         .route(

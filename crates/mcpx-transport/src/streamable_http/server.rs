@@ -83,7 +83,7 @@ const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 /// Related frames queued per request before the service waits.
-const RELATED_QUEUE: usize = 64;
+pub(crate) const RELATED_QUEUE: usize = 64;
 
 /// The legacy sessions of the Streamable HTTP endpoint.
 #[derive(Default)]
@@ -660,7 +660,9 @@ impl Drop for Handler {
 }
 
 /// Starts the service on a request; returns the related frames, the response, and the
-/// handler to drive (see [`first`]).
+/// handler to drive (see [`first`]). A sender of the related frames is returned too, so
+/// that a request answered with a plain response can give the channel back to the pool
+/// (`App::related_channels`).
 fn start_request<S: Service>(
     app: &Arc<App<S>>,
     frame: Frame,
@@ -668,17 +670,22 @@ fn start_request<S: Service>(
     token: CancellationToken,
     peer: Option<Peer>,
     on_done: impl FnOnce() + Send + 'static,
-) -> (mpsc::Receiver<Frame>, oneshot::Receiver<Frame>, Handler) {
-    let (rtx, rrx) = mpsc::channel::<Frame>(RELATED_QUEUE);
+) -> (
+    mpsc::Sender<Frame>,
+    mpsc::Receiver<Frame>,
+    oneshot::Receiver<Frame>,
+    Handler,
+) {
+    let (rtx, rrx) = app.related_channels.take();
     let (done_tx, done_rx) = oneshot::channel();
-    let ctx = RequestCtx::new(token, Related(rtx), peer);
+    let ctx = RequestCtx::new(token, Related(rtx.clone()), peer);
     let service = app.service.clone();
     let task = Box::pin(async move {
         let response = service.request(Incoming { frame, verdict }, ctx).await;
         on_done();
         let _ = done_tx.send(response);
     });
-    (rrx, done_rx, Handler(Some(task)))
+    (rtx, rrx, done_rx, Handler(Some(task)))
 }
 
 /// Drives the handler until it produces its first related frame or its response.
@@ -739,7 +746,7 @@ async fn legacy_request<S: Service>(
     // Every revision's basic/utilities/cancellation: the receiver of a cancellation
     // SHOULD "not send a response for the cancelled request" (as stdio does).
     let cancelled = token.clone();
-    let (mut rrx, mut done_rx, mut handler) =
+    let (rtx, mut rrx, mut done_rx, mut handler) =
         start_request(app, frame, verdict, token, Some(session.peer.clone()), done);
     let f = match first(&mut rrx, &mut done_rx, &mut handler).await {
         First::Response(Ok(_)) if cancelled.is_cancelled() => {
@@ -754,10 +761,15 @@ async fn legacy_request<S: Service>(
                 OnDrop::none(),
             );
         }
-        First::Response(Ok(r)) => return json_response(StatusCode::OK, r.into_string()),
+        First::Response(Ok(r)) => {
+            // The handler is done: the channel may serve the next request.
+            app.related_channels.give(rtx, rrx);
+            return json_response(StatusCode::OK, r.into_string());
+        }
         First::Response(Err(_)) => return lost_response(&id),
         First::Related(f) => f,
     };
+    drop(rtx);
     // The rest of the request outlives this handler: it runs beside the stream's pump.
     handler.detach();
     let stream = session.open_stream();
@@ -861,7 +873,7 @@ async fn modern_post<S: Service>(
         );
     }
     let token = CancellationToken::new();
-    let (mut rrx, mut done_rx, mut handler) =
+    let (rtx, mut rrx, mut done_rx, mut handler) =
         start_request(app, frame, verdict, token.clone(), None, || {});
     // 2026-07-28 streamable-http §Cancellation (H3): the client going away before the
     // response cancels the request. Until the response leaves, dropping this handler
@@ -870,6 +882,8 @@ async fn modern_post<S: Service>(
     let f = match first(&mut rrx, &mut done_rx, &mut handler).await {
         First::Response(Ok(r)) => {
             guard.disarm();
+            // The handler is done: the channel may serve the next request.
+            app.related_channels.give(rtx, rrx);
             // 2026-07-28 ties some errors to statuses: -32020/-32021/-32022 and a
             // malformed request's -32602 are 400, an unknown method's -32601 is 404
             // (basic/index §_meta, streamable-http §Protocol Version Header).
@@ -886,6 +900,7 @@ async fn modern_post<S: Service>(
         }
         First::Related(f) => f,
     };
+    drop(rtx);
     // The rest of the request outlives this handler: it runs beside the stream's pump.
     handler.detach();
     let (tx, rx) = mpsc::channel::<Bytes>(RELATED_QUEUE);
