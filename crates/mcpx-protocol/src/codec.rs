@@ -152,9 +152,11 @@ pub fn decode(text: String, limits: &Limits) -> Result<Decoded, DecodeError> {
             limit: limits.max_frame_bytes,
         }));
     }
-    check_depth(text.as_bytes(), limits.max_depth)?;
     let trimmed = text.trim_start();
     if trimmed.starts_with('[') {
+        // serde_json reads the array: its depth is bounded first. (A single message's
+        // depth is bounded by the walk that reads it.)
+        check_depth(text.as_bytes(), limits.max_depth)?;
         let elements: Vec<&RawValue> = serde_json::from_str(&text)
             .map_err(|e| DecodeError::new(DecodeErrorKind::Parse(e.to_string())))?;
         if elements.is_empty() {
@@ -173,11 +175,11 @@ pub fn decode(text: String, limits: &Limits) -> Result<Decoded, DecodeError> {
         // Each element is within the size and depth already checked for the whole.
         let frames = elements
             .into_iter()
-            .map(|e| parse_checked(e.get().to_owned()))
+            .map(|e| parse_checked(e.get().to_owned(), limits.max_depth))
             .collect();
         return Ok(Decoded::Batch(frames));
     }
-    parse_checked(text).map(Decoded::Single)
+    parse_checked(text, limits.max_depth).map(Decoded::Single)
 }
 
 /// Applies the revision's batch rule (2025-03-26 basic/index §Batching: MUST receive;
@@ -281,20 +283,19 @@ pub fn parse_frame(text: String, limits: &Limits) -> Result<Frame, DecodeError> 
             limit: limits.max_frame_bytes,
         }));
     }
-    check_depth(text.as_bytes(), limits.max_depth)?;
-    parse_checked(text)
+    parse_checked(text, limits.max_depth)
 }
 
-/// [`parse_frame`] of a text already checked against the size and depth limits.
-fn parse_checked(text: String) -> Result<Frame, DecodeError> {
-    let index = index_frame(&text)?;
+/// [`parse_frame`] of a text already checked against the size limit.
+fn parse_checked(text: String, max_depth: usize) -> Result<Frame, DecodeError> {
+    let index = index_frame(&text, max_depth)?;
     Ok(Frame {
         text: text.into_boxed_str(),
         ix: Box::new(index),
     })
 }
 
-fn index_frame(text: &str) -> Result<Index, DecodeError> {
+fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
     // The members a message is made of, by name; the rest kept in order as extras.
     #[derive(Default)]
     struct Members<'a> {
@@ -327,15 +328,20 @@ fn index_frame(text: &str) -> Result<Index, DecodeError> {
         }
     }
 
-    // One walk over the text, each member sorted into its slot as it is met (no list
-    // of members collected first).
+    // One walk over the text checks it, bounds its depth, and sorts each member into
+    // its slot as it is met (no list of members collected first).
     let mut m = Members::default();
-    let walked = crate::scan::walk(text, |k, span| {
+    let walked = crate::scan::walk_bounded(text, max_depth, |k, span| {
         if let Some(v) = text.get(span) {
             m.take(text, k, v);
         }
     });
-    if walked.is_none() {
+    if walked == Err(crate::scan::Unwalkable::TooDeep) {
+        return Err(DecodeError::new(DecodeErrorKind::TooDeep {
+            limit: max_depth,
+        }));
+    }
+    if walked.is_err() {
         // Not one valid JSON object: serde_json's reading words the error (and tells a
         // syntax error from a message that is valid JSON but not an object). The walk
         // and serde_json agree on what is valid (tests/scan_props.rs), so this is the
@@ -635,5 +641,35 @@ mod tests {
         // Brackets inside strings do not count.
         let s = format!(r#"{{"jsonrpc":"2.0","method":"{}"}}"#, "[".repeat(1000));
         assert!(one(&s).is_ok());
+        // A single message deeper than the limit, whatever kinds of containers (empty
+        // ones too), is refused as the depth check refuses it; one at the limit is read.
+        let nests: [(&str, &str, &str); 4] = [
+            ("[", "1", "]"),
+            ("[", "[]", "]"),
+            ("{\"k\":", "{}", "}"),
+            ("[{\"k\":", "[]", "}]"),
+        ];
+        for (open, inner, close) in nests {
+            for levels in 1..12 {
+                let params = format!("{}{inner}{}", open.repeat(levels), close.repeat(levels));
+                let text = format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"p":{params}}}}}"#);
+                for max in 1..16 {
+                    let limits = Limits {
+                        max_depth: max,
+                        ..Limits::default()
+                    };
+                    let too_deep = check_depth(text.as_bytes(), max).is_err();
+                    let decoded = decode(text.clone(), &limits);
+                    match decoded {
+                        Err(DecodeError {
+                            kind: DecodeErrorKind::TooDeep { limit },
+                            ..
+                        }) => assert!(too_deep && limit == max, "{text} at {max}"),
+                        Ok(_) => assert!(!too_deep, "{text} at {max}"),
+                        Err(e) => panic!("{text} at {max}: {e}"),
+                    }
+                }
+            }
+        }
     }
 }

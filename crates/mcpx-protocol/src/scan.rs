@@ -12,7 +12,9 @@
 //! on generated and mutated text.
 //!
 //! Nesting is walked with an explicit stack, not recursion: no input can exhaust the
-//! call stack, however deep (the decoder bounds depth before this ever runs).
+//! call stack, however deep. The decoder's walk ([`walk_bounded`]) also bounds the
+//! depth it accepts, so that checking a received message, finding its members and
+//! bounding its nesting are one pass over it.
 
 use std::borrow::Cow;
 use std::ops::{ControlFlow, Range};
@@ -49,7 +51,7 @@ pub(crate) fn visit<'a>(
     text: &'a str,
     each: impl FnMut(Cow<'a, str>, Range<usize>) -> ControlFlow<()>,
 ) -> Option<ControlFlow<()>> {
-    members::<true>(text, each)
+    members::<true>(text, usize::MAX, &mut false, each)
 }
 
 /// [`visit`] for text known to be one valid JSON object (a decoded frame's, or a
@@ -62,13 +64,51 @@ pub(crate) fn visit_valid<'a>(
     text: &'a str,
     each: impl FnMut(Cow<'a, str>, Range<usize>) -> ControlFlow<()>,
 ) -> Option<ControlFlow<()>> {
-    members::<false>(text, each)
+    members::<false>(text, usize::MAX, &mut false, each)
+}
+
+/// Why [`walk_bounded`] found no object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unwalkable {
+    /// Not exactly one valid JSON object.
+    Invalid,
+    /// Nested deeper than the bound (the object itself is level 1), found before any
+    /// invalid text.
+    TooDeep,
+}
+
+/// [`walk`], with nesting bounded to `max_depth` levels (the object itself is level 1,
+/// a member's array or object level 2, and so on): the decoder's one pass over a
+/// received message, which checks it, finds its members and bounds its depth at once.
+pub(crate) fn walk_bounded<'a>(
+    text: &'a str,
+    max_depth: usize,
+    mut each: impl FnMut(Cow<'a, str>, Range<usize>),
+) -> Result<(), Unwalkable> {
+    if max_depth == 0 {
+        return Err(Unwalkable::TooDeep);
+    }
+    let mut deep = false;
+    let walked = members::<true>(text, max_depth - 1, &mut deep, |k, span| {
+        each(k, span);
+        ControlFlow::Continue(())
+    });
+    match walked {
+        Some(_) => Ok(()),
+        None if deep => Err(Unwalkable::TooDeep),
+        None => Err(Unwalkable::Invalid),
+    }
 }
 
 /// The member walk of [`visit`] (`CHECK`: every token checked, and nothing after the
 /// object) and of [`visit_valid`] (values skipped by their ends only).
+///
+/// `room` bounds the nesting of members' values (levels below the object's own), when
+/// checking; beyond it the walk fails and sets `deep`.
 fn members<'a, const CHECK: bool>(
     text: &'a str,
+    room: usize,
+    deep: &mut bool,
     mut each: impl FnMut(Cow<'a, str>, Range<usize>) -> ControlFlow<()>,
 ) -> Option<ControlFlow<()>> {
     let b = text.as_bytes();
@@ -94,7 +134,7 @@ fn members<'a, const CHECK: bool>(
             }
             let start = ws(b, i + 1);
             i = if CHECK {
-                value(b, start)
+                value(b, start, room, deep)
             } else {
                 skip_value(b, start)
             }?;
@@ -191,12 +231,18 @@ fn ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// Skips the value starting at `i` (no leading whitespace); the index after it.
-fn value(b: &[u8], mut i: usize) -> Option<usize> {
+/// Skips the value starting at `i` (no leading whitespace); the index after it. More
+/// than `room` arrays and objects open at once fails the walk, and sets `deep`.
+fn value(b: &[u8], mut i: usize, room: usize, deep: &mut bool) -> Option<usize> {
     let mut stack = Stack::default();
     loop {
         // A value starts at `i`.
         match *b.get(i)? {
+            // Opening a container `room` levels in, empty or not, is one level too many.
+            b'{' | b'[' if stack.len >= room => {
+                *deep = true;
+                return None;
+            }
             b'{' => {
                 i = ws(b, i + 1);
                 if b.get(i) == Some(&b'}') {
