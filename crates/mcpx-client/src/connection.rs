@@ -547,8 +547,12 @@ impl Connection {
                 }
                 // Without "_meta" in the text (and no escapes that could spell it) there
                 // is no `_meta` member: the scan is skipped (a legacy passthrough call).
+                // The scan only locates `_meta` and trusts the text: what is sent is
+                // checked all the same, the caller's `_meta` by `rewrite_meta` and the
+                // whole request by `Frame::request_with_object`, so text that is not
+                // valid JSON still ends in the general path's error, never on the wire.
                 let all = if body.contains("_meta") || body.contains('\\') {
-                    mcpx_protocol::jsonrpc::members(body)?
+                    mcpx_protocol::jsonrpc::valid_members(body)?
                 } else {
                     Vec::new()
                 };

@@ -931,6 +931,62 @@ done
     )
 }
 
+/// Params that are not a valid JSON object are the caller's error, whichever part of
+/// them is broken: outside `_meta`, inside `_meta` (in a member mcpx replaces with its
+/// own envelope, or one it keeps), or around it. None reaches the upstream, and a valid
+/// call after them still goes through (`Connection::build` locates `_meta` with a
+/// trusting scan and checks what it sends).
+#[tokio::test]
+async fn invalid_params_never_reach_the_upstream() {
+    let dir = temp_dir("bad-params");
+    let log = dir.join("log");
+    let conn = mcpx_client::connect(
+        &stdio_target(&result_type_script(), &log),
+        &EraCache::disabled(),
+    )
+    .await
+    .unwrap();
+    // Every line the upstream read, JSON or not.
+    let lines = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let before = lines();
+    let pv = mcpx_protocol::meta::PROTOCOL_VERSION;
+    for bad in [
+        r#"{"name":"complete","arguments":{},"_meta":{}"#.to_owned(),
+        r#"{"name":"complete" "arguments":{},"_meta":{}}"#.to_owned(),
+        r#"{"name":"complete","arguments":{x},"_meta":{}}"#.to_owned(),
+        r#"{"name":"complete","_meta":{"k":tru}}"#.to_owned(),
+        format!(r#"{{"name":"complete","_meta":{{"{pv}":tru}}}}"#),
+        format!(r#"{{"name":"complete","_meta":{{"{pv}":"2026-07-28",}}}}"#),
+        r#"{"name":"complete","_meta":{"progressToken":1}} x"#.to_owned(),
+        r#"{"name":"complete","_meta":{"progressToken":1},}"#.to_owned(),
+        r#"{"name":"complete","_meta":{"progressToken":"a\qb"}}"#.to_owned(),
+    ] {
+        let err = conn
+            .call("tools/call", Some(&bad), CallOptions::default())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ClientError::Protocol { .. }),
+            "{bad}: {err:?}"
+        );
+    }
+    assert_eq!(lines(), before, "a bad request was sent");
+    let good = format!(r#"{{"name":"complete","arguments":{{}},"_meta":{{"{pv}":"x","k":1}}}}"#);
+    assert!(
+        conn.call("tools/call", Some(&good), CallOptions::default())
+            .await
+            .is_ok()
+    );
+    // The log does see what is sent.
+    assert_eq!(lines(), before + 1);
+    conn.close().await;
+}
+
 /// A-C22, client side: an absent resultType is "complete"; "task" is accepted only when
 /// the request declared the tasks extension; any other value is an error naming it.
 #[tokio::test]
