@@ -48,8 +48,33 @@ pub struct Stamp<'a> {
     /// The sender's `Implementation`, set as `_meta["io.modelcontextprotocol/serverInfo"]`
     /// on results for modern receivers (2026-07-28: SHOULD, on every result). A proxy
     /// names itself here, not the upstream it forwards.
-    pub server_info: Option<&'a Value>,
+    pub server_info: Option<&'a ServerInfo>,
 }
+
+/// A sender's `Implementation` (name, version, ...), with its JSON text encoded once:
+/// it is stamped on every result a modern receiver gets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerInfo {
+    value: Value,
+    json: String,
+}
+
+impl ServerInfo {
+    /// `value`, an `Implementation` object.
+    pub fn new(value: Value) -> ServerInfo {
+        let json = value.to_string();
+        ServerInfo { value, json }
+    }
+
+    /// The `Implementation` object.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+}
+
+/// `"io.modelcontextprotocol/serverInfo"`, quoted as a JSON key (it has nothing to
+/// escape).
+const SERVER_INFO_KEY: &str = "\"io.modelcontextprotocol/serverInfo\"";
 
 /// Lowers a `method` result written in `from` for a receiver speaking `to`.
 pub fn lower_result<'a>(
@@ -129,7 +154,7 @@ fn lower<'a>(
             .entry("_meta")
             .or_insert_with(|| Value::Object(Map::new()));
         if let Some(meta) = meta.as_object_mut() {
-            meta.insert(crate::meta::SERVER_INFO.to_owned(), info.clone());
+            meta.insert(crate::meta::SERVER_INFO.to_owned(), info.value.clone());
             changed = true;
         }
     }
@@ -152,7 +177,7 @@ fn lower<'a>(
 /// general path is needed: the text is not an object, or its envelope is incomplete
 /// (`resultType`, and on cacheable results `ttlMs` and `cacheScope`, must be present).
 fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>, text: Text) -> Option<String> {
-    let info = serde_json::to_string(stamp.server_info?).ok()?;
+    let info = stamp.server_info?.json.as_str();
     let members_of = |t| match text {
         Text::Valid => crate::jsonrpc::valid_members(t),
         Text::Unchecked => crate::jsonrpc::members(t),
@@ -164,7 +189,7 @@ fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>, text: Text) -> Opti
     {
         return None;
     }
-    let key = serde_json::to_string(crate::meta::SERVER_INFO).ok()?;
+    let key = SERVER_INFO_KEY;
     let mut metas = members.iter().filter(|(k, _)| k == "_meta");
     match (metas.next(), metas.next()) {
         (None, _) => append_member(raw, "\"_meta\"", &format!("{{{key}:{info}}}")),
@@ -175,12 +200,12 @@ fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>, text: Text) -> Opti
             let old = raw.get(span.clone())?;
             let inner = members_of(old)?;
             let mut named = inner.iter().filter(|(k, _)| k == crate::meta::SERVER_INFO);
-            let meta = match (named.next(), named.next()) {
-                (None, _) => append_member(old, &key, &info)?,
-                (Some((_, s)), None) => splice(old, s.clone(), &info)?,
-                (Some(_), Some(_)) => return None,
-            };
-            splice(raw, span.clone(), &meta)
+            match (named.next(), named.next()) {
+                (None, _) => splice(raw, span.clone(), &append_member(old, key, info)?),
+                // The upstream's serverInfo value, replaced where it lies in the result.
+                (Some((_, s)), None) => splice(raw, span.start + s.start..span.start + s.end, info),
+                (Some(_), Some(_)) => None,
+            }
         }
         (Some(_), Some(_)) => None,
     }
@@ -481,6 +506,14 @@ mod tests {
     }
 
     #[test]
+    fn the_server_info_key_is_its_name_quoted() {
+        assert_eq!(
+            serde_json::to_string(crate::meta::SERVER_INFO).unwrap(),
+            SERVER_INFO_KEY
+        );
+    }
+
+    #[test]
     fn unchanged_results_are_borrowed() {
         let raw = r#"{"content":[{"type":"text","text":"x"}],"x-ext":1}"#;
         assert!(matches!(
@@ -492,8 +525,9 @@ mod tests {
     #[test]
     fn stamping_a_modern_result_keeps_its_bytes_and_matches_the_general_path() {
         let info = json!({"name": "mcpx", "version": "0.1.0"});
+        let server_info = ServerInfo::new(info.clone());
         let stamp = Stamp {
-            server_info: Some(&info),
+            server_info: Some(&server_info),
         };
         let cases = [
             // No _meta: appended, the rest kept byte for byte.

@@ -24,7 +24,7 @@ use mcpx_protocol::error::{
     INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED, translate_code,
 };
 use mcpx_protocol::jsonrpc::{Json, member};
-use mcpx_protocol::lower::{Stamp, lower_result_json};
+use mcpx_protocol::lower::{ServerInfo, Stamp, lower_result_json};
 use mcpx_protocol::method::{client_may_send, tasks_extension_client_method};
 use mcpx_protocol::revision::TasksFlavor;
 use mcpx_protocol::{Era, Frame, Id, Revision, SpecPolicy, meta};
@@ -344,7 +344,7 @@ pub trait Backend: Send + Sync + 'static {
 #[derive(Debug)]
 pub struct Seam<B> {
     backend: Arc<B>,
-    info: Value,
+    info: ServerInfo,
     policy: SpecPolicy,
     /// Legacy log levels by session (`""` for the stdio process).
     levels: Mutex<HashMap<String, Level, foldhash::fast::RandomState>>,
@@ -360,7 +360,7 @@ impl<B: Backend> Seam<B> {
     pub fn new(backend: Arc<B>, name: &str, version: &str, policy: SpecPolicy) -> Self {
         Seam {
             backend,
-            info: json!({ "name": name, "version": version }),
+            info: ServerInfo::new(json!({ "name": name, "version": version })),
             policy,
             levels: Mutex::new(HashMap::default()),
         }
@@ -450,7 +450,7 @@ impl<B: Backend> Seam<B> {
                 let mut result = json!({
                     "protocolVersion": host.as_str(),
                     "capabilities": summary.capabilities(host),
-                    "serverInfo": self.info,
+                    "serverInfo": self.info.value(),
                 });
                 if let Some(i) = &summary.instructions {
                     result["instructions"] = json!(i);
