@@ -399,13 +399,14 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
             ));
         }
     }
-    let method =
-        match method_raw {
-            None => None,
-            Some(raw) => Some(serde_json::from_str::<String>(raw).map_err(|_| {
+    let method = match method_raw {
+        None => None,
+        Some(raw) => Some(
+            crate::jsonrpc::Spelled::of_string(text, span_of(text, raw)).ok_or_else(|| {
                 DecodeError::invalid(reply_id.clone(), "\"method\" must be a string")
-            })?),
-        };
+            })?,
+        ),
+    };
     if let Some(p) = params {
         let first = p.as_bytes().first();
         if !matches!(first, Some(b'{') | Some(b'[')) {

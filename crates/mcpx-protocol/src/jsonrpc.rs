@@ -221,7 +221,7 @@ pub struct Frame {
 pub(crate) struct Index {
     pub(crate) kind: Kind,
     pub(crate) id: Option<(Id, Span)>,
-    pub(crate) method: Option<String>,
+    pub(crate) method: Option<Spelled>,
     pub(crate) params: Option<Span>,
     pub(crate) result: Option<Span>,
     pub(crate) error: Option<(ErrorObject, Span)>,
@@ -238,15 +238,40 @@ pub(crate) struct Index {
 /// `_meta`, or not an object. A cache, not part of the frame's value: it never makes
 /// two frames unequal.
 #[derive(Clone, Default)]
-pub(crate) struct MetaCache(std::sync::OnceLock<Option<Vec<(MetaKey, Span)>>>);
+pub(crate) struct MetaCache(std::sync::OnceLock<Option<Vec<(Spelled, Span)>>>);
 
-/// A `_meta` key in [`MetaCache`]: where the frame's text spells it (between its
-/// quotes) when it has no escapes, as nearly every key is; decoded otherwise. Keys are
-/// read on every modern request: this keeps them out of the allocator.
-#[derive(Clone)]
-enum MetaKey {
+/// A name in a frame (its method, a `_meta` key in [`MetaCache`]): where the frame's
+/// text spells it (between its quotes) when it has no escapes, as nearly every name
+/// is; decoded otherwise. Names are read on every request: this keeps them out of the
+/// allocator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Spelled {
     At(Span),
     Decoded(String),
+}
+
+impl Spelled {
+    /// The name, from `text` (the frame's) when it is spelled there.
+    fn in_text<'a>(&'a self, text: &'a str) -> Option<&'a str> {
+        match self {
+            Spelled::At(at) => text.get(at.clone()),
+            Spelled::Decoded(name) => Some(name),
+        }
+    }
+
+    /// The name at `quoted` in `text` (a JSON string's span, quotes included): by
+    /// position when it has no escapes, else decoded. `None` when it is not a string.
+    pub(crate) fn of_string(text: &str, quoted: Span) -> Option<Spelled> {
+        let raw = text.get(quoted.clone())?;
+        let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+        if inner.contains('\\') {
+            serde_json::from_str::<String>(raw)
+                .ok()
+                .map(Spelled::Decoded)
+        } else {
+            Some(Spelled::At(quoted.start + 1..quoted.end - 1))
+        }
+    }
 }
 
 impl PartialEq for MetaCache {
@@ -302,7 +327,7 @@ impl Frame {
 
     /// The method, for requests and notifications.
     pub fn method(&self) -> Option<&str> {
-        self.ix.method.as_deref()
+        self.ix.method.as_ref()?.in_text(&self.text)
     }
 
     /// `params` as raw JSON text.
@@ -352,9 +377,9 @@ impl Frame {
                         let k = match k {
                             std::borrow::Cow::Borrowed(k) => {
                                 let at = k.as_ptr() as usize - text_at;
-                                MetaKey::At(at..at + k.len())
+                                Spelled::At(at..at + k.len())
                             }
-                            std::borrow::Cow::Owned(k) => MetaKey::Decoded(k),
+                            std::borrow::Cow::Owned(k) => Spelled::Decoded(k),
                         };
                         (k, s.start + base..s.end + base)
                     })
@@ -362,10 +387,10 @@ impl Frame {
             )
         });
         // The first member of that name, as `member` reads it.
-        let (_, span) = members.as_ref()?.iter().find(|(k, _)| match k {
-            MetaKey::At(at) => self.text.get(at.clone()) == Some(key),
-            MetaKey::Decoded(k) => k == key,
-        })?;
+        let (_, span) = members
+            .as_ref()?
+            .iter()
+            .find(|(k, _)| k.in_text(&self.text) == Some(key))?;
         self.text.get(span.clone())
     }
 
@@ -394,7 +419,10 @@ impl Frame {
         let ix = Index {
             kind: self.ix.kind,
             id: Some((id.clone(), start..start + new.len())),
-            method: self.ix.method.clone(),
+            method: self.ix.method.as_ref().map(|m| match m {
+                Spelled::At(at) => Spelled::At(shift(at)),
+                decoded => decoded.clone(),
+            }),
             params: self.ix.params.as_ref().map(shift),
             result: self.ix.result.as_ref().map(shift),
             error: self.ix.error.as_ref().map(|(e, s)| (e.clone(), shift(s))),
@@ -474,18 +502,19 @@ impl Frame {
         text.push_str(HEAD);
         let id_span = id_json.push_span(&mut text);
         text.push_str(METHOD);
-        method_json.push_span(&mut text);
+        let method_span = method_json.push_span(&mut text);
         let params = params.map(|p| {
             text.push_str(PARAMS);
             push_span(&mut text, p)
         });
         text.push('}');
+        let method = Spelled::of_string(&text, method_span);
         Frame {
             text: text.into_boxed_str(),
             ix: Box::new(Index {
                 kind: Kind::Request,
                 id: Some((id.clone(), id_span)),
-                method: Some(method.to_owned()),
+                method,
                 params,
                 result: None,
                 error: None,
@@ -821,6 +850,9 @@ mod tests {
             for params in [None, Some(raw(r#"{"name":"x","_meta":{"k":[1,2]}}"#))] {
                 let f = Frame::request(&id, "tools/\"call", params.as_deref());
                 assert_eq!(f, reparse(&f));
+                assert_eq!(f.method(), Some("tools/\"call"));
+                let g = f.with_id(&Id::String("another, longer id".into()));
+                assert_eq!((g.method(), &g), (Some("tools/\"call"), &reparse(&g)));
             }
             let f = Frame::result_response(&id, &raw(r#"{"content":[],"x":"y"}"#));
             assert_eq!(f, reparse(&f));
@@ -836,6 +868,7 @@ mod tests {
         for f in [parsed, odd] {
             let g = f.with_id(&Id::Number(5));
             assert_eq!(g, reparse(&g));
+            assert_eq!(g.method(), f.method());
             let h = f.with_id(&Id::String("a much longer id than before".into()));
             assert_eq!(h, reparse(&h));
         }
