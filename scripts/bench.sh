@@ -124,8 +124,9 @@ measure() {
   if json="$("$BIN" bench "${args[@]}" --era "$era" --sessions "$n" --duration "$SECS" --warmup "$WARMUP" --json 2>>"$OUT/bench.stderr")"; then
     field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<<"$json"; }
     local rss; rss="$(field watched_peak_rss_kib)"; [[ -n "$rss" ]] || rss="$(field child_peak_rss_kib)"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${T_LABEL[$i]}" "${T_HOST[$i]}" "${T_UP[$i]}" "$era" "$n" \
-      "$(field calls_per_s)" "$(field p50_us)" "$(field p99_us)" "${rss:-}" "$(field errors)" >>"$ROUNDS_TSV"
+    local cpu; cpu="$(field watched_cpu_us_per_call)"; [[ -n "$cpu" ]] || cpu="$(field child_cpu_us_per_call)"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${T_LABEL[$i]}" "${T_HOST[$i]}" "${T_UP[$i]}" "$era" "$n" \
+      "$(field calls_per_s)" "$(field p50_us)" "$(field p99_us)" "${rss:-}" "$(field errors)" "${cpu:-}" >>"$ROUNDS_TSV"
     echo "$json" >>"$OUT/results.jsonl"
   else
     echo "${T_LABEL[$i]} ${T_HOST[$i]}→${T_UP[$i]} $era x$n: round $round failed (see $OUT/bench.stderr)" >>"$NOTES"
@@ -239,24 +240,27 @@ for line in open(rounds_tsv):
     f = line.rstrip("\n").split("\t")
     if len(f) < 10 or not f[5]:
         continue
-    r = rows.setdefault(tuple(f[:5]), {"cps": [], "p50": [], "p99": [], "rss": [], "err": 0})
+    r = rows.setdefault(tuple(f[:5]), {"cps": [], "p50": [], "p99": [], "rss": [], "cpu": [], "err": 0})
     r["cps"].append(float(f[5]))
     r["p50"].append(float(f[6]))
     r["p99"].append(float(f[7]))
     if f[8]:
         r["rss"].append(float(f[8]))
     r["err"] += int(float(f[9] or 0))
+    if len(f) > 10 and f[10]:
+        r["cpu"].append(float(f[10]))
 
 med = {k: {m: statistics.median(v[m]) for m in ("cps", "p50", "p99")} for k, v in rows.items()}
 print(f"Each row: the median of {n_rounds} interleaved rounds, each {secs} s measured after "
       f"{warmup} s of warm-up;")
 print("tools/call of test_simple_text; one call in flight per session. Ratios: this row / the")
 print("direct path with the same host transport, era and sessions (calls/s: higher is better;")
-print("p50: µs added).")
+print("p50: µs added). CPU: what the process serving the host ran per call (all its")
+print("threads; for stdio, every session's process together).")
 print()
 print("| path | host → upstream | era | sessions | calls/s | p50 µs | p99 µs | peak RSS MiB "
-      "| calls/s vs direct | p50 added µs |")
-print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+      "| CPU µs/call | calls/s vs direct | p50 added µs |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for k, v in rows.items():
     label, host, up, era, n = k
     m = med[k]
@@ -266,10 +270,11 @@ for k, v in rows.items():
         ratio = f"{100 * m['cps'] / d['cps']:.0f} %"
         added = f"{m['p50'] - d['p50']:+.0f}"
     rss = f"{max(v['rss']) / 1024:.1f}" if v["rss"] else "–"
+    cpu = f"{statistics.median(v['cpu']):.0f}" if v["cpu"] else "–"
     err = f" ({v['err']} errors)" if v["err"] else ""
     path = host if up == "-" else f"{host} → {up}"
     print(f"| {label} | {path} | {era} | {n} | {m['cps']:.0f}{err} | {m['p50']:.0f} "
-          f"| {m['p99']:.0f} | {rss} | {ratio} | {added} |")
+          f"| {m['p99']:.0f} | {rss} | {cpu} | {ratio} | {added} |")
 text = open(notes).read().strip()
 if text:
     print()

@@ -5,8 +5,8 @@
 //! then has every session call one tool back to back (`tools/call`, one call in flight
 //! per session) for a duration or a number of calls, and returns a [`Report`]: calls/s,
 //! latency percentiles (a sorted vector of every call's latency, no sampling), errors,
-//! and the peak RSS (`VmHWM`) of a watched process and of the load generator's own
-//! children (the servers it started over stdio).
+//! and the peak RSS (`VmHWM`) and CPU per call of a watched process and of the load
+//! generator's own children (the servers it started over stdio).
 //!
 //! The target is whatever [`TargetTransport`] says: a command over stdio (one child per
 //! session, as hosts launch servers) or a Streamable HTTP URL.
@@ -84,6 +84,12 @@ pub struct Report {
     pub watched_peak_rss_kib: Option<u64>,
     /// The largest peak RSS among this process's children (stdio servers), in KiB.
     pub child_peak_rss_kib: Option<u64>,
+    /// CPU time the watched process ran during the measured phase, per successful call,
+    /// in microseconds (all its threads, from `/proc/PID/task/*/schedstat`).
+    pub watched_cpu_us_per_call: Option<f64>,
+    /// The same for this process's children together (the stdio servers: one per
+    /// session).
+    pub child_cpu_us_per_call: Option<f64>,
     /// The first error seen, if any.
     pub first_error: Option<String>,
 }
@@ -110,6 +116,12 @@ impl Report {
         }
         if let Some(k) = self.child_peak_rss_kib {
             s.push_str(&format!(", child peak RSS {:.1} MiB", k as f64 / 1024.0));
+        }
+        if let Some(c) = self.watched_cpu_us_per_call {
+            s.push_str(&format!(", watched CPU {c:.1} µs/call"));
+        }
+        if let Some(c) = self.child_cpu_us_per_call {
+            s.push_str(&format!(", children's CPU {c:.1} µs/call"));
         }
         if let Some(e) = &self.first_error {
             s.push_str(&format!("; first error: {e}"));
@@ -181,6 +193,8 @@ pub async fn run(opts: &Options) -> Result<Report, BenchError> {
         phase(&conns, &params, Budget::Duration(opts.warmup), until, false).await;
     }
 
+    let watched_cpu_before = opts.watch_pid.and_then(cpu_ns);
+    let children_cpu_before = children_cpu_ns();
     let start = Instant::now();
     let until = match opts.budget {
         Budget::Duration(d) => start + d,
@@ -188,6 +202,14 @@ pub async fn run(opts: &Options) -> Result<Report, BenchError> {
     };
     let tallies = phase(&conns, &params, opts.budget, until, true).await;
     let elapsed = start.elapsed();
+    let watched_cpu = opts
+        .watch_pid
+        .and_then(cpu_ns)
+        .zip(watched_cpu_before)
+        .and_then(|(after, before)| after.checked_sub(before));
+    let children_cpu = children_cpu_ns()
+        .zip(children_cpu_before)
+        .and_then(|(after, before)| after.checked_sub(before));
 
     let watched_peak_rss_kib = opts.watch_pid.and_then(peak_rss_kib);
     let child_peak_rss_kib = children_peak_rss_kib();
@@ -236,6 +258,8 @@ pub async fn run(opts: &Options) -> Result<Report, BenchError> {
         max_us: lat.last().copied().map(us).unwrap_or_default(),
         watched_peak_rss_kib,
         child_peak_rss_kib,
+        watched_cpu_us_per_call: watched_cpu.map(|ns| ns as f64 / 1000.0 / calls as f64),
+        child_cpu_us_per_call: children_cpu.map(|ns| ns as f64 / 1000.0 / calls as f64),
         first_error,
     })
 }
@@ -335,27 +359,64 @@ fn status_field_kib(status: &str, field: &str) -> Option<u64> {
 
 /// The largest `VmHWM` among this process's live children, in KiB.
 fn children_peak_rss_kib() -> Option<u64> {
+    children()
+        .into_iter()
+        .filter_map(|(_, status)| status_field_kib(&status, "VmHWM:"))
+        .max()
+}
+
+/// This process's live children: their pids and `/proc/PID/status`.
+fn children() -> Vec<(u32, String)> {
     let me = std::process::id().to_string();
-    let mut best = None;
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let parent = status
+                .lines()
+                .find_map(|l| l.strip_prefix("PPid:"))
+                .map(str::trim);
+            (parent == Some(me.as_str())).then_some((pid, status))
+        })
+        .collect()
+}
+
+/// The CPU time `pid` has run, in nanoseconds: the sum over its live threads of the
+/// first field of `/proc/PID/task/TID/schedstat` (nanosecond clock, where `stat`'s
+/// `utime`/`stime` count 10 ms ticks: too coarse for a second's run of a process that
+/// spends tens of microseconds a call). A thread that ended takes its time with it;
+/// the processes measured here keep theirs for the whole run.
+pub fn cpu_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0u64;
+    let mut any = false;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
             continue;
         };
-        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-            continue;
-        };
-        let parent = status
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))
-            .map(str::trim);
-        if parent == Some(me.as_str())
-            && let Some(k) = status_field_kib(&status, "VmHWM:")
+        if let Some(ns) = stat
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
         {
-            best = Some(best.map_or(k, |b: u64| b.max(k)));
+            total = total.saturating_add(ns);
+            any = true;
         }
     }
-    best
+    any.then_some(total)
+}
+
+/// [`cpu_ns`] of this process's live children together.
+fn children_cpu_ns() -> Option<u64> {
+    let all: Vec<u64> = children()
+        .iter()
+        .filter_map(|(pid, _)| cpu_ns(*pid))
+        .collect();
+    (!all.is_empty()).then(|| all.iter().sum())
 }
 
 #[cfg(test)]
@@ -367,5 +428,25 @@ mod tests {
         let s = "Name:\tx\nVmPeak:\t  100 kB\nVmHWM:\t    2048 kB\nVmRSS:\t 1000 kB\n";
         assert_eq!(status_field_kib(s, "VmHWM:"), Some(2048));
         assert!(peak_rss_kib(std::process::id()).is_some());
+    }
+
+    #[test]
+    fn reads_cpu_time_that_grows_as_the_process_runs() {
+        let me = std::process::id();
+        let Some(before) = cpu_ns(me) else {
+            // No schedstat on this kernel: the report says nothing rather than 0.
+            return;
+        };
+        // Spin until 10 ms of CPU show, however loaded the machine (bounded wait).
+        let spin = Instant::now();
+        let mut x = 0u64;
+        let mut after = before;
+        while after < before + 10_000_000 && spin.elapsed() < Duration::from_secs(30) {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            after = cpu_ns(me).unwrap_or(0);
+        }
+        assert!(after >= before + 10_000_000, "{before} -> {after}");
     }
 }
