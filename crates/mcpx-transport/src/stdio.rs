@@ -505,7 +505,7 @@ where
             Ok(Decoded::Single(frame)) => conn.handle(frame, &mut tasks, &slots).await,
             Ok(batch @ Decoded::Batch(_)) => {
                 let rev = conn.process_revision().unwrap_or(Revision::NEWEST_LEGACY);
-                handle_batch(&conn, batch, rev, &config).await;
+                handle_batch(&conn, batch, rev, &config, &mut tasks, &slots).await;
             }
         }
     }
@@ -551,11 +551,18 @@ where
 
 /// A batch (2025-03-26 only): every request handled, the responses written as one array
 /// (JSON-RPC 2.0 §6); no line at all when the batch held only notifications.
+///
+/// The batch's requests run in a task of `tasks` (holding one permit of `slots`, as one
+/// request would), not in the reader: a batched request may ask the client something
+/// (2025-03-26 allows server-to-client requests during a request), and the client's
+/// answer arrives on stdin, which only a reader still reading can take.
 async fn handle_batch<S: Service>(
     conn: &Arc<Conn<S>>,
     batch: Decoded,
     rev: Revision,
     config: &StdioConfig,
+    tasks: &mut JoinSet<()>,
+    slots: &Arc<Semaphore>,
 ) {
     let items = match codec::admit(batch, rev) {
         Ok(items) => items,
@@ -575,6 +582,30 @@ async fn handle_batch<S: Service>(
             }
         }
     }
+    if requests.is_empty() {
+        send_batch(conn, responses).await;
+        return;
+    }
+    let Ok(permit) = slots.clone().acquire_owned().await else {
+        return;
+    };
+    while tasks.try_join_next().is_some() {}
+    let limit = config.max_in_flight.max(1);
+    let conn = conn.clone();
+    tasks.spawn(Box::pin(async move {
+        let answered = answer_batch(&conn, requests, limit).await;
+        responses.extend(answered.iter().map(|f| one_line(f).into_owned()));
+        send_batch(&conn, responses).await;
+        drop(permit);
+    }));
+}
+
+/// The responses to a batch's requests, in their order, at most `limit` at once.
+async fn answer_batch<S: Service>(
+    conn: &Arc<Conn<S>>,
+    requests: Vec<Frame>,
+    limit: usize,
+) -> Vec<Frame> {
     let futures = requests.into_iter().map(|frame| {
         let conn = conn.clone();
         async move {
@@ -599,17 +630,15 @@ async fn handle_batch<S: Service>(
             Some(response)
         }
     });
-    let limit = config.max_in_flight.max(1);
     let answered: Vec<Option<Frame>> = futures_util::stream::iter(futures)
         .buffered(limit)
         .collect()
         .await;
-    responses.extend(
-        answered
-            .into_iter()
-            .flatten()
-            .map(|f| one_line(&f).into_owned()),
-    );
+    answered.into_iter().flatten().collect()
+}
+
+/// Writes a batch's responses as one array; nothing when there are none.
+async fn send_batch<S: Service>(conn: &Arc<Conn<S>>, responses: Vec<String>) {
     if responses.is_empty() {
         return;
     }

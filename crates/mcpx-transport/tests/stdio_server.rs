@@ -249,6 +249,35 @@ async fn server_to_client_request_round_trips_on_legacy() {
     assert!(line.contains("file:///w"), "{line}");
 }
 
+/// A batched request can ask the client too (2025-03-26): the batch's requests run
+/// beside the reader, which goes on reading, so the client's answer reaches the ask and
+/// the batch's response follows, with a request sent after the batch answered meanwhile.
+#[tokio::test]
+async fn a_batched_request_can_ask_the_client() {
+    let mut p = Proc::start(&[]);
+    p.send_json(init(1, "2025-03-26")).await;
+    p.recv().await;
+    p.send(r#"[{"jsonrpc":"2.0","id":"b1","method":"tools/call","params":{"name":"ask","arguments":{}}}]"#)
+        .await;
+    let line = p.recv().await;
+    tap().validate_frame(Revision::V2025_03_26, &line).unwrap();
+    let ask: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(ask["method"], "roots/list", "{line}");
+    // The reader is not held by the batch: a ping is answered while the ask waits.
+    p.send(r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#)
+        .await;
+    assert_eq!(p.recv_json().await["id"], "p");
+    p.send_json(json!({"jsonrpc":"2.0","id":ask["id"],"result":{"roots":[{"uri":"file:///b"}]}}))
+        .await;
+    let line = p.recv().await;
+    let v: Value = serde_json::from_str(&line).unwrap();
+    tap()
+        .validate_definition(Revision::V2025_03_26, "JSONRPCBatchResponse", &v)
+        .unwrap();
+    assert_eq!(v[0]["id"], "b1", "{line}");
+    assert!(line.contains("file:///b"), "{line}");
+}
+
 #[tokio::test]
 async fn modern_requests_never_get_server_requests() {
     let mut p = Proc::start(&[]);
