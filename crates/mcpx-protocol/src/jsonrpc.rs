@@ -696,6 +696,15 @@ pub fn string_value(text: &str) -> Option<std::borrow::Cow<'_, str>> {
         .map(std::borrow::Cow::Owned)
 }
 
+/// Whether the object text `obj` can have a member `name` at all. A key written without
+/// escapes appears in the text as it is, and with no backslash in the text there are no
+/// escapes; so when neither the name nor a backslash occurs, the member is missing and
+/// a walk can be skipped: most lookups on the hot path are for members a call does not
+/// have (`task`, `requestState`, `_meta` on legacy).
+fn may_have_member(obj: &str, name: &str) -> bool {
+    obj.contains(name) || obj.contains('\\')
+}
+
 /// [`members`] for text known to be valid JSON (see [`first_member`]): nothing is
 /// checked again. On text that is not valid JSON the answer is unspecified.
 pub fn valid_members(obj: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, Range<usize>)>> {
@@ -712,7 +721,7 @@ pub fn valid_members(obj: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, Range<
 /// which it must not do when a second one would be left as it was. Trusts the text as
 /// [`first_member`] does. `None` when there is no such member.
 pub fn sole_member(obj: &str, name: &str) -> Option<(Range<usize>, bool)> {
-    if !obj.contains(name) && !obj.contains('\\') {
+    if !may_have_member(obj, name) {
         return None;
     }
     let mut first: Option<Range<usize>> = None;
@@ -737,7 +746,7 @@ pub fn sole_member(obj: &str, name: &str) -> Option<(Range<usize>, bool)> {
 /// that name. On text that is not valid JSON the answer is unspecified (a member, or
 /// `None`), never a panic.
 pub fn first_member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
-    if !obj.contains(name) && !obj.contains('\\') {
+    if !may_have_member(obj, name) {
         return None;
     }
     let mut found = None;
@@ -758,11 +767,7 @@ pub fn first_member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
 /// The raw text of member `name` of the JSON object `obj`, if `obj` is an object that
 /// has it. Reads one level only, borrowing from `obj`.
 pub fn member<'a>(obj: &'a str, name: &str) -> Option<&'a str> {
-    // A key written without escapes appears in the text as it is; with no backslash in
-    // the text there are no escapes. So when neither the name nor a backslash occurs,
-    // the member is missing and the scan can be skipped: most lookups on the hot path
-    // are for members a call does not have (`task`, `requestState`, `_meta` on legacy).
-    if !obj.contains(name) && !obj.contains('\\') {
+    if !may_have_member(obj, name) {
         return None;
     }
     // The first of that name, once the whole text is known to be a valid object.

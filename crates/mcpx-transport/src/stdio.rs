@@ -306,31 +306,23 @@ impl<S: Service> Conn<S> {
             self.write(response).await;
             return;
         }
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        // Finished tasks are reaped here, as the next one starts, rather than by
-        // waking this loop as each one ends (a wake-up and a poll of the line reader per
-        // call). The set holds no more than `max_in_flight` tasks: every task in it
-        // was running, holding a permit, when this one's permit was granted.
-        while tasks.try_join_next().is_some() {}
         let conn = self.clone();
-        // Boxed: the request future is several KiB, and the task harness moves its
-        // future by value more than once (spawn, completion, output); moving a box is
-        // moving a pointer. Measured with callgrind: most of the gateway's
-        // per-call instructions were these copies.
-        tasks.spawn(Box::pin(async move {
-            let response = conn.service.request(incoming, ctx).await;
-            conn.inflight.finish(&id);
-            // Every revision's cancellation page: the receiver of a cancellation SHOULD
-            // "not send a response for the cancelled request".
-            if cancelled.is_cancelled() {
-                tracing::debug!(%id, "request cancelled; its response is not sent");
-            } else {
-                conn.write(response).await;
-            }
-            drop(permit);
-        }));
+        start_held(
+            tasks,
+            slots,
+            Box::pin(async move {
+                let response = conn.service.request(incoming, ctx).await;
+                conn.inflight.finish(&id);
+                // Every revision's cancellation page: the receiver of a cancellation
+                // SHOULD "not send a response for the cancelled request".
+                if cancelled.is_cancelled() {
+                    tracing::debug!(%id, "request cancelled; its response is not sent");
+                } else {
+                    conn.write(response).await;
+                }
+            }),
+        )
+        .await;
     }
 
     /// A successful `initialize` result makes the process legacy at the revision the
@@ -586,18 +578,45 @@ async fn handle_batch<S: Service>(
         send_batch(conn, responses).await;
         return;
     }
+    let limit = config.max_in_flight.max(1);
+    let conn = conn.clone();
+    start_held(
+        tasks,
+        slots,
+        Box::pin(async move {
+            let answered = answer_batch(&conn, requests, limit).await;
+            responses.extend(answered.iter().map(|f| one_line(f).into_owned()));
+            send_batch(&conn, responses).await;
+        }),
+    )
+    .await;
+}
+
+/// Runs `work` (a request, or a batch's requests) in a task of `tasks` once a permit of
+/// `slots` is free, holding it until the work ends: at most `max_in_flight` at once,
+/// and the reader waits here (reads no further) when they are all taken.
+///
+/// `work` comes boxed: a request's future is several KiB, and the task harness moves
+/// its future by value more than once (spawn, completion, output); moving a box is
+/// moving a pointer (callgrind once found most of the gateway's per-call instructions
+/// in these copies).
+async fn start_held(
+    tasks: &mut JoinSet<()>,
+    slots: &Arc<Semaphore>,
+    work: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+) {
     let Ok(permit) = slots.clone().acquire_owned().await else {
         return;
     };
+    // Finished tasks are reaped here, as the next one starts, rather than by waking
+    // the reader as each one ends (a wake-up and a poll of the line reader per call).
+    // The set holds no more than `max_in_flight` tasks: every task in it was running,
+    // holding a permit, when this one's permit was granted.
     while tasks.try_join_next().is_some() {}
-    let limit = config.max_in_flight.max(1);
-    let conn = conn.clone();
-    tasks.spawn(Box::pin(async move {
-        let answered = answer_batch(&conn, requests, limit).await;
-        responses.extend(answered.iter().map(|f| one_line(f).into_owned()));
-        send_batch(&conn, responses).await;
+    tasks.spawn(async move {
+        work.await;
         drop(permit);
-    }));
+    });
 }
 
 /// The responses to a batch's requests, in their order, at most `limit` at once.
