@@ -41,6 +41,12 @@
 #                        session, 0 (one per core) at more, whichever serves that load
 #                        faster (docs/performance.md), so the direct path is at its best
 #   MCPX_BENCH_NO_BUILD  1 to use target/release/mcpx (and the relays) as they are
+#   MCPX_BENCH_CPUS      run every process of the measurement (load generator, servers,
+#                        gateways, relays, mcp-proxy) on these CPUs only (taskset's list
+#                        syntax, e.g. "1"). On one CPU a call costs the sum of the CPU
+#                        work of the processes on its path, without the cross-CPU
+#                        wake-ups that dominate an idle virtual machine's figures
+#                        (docs/performance.md, "On one CPU"). Default: unpinned
 #   MCP_PROXY_VERSION    the pinned mcp-proxy (default 6.7.19)
 #
 # Needs: bash, cargo, python3 (the medians and the table); Node for mcp-proxy comes
@@ -62,6 +68,12 @@ if [[ "${MCPX_BENCH_NO_BUILD:-0}" != 1 ]]; then
   echo "bench: building release binaries" >&2
   cargo build --release -p mcpx >&2
   cargo build --release -p mcpx-bench --example null_relay --example null_http_relay >&2
+fi
+# Pinned after the build, so that only the measurement runs on the chosen CPUs; every
+# process started from here on inherits the affinity.
+if [[ -n "${MCPX_BENCH_CPUS:-}" && "${MCPX_BENCH_PINNED:-}" != "$MCPX_BENCH_CPUS" ]]; then
+  command -v taskset >/dev/null || { echo "bench: MCPX_BENCH_CPUS needs taskset (util-linux)" >&2; exit 2; }
+  MCPX_BENCH_PINNED="$MCPX_BENCH_CPUS" MCPX_BENCH_NO_BUILD=1 exec taskset -c "$MCPX_BENCH_CPUS" "$0" "$@"
 fi
 BIN="$repo/target/release/mcpx"
 RELAY="$repo/target/release/examples/null_relay"
@@ -231,10 +243,10 @@ for era in $ERAS; do
 done
 
 # ---- the table ----------------------------------------------------------------------
-python3 - "$ROUNDS_TSV" "$NOTES" "$ROUNDS" "$SECS" "$WARMUP" <<'PYEOF' | tee "$OUT/table.md"
+python3 - "$ROUNDS_TSV" "$NOTES" "$ROUNDS" "$SECS" "$WARMUP" "${MCPX_BENCH_PINNED:-}" <<'PYEOF' | tee "$OUT/table.md"
 import statistics, sys
 
-rounds_tsv, notes, n_rounds, secs, warmup = sys.argv[1:6]
+rounds_tsv, notes, n_rounds, secs, warmup, pinned = sys.argv[1:7]
 rows = {}  # (label, host, up, era, n) -> per-round values, in first-seen order
 for line in open(rounds_tsv):
     f = line.rstrip("\n").split("\t")
@@ -257,6 +269,9 @@ print("tools/call of test_simple_text; one call in flight per session. Ratios: t
 print("direct path with the same host transport, era and sessions (calls/s: higher is better;")
 print("p50: µs added). CPU: what the process serving the host ran per call (all its")
 print("threads; for stdio, every session's process together).")
+if pinned:
+    print(f"Every process pinned to CPU {pinned} (MCPX_BENCH_CPUS): latency is the CPU work of")
+    print("the path, without cross-CPU wake-ups.")
 print()
 print("| path | host → upstream | era | sessions | calls/s | p50 µs | p99 µs | peak RSS MiB "
       "| CPU µs/call | calls/s vs direct | p50 added µs |")

@@ -617,7 +617,7 @@ impl Connection {
                 Err(Attempt::SessionExpired) if !reinitialised => {
                     // H10, B-C7: "MUST start a new session": initialise again, retry once.
                     reinitialised = true;
-                    crate::probe::reinitialise(self).await?;
+                    Box::pin(crate::probe::reinitialise(self)).await?;
                 }
                 Err(Attempt::StreamBroke(e)) if !reissued => {
                     let modern = self.facts().era == Era::Modern;
@@ -751,14 +751,14 @@ impl Connection {
                     })),
                 },
                 () = opts.cancel.cancelled() => {
-                    self.cancel(id, "cancelled by the host").await;
+                    Box::pin(self.cancel(id, "cancelled by the host")).await;
                     return Err(Attempt::Failed(ClientError::Cancelled {
                         upstream: self.inner.name.clone(),
                         method: method.to_owned(),
                     }));
                 }
                 () = tokio::time::sleep_until(deadline) => {
-                    self.cancel(id, "timed out").await;
+                    Box::pin(self.cancel(id, "timed out")).await;
                     return Err(Attempt::Failed(ClientError::Timeout {
                         upstream: self.inner.name.clone(),
                         method: method.to_owned(),
@@ -795,7 +795,7 @@ impl Connection {
                                 Kind::Notification => {
                                     self.relay(&f, opts).await;
                                 }
-                                Kind::Request => self.answer_ask(f, opts).await,
+                                Kind::Request => Box::pin(self.answer_ask(f, opts)).await,
                                 _ => {}
                             }
                         }
@@ -816,7 +816,7 @@ impl Connection {
                         deadline = (Instant::now() + opts.timeout).min(hard);
                     }
                 }
-                Kind::Request => self.answer_ask(frame, opts).await,
+                Kind::Request => Box::pin(self.answer_ask(frame, opts)).await,
             }
         }
     }

@@ -1521,7 +1521,10 @@ impl Gateway {
                         e,
                         ClientError::Transport { .. } | ClientError::Handshake { .. }
                     ) {
-                        self.drop_connection(i, &e.to_string()).await;
+                        // Boxed, as the other exceptions below: a call's future is as
+                        // large as its largest branch, and it is moved and allocated
+                        // on every call.
+                        Box::pin(self.drop_connection(i, &e.to_string())).await;
                     }
                     return Err(fault(INTERNAL_ERROR, e.to_string(), call.host));
                 }
@@ -1562,7 +1565,7 @@ impl Gateway {
                     if let Some(f) = self.url_refusal(call, &slot.name, m, p.as_ref()) {
                         return Err(f);
                     }
-                    match self.ask_legacy_host(call, &slot.name, m, p).await {
+                    match Box::pin(self.ask_legacy_host(call, &slot.name, m, p)).await {
                         Ok(answer) => {
                             responses.insert(key.clone(), answer);
                         }
@@ -2595,128 +2598,139 @@ impl Backend for GatewayBackend {
         }
     }
 
-    async fn call(&self, call: Call) -> Result<Reply, Fault> {
-        let gw = &self.0;
-        gw.remember_peer(&call.peer);
-        match call.method.as_str() {
-            "tools/list" => gw.list(&call, ListKind::Tools),
-            "prompts/list" => gw.list(&call, ListKind::Prompts),
-            "resources/list" => gw.list(&call, ListKind::Resources),
-            "resources/templates/list" => gw.list(&call, ListKind::Templates),
-            "tools/call" | "prompts/get" | "resources/read"
-                if call
-                    .params
-                    .as_deref()
-                    .and_then(|p| mcpx_protocol::jsonrpc::member(p, "requestState"))
-                    .is_some_and(|s| s.starts_with(&format!("\"{PARKED_PREFIX}"))) =>
-            {
-                let state: String = call
-                    .params
-                    .as_deref()
-                    .and_then(|p| mcpx_protocol::jsonrpc::member(p, "requestState"))
-                    .and_then(|s| serde_json::from_str(s).ok())
-                    .unwrap_or_default();
-                gw.resume(&call, &state).await
-            }
-            "tools/call" => tasks::tools_call(gw, &call).await,
-            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
-                tasks::method(gw, &call).await
-            }
-            // tools/call goes through `tasks` (above); this arm serves prompts/get.
-            "prompts/get" => {
-                let Routed {
-                    upstream: i,
-                    params,
-                    ..
-                } = gw.route_name(&call, true)?;
-                // prompts/get changes nothing: safe to re-issue (B-C10).
-                gw.forward(&call, i, &call.method, &params, true).await
-            }
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                let params: Value = call
-                    .params
-                    .as_deref()
-                    .and_then(|p| serde_json::from_str(p).ok())
-                    .unwrap_or(json!({}));
-                let uri = params
-                    .get("uri")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| {
-                        fault(INVALID_PARAMS, "params.uri is required".into(), call.host)
-                    })?
-                    .to_owned();
-                let i = gw.route_uri(&call, &uri)?;
-                match call.method.as_str() {
-                    "resources/subscribe" | "resources/unsubscribe" => {
-                        gw.subscription(&call, i, &uri, &params).await
-                    }
-                    _ => {
-                        gw.forward(&call, i, &call.method, &params.to_string(), true)
-                            .await
-                    }
-                }
-            }
-            "completion/complete" => {
-                let mut params: Value = call
-                    .params
-                    .as_deref()
-                    .and_then(|p| serde_json::from_str(p).ok())
-                    .unwrap_or(json!({}));
-                let r = params.get("ref").cloned().unwrap_or(Value::Null);
-                let i = match r.get("type").and_then(Value::as_str) {
-                    Some("ref/prompt") => {
-                        let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
-                        let catalog = gw
-                            .catalog
-                            .read()
-                            .map_err(|_| fault(INTERNAL_ERROR, "lock".into(), call.host))?;
-                        let (ns, original) =
-                            catalog.prompt_names.resolve(name).ok_or_else(|| {
-                                fault(INVALID_PARAMS, format!("unknown prompt: {name}"), call.host)
-                            })?;
-                        let i = gw.slots.iter().position(|s| s.namespace == ns).unwrap_or(0);
-                        params["ref"]["name"] = json!(original);
-                        i
-                    }
-                    Some("ref/resource") => {
-                        let uri = r
-                            .get("uri")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned();
-                        gw.route_uri(&call, &uri)?
-                    }
-                    _ => {
-                        return Err(fault(
-                            INVALID_PARAMS,
-                            "params.ref must be ref/prompt or ref/resource".into(),
-                            call.host,
-                        ));
-                    }
-                };
-                // C-C9: from 2025-03-26 a server that completes declares `completions`;
-                // an upstream that did not is not asked (a 2024-11-05 one, which had no
-                // such capability, is). Its answer is "no suggestions".
-                let facts = gw.slots[i].conn.lock().await.as_ref().map(|c| c.facts());
-                if let Some(f) = facts
-                    .filter(|f| f.revision.facts().completions_capability && !f.has("completions"))
+    // Not an `async fn`: one would move `call` into a local of its own and keep both
+    // copies in the future (rustc does not overlap them), half a kilobyte more on every
+    // call. Every rarer branch below is boxed for the same reason: a future is as large
+    // as its largest branch, and a call's is moved and allocated on every call.
+    #[allow(clippy::manual_async_fn)]
+    fn call(&self, call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send {
+        async move {
+            let gw = &self.0;
+            gw.remember_peer(&call.peer);
+            match call.method.as_str() {
+                "tools/list" => gw.list(&call, ListKind::Tools),
+                "prompts/list" => gw.list(&call, ListKind::Prompts),
+                "resources/list" => gw.list(&call, ListKind::Resources),
+                "resources/templates/list" => gw.list(&call, ListKind::Templates),
+                "tools/call" | "prompts/get" | "resources/read"
+                    if call
+                        .params
+                        .as_deref()
+                        .and_then(|p| mcpx_protocol::jsonrpc::member(p, "requestState"))
+                        .is_some_and(|s| s.starts_with(&format!("\"{PARKED_PREFIX}"))) =>
                 {
-                    return Ok(Reply {
-                        result: Json::of_value(
-                            &json!({ "completion": { "values": [], "hasMore": false } }),
-                        ),
-                        revision: f.revision,
-                    });
+                    let state: String = call
+                        .params
+                        .as_deref()
+                        .and_then(|p| mcpx_protocol::jsonrpc::member(p, "requestState"))
+                        .and_then(|s| serde_json::from_str(s).ok())
+                        .unwrap_or_default();
+                    Box::pin(gw.resume(&call, &state)).await
                 }
-                gw.forward(&call, i, "completion/complete", &params.to_string(), true)
-                    .await
+                "tools/call" => tasks::tools_call(gw, &call).await,
+                "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
+                    tasks::method(gw, &call).await
+                }
+                // tools/call goes through `tasks` (above); this arm serves prompts/get.
+                "prompts/get" => {
+                    let Routed {
+                        upstream: i,
+                        params,
+                        ..
+                    } = gw.route_name(&call, true)?;
+                    // prompts/get changes nothing: safe to re-issue (B-C10).
+                    gw.forward(&call, i, &call.method, &params, true).await
+                }
+                "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                    let params: Value = call
+                        .params
+                        .as_deref()
+                        .and_then(|p| serde_json::from_str(p).ok())
+                        .unwrap_or(json!({}));
+                    let uri = params
+                        .get("uri")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| {
+                            fault(INVALID_PARAMS, "params.uri is required".into(), call.host)
+                        })?
+                        .to_owned();
+                    let i = gw.route_uri(&call, &uri)?;
+                    match call.method.as_str() {
+                        "resources/subscribe" | "resources/unsubscribe" => {
+                            Box::pin(gw.subscription(&call, i, &uri, &params)).await
+                        }
+                        _ => {
+                            gw.forward(&call, i, &call.method, &params.to_string(), true)
+                                .await
+                        }
+                    }
+                }
+                "completion/complete" => {
+                    let mut params: Value = call
+                        .params
+                        .as_deref()
+                        .and_then(|p| serde_json::from_str(p).ok())
+                        .unwrap_or(json!({}));
+                    let r = params.get("ref").cloned().unwrap_or(Value::Null);
+                    let i = match r.get("type").and_then(Value::as_str) {
+                        Some("ref/prompt") => {
+                            let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
+                            let catalog = gw
+                                .catalog
+                                .read()
+                                .map_err(|_| fault(INTERNAL_ERROR, "lock".into(), call.host))?;
+                            let (ns, original) =
+                                catalog.prompt_names.resolve(name).ok_or_else(|| {
+                                    fault(
+                                        INVALID_PARAMS,
+                                        format!("unknown prompt: {name}"),
+                                        call.host,
+                                    )
+                                })?;
+                            let i = gw.slots.iter().position(|s| s.namespace == ns).unwrap_or(0);
+                            params["ref"]["name"] = json!(original);
+                            i
+                        }
+                        Some("ref/resource") => {
+                            let uri = r
+                                .get("uri")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned();
+                            gw.route_uri(&call, &uri)?
+                        }
+                        _ => {
+                            return Err(fault(
+                                INVALID_PARAMS,
+                                "params.ref must be ref/prompt or ref/resource".into(),
+                                call.host,
+                            ));
+                        }
+                    };
+                    // C-C9: from 2025-03-26 a server that completes declares `completions`;
+                    // an upstream that did not is not asked (a 2024-11-05 one, which had no
+                    // such capability, is). Its answer is "no suggestions".
+                    let facts = gw.slots[i].conn.lock().await.as_ref().map(|c| c.facts());
+                    if let Some(f) = facts.filter(|f| {
+                        f.revision.facts().completions_capability && !f.has("completions")
+                    }) {
+                        return Ok(Reply {
+                            result: Json::of_value(
+                                &json!({ "completion": { "values": [], "hasMore": false } }),
+                            ),
+                            revision: f.revision,
+                        });
+                    }
+                    gw.forward(&call, i, "completion/complete", &params.to_string(), true)
+                        .await
+                }
+                "subscriptions/listen" => Box::pin(gw.listen(&call)).await,
+                other => Err(fault(
+                    METHOD_NOT_FOUND,
+                    format!("method not found: {other}"),
+                    call.host,
+                )),
             }
-            "subscriptions/listen" => gw.listen(&call).await,
-            other => Err(fault(
-                METHOD_NOT_FOUND,
-                format!("method not found: {other}"),
-                call.host,
-            )),
         }
     }
 }

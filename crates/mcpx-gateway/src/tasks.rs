@@ -517,10 +517,13 @@ impl Gateway {
                 let mut opts = self.upstream_opts(i, TasksFlavor::Core);
                 opts.cancel = call.cancel.clone();
                 opts.progress = call.progress.is_some();
-                let frame = match conn.call("tools/call", Some(&p.to_string()), opts).await {
-                    Ok(f) => f,
-                    Err(e) => return First::Final(Err(self.client_fault(i, e, call.host))),
-                };
+                // Boxed, as every rarer branch on a call's path: a future is as large as its
+                // largest branch, and a call's is moved and allocated on every call.
+                let frame =
+                    match Box::pin(conn.call("tools/call", Some(&p.to_string()), opts)).await {
+                        Ok(f) => f,
+                        Err(e) => return First::Final(Err(self.client_fault(i, e, call.host))),
+                    };
                 let task = frame
                     .result()
                     .and_then(|r| serde_json::from_str::<Value>(r).ok())
@@ -564,7 +567,7 @@ impl Gateway {
                         call.cancel.clone(),
                         call.related_task.clone(),
                     );
-                    reply = self.forward(&up, i, "tools/call", params, idempotent).await;
+                    reply = Box::pin(self.forward(&up, i, "tools/call", params, idempotent)).await;
                 }
                 // Most replies are final results: their `resultType` is read as raw text
                 // and only a task handle is parsed as a whole.
@@ -901,8 +904,7 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
             flavor,
             id,
             poll,
-        } => gw
-            .task_poll(call, i, conn, flavor, id, poll, &call.cancel, true)
+        } => Box::pin(gw.task_poll(call, i, conn, flavor, id, poll, &call.cancel, true))
             .await
             .map(|r| r.map(clean))
             .unwrap_or_else(|| {
