@@ -227,11 +227,8 @@ fn idempotent_method(method: &str) -> bool {
 /// declared the tasks extension; any other value "MUST be considered invalid"
 /// (2026-07-28 basic/index §resultType).
 fn check_result_type(frame: &Frame, client_capabilities: &Value) -> Result<(), String> {
-    let Some(raw) = frame
-        .result()
-        // A decoded frame's text: valid, so the first `resultType` ends the walk.
-        .and_then(|r| mcpx_protocol::jsonrpc::first_member(r, "resultType"))
-    else {
+    // Where the decoder saw it: no walk over the result.
+    let Some(raw) = frame.result_type() else {
         return Ok(());
     };
     // The common answers, as written without escapes: no parse, no capability lookup.

@@ -16,7 +16,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::error::{INVALID_REQUEST, PARSE_ERROR};
-use crate::jsonrpc::{ErrorObject, Frame, Id, Index, Kind, Span};
+use crate::jsonrpc::{ErrorObject, Frame, Hint, Id, Index, Kind, Span};
 use crate::revision::Revision;
 
 /// Bounds on what [`decode`] accepts. Every bound is configurable.
@@ -329,13 +329,34 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
     }
 
     // One walk over the text checks it, bounds its depth, and sorts each member into
-    // its slot as it is met (no list of members collected first).
+    // its slot as it is met (no list of members collected first). It also notes where
+    // `params._meta` and `result.resultType` are (see `Hints`).
     let mut m = Members::default();
-    let walked = crate::scan::walk_bounded(text, max_depth, |k, span| {
-        if let Some(v) = text.get(span) {
-            m.take(text, k, v);
-        }
-    });
+    let mut seen = [Seen::default(), Seen::default()];
+    let walked = crate::scan::walk_bounded(
+        text,
+        max_depth,
+        |outer| match outer {
+            "params" => Some(0),
+            "result" => Some(1),
+            _ => None,
+        },
+        |k, span| {
+            if let Some(v) = text.get(span) {
+                m.take(text, k, v);
+            }
+        },
+        |which, name, value| {
+            if let Some(seen) = seen.get_mut(which) {
+                let wanted = if which == 0 {
+                    "\"_meta\""
+                } else {
+                    "\"resultType\""
+                };
+                seen.note(text.get(name).unwrap_or_default(), wanted, value);
+            }
+        },
+    );
     if walked == Err(crate::scan::Unwalkable::TooDeep) {
         return Err(DecodeError::new(DecodeErrorKind::TooDeep {
             limit: max_depth,
@@ -462,16 +483,65 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
         Some(raw) => Some((parse_error_object(raw, &reply_id)?, span_of(text, raw))),
     };
 
+    let params = params.map(|p| span_of(text, p));
+    let result = result.map(|r| span_of(text, r));
+    let [seen_params, seen_result] = seen;
+    let hints = crate::jsonrpc::Hints {
+        params_meta: if walked.is_ok() {
+            seen_params.hint(params.as_ref())
+        } else {
+            Hint::Unknown
+        },
+        result_type: if walked.is_ok() {
+            seen_result.hint(result.as_ref())
+        } else {
+            Hint::Unknown
+        },
+    };
     Ok(Index {
         kind,
         id,
         method,
-        params: params.map(|p| span_of(text, p)),
-        result: result.map(|r| span_of(text, r)),
+        params,
+        result,
         error,
         extra,
         meta: crate::jsonrpc::MetaCache::default(),
+        hints,
     })
+}
+
+/// What the decoder's walk saw of one member inside `params` or `result` (see
+/// `jsonrpc::Hints`).
+#[derive(Default)]
+struct Seen {
+    /// The first member of the wanted name: its value's span.
+    at: Option<Span>,
+    /// A name with escapes was met: it may spell the wanted one, so nothing is known.
+    escaped: bool,
+}
+
+impl Seen {
+    fn note(&mut self, quoted_name: &str, wanted: &str, value: Span) {
+        if quoted_name.contains('\\') {
+            self.escaped = true;
+        } else if self.at.is_none() && quoted_name == wanted {
+            self.at = Some(value);
+        }
+    }
+
+    /// The hint for the member inside `outer` (the span of `params` or `result` that
+    /// the frame keeps). Only a member inside that span counts: if the name appeared
+    /// twice at the top (a frame the decoder refuses anyway), another one's members
+    /// may have been seen.
+    fn hint(self, outer: Option<&Span>) -> Hint {
+        match (self.at, outer) {
+            _ if self.escaped => Hint::Unknown,
+            (Some(at), Some(o)) if o.start <= at.start && at.end <= o.end => Hint::At(at),
+            (Some(_), _) => Hint::Unknown,
+            (None, _) => Hint::Absent,
+        }
+    }
 }
 
 /// `Ok(None)` for a JSON null (legal only on error responses).
@@ -650,10 +720,17 @@ mod tests {
             ("{\"k\":", "{}", "}"),
             ("[{\"k\":", "[]", "}]"),
         ];
+        // In `params` and `result` (whose members the decoder's walk notes too) and in a
+        // member it does not look into.
+        let frames: [fn(&str) -> String; 3] = [
+            |v| format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"p":{v}}}}}"#),
+            |v| format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"p":{v}}}}}"#),
+            |v| format!(r#"{{"jsonrpc":"2.0","method":"m","x":{{"p":{v}}}}}"#),
+        ];
         for (open, inner, close) in nests {
-            for levels in 1..12 {
+            for (levels, frame) in (1..12).flat_map(|l| frames.iter().map(move |f| (l, f))) {
                 let params = format!("{}{inner}{}", open.repeat(levels), close.repeat(levels));
-                let text = format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"p":{params}}}}}"#);
+                let text = frame(&params);
                 for max in 1..16 {
                     let limits = Limits {
                         max_depth: max,
@@ -672,5 +749,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Where the decoder saw `params._meta` and `result.resultType` answers as a walk
+    /// of the frame would: the first of several, none when the value holding it is no
+    /// object, a walk when a name has escapes, and after `with_id`.
+    #[test]
+    fn the_walks_hints_answer_as_a_walk_would() {
+        use crate::jsonrpc::first_member;
+        let texts = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1,"_meta":{"k":"v"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"k":1},"_meta":{"k":2}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"\u005fmeta":{"k":3}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":"\"_meta\"","y":{"_meta":{"k":4}}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[{"_meta":{"k":5}}]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":{"content":[],"resultType":"complete"}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"result":{"resultType":"task","resultType":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"result\u0054ype":"input_required"}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"result":{"r":{"resultType":"nested"}}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"result":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"m"}}"#,
+        ];
+        for text in texts {
+            let frame = one(text).unwrap();
+            let walked_type = frame.result().and_then(|r| first_member(r, "resultType"));
+            let walked_meta = frame
+                .params()
+                .and_then(|p| first_member(p, "_meta"))
+                .and_then(|m| first_member(m, "k"));
+            for f in [frame.clone(), frame.with_id(&Id::Number(12345))] {
+                assert_eq!(f.result_type(), walked_type, "{text}");
+                assert_eq!(f.params_meta("k"), walked_meta, "{text}");
+            }
+        }
+        // Known where the text spells them plainly; a walk where a name has escapes.
+        let ix = |t: &str| one(t).unwrap().ix;
+        assert_eq!(ix(texts[0]).hints.params_meta, Hint::At(61..70));
+        assert_eq!(ix(texts[2]).hints.params_meta, Hint::Unknown);
+        assert_eq!(ix(texts[6]).hints.params_meta, Hint::Absent);
+        assert_eq!(ix(texts[9]).hints.result_type, Hint::Unknown);
+        assert_eq!(ix(texts[10]).hints.result_type, Hint::Absent);
     }
 }

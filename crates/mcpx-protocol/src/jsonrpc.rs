@@ -229,6 +229,56 @@ pub(crate) struct Index {
     pub(crate) extra: Vec<(String, Span)>,
     /// The members of `params._meta`, found on first use.
     pub(crate) meta: MetaCache,
+    /// Where the decoder saw `params._meta` and `result.resultType`.
+    pub(crate) hints: Hints,
+}
+
+/// Where the decoder's walk saw `params._meta` and `result.resultType` (their values'
+/// spans in the frame's text), so that their readers need not walk `params` or `result`
+/// from the start again: a 2026-07-28 request's `_meta` and a result's `resultType`
+/// (usually its last member) are read on every call. Known for decoded frames and
+/// their [`Frame::with_id`] copies; a built frame's readers walk, as before. Like
+/// [`MetaCache`], a cache: it never makes two frames unequal.
+#[derive(Clone, Default)]
+pub(crate) struct Hints {
+    pub(crate) params_meta: Hint,
+    pub(crate) result_type: Hint,
+}
+
+/// What the decoder knows of one member (see [`Hints`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Hint {
+    /// Not looked for (a built frame), or spelled with escapes somewhere in its object:
+    /// readers walk.
+    #[default]
+    Unknown,
+    /// Not there (the value holding it is no object, or has no such member).
+    Absent,
+    /// The first such member's value.
+    At(Span),
+}
+
+impl Hint {
+    fn shifted(&self, shift: impl Fn(&Span) -> Span) -> Hint {
+        match self {
+            Hint::At(s) => Hint::At(shift(s)),
+            other => other.clone(),
+        }
+    }
+}
+
+impl PartialEq for Hints {
+    fn eq(&self, _: &Hints) -> bool {
+        true
+    }
+}
+
+impl Eq for Hints {}
+
+impl fmt::Debug for Hints {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Hints")
+    }
 }
 
 /// The members of `params._meta` (name, span in the frame's text), read once per frame
@@ -360,12 +410,25 @@ impl Frame {
         self.params().map(serde_json::from_str)
     }
 
+    /// The raw JSON text of `result.resultType` (2026-07-28), as [`first_member`] reads
+    /// it; for a decoded frame, from where the decoder saw it, without a walk.
+    pub fn result_type(&self) -> Option<&str> {
+        match &self.ix.hints.result_type {
+            Hint::Absent => None,
+            Hint::At(span) => self.text.get(span.clone()),
+            Hint::Unknown => first_member(self.result()?, "resultType"),
+        }
+    }
+
     /// Reads `params._meta[key]` as raw JSON text, without parsing the rest of `params`
     /// into a tree.
     pub fn params_meta(&self, key: &str) -> Option<&str> {
         let members = self.ix.meta.0.get_or_init(|| {
-            let params = self.params()?;
-            let meta = first_member(params, "_meta")?;
+            let meta = match &self.ix.hints.params_meta {
+                Hint::Absent => return None,
+                Hint::At(span) => self.text.get(span.clone())?,
+                Hint::Unknown => first_member(self.params()?, "_meta")?,
+            };
             let base = meta.as_ptr() as usize - self.text.as_ptr() as usize;
             // The frame's own text: valid, so not checked again.
             let found = valid_members(meta)?;
@@ -433,6 +496,10 @@ impl Frame {
                 .map(|(k, s)| (k.clone(), shift(s)))
                 .collect(),
             meta: MetaCache::default(),
+            hints: Hints {
+                params_meta: self.ix.hints.params_meta.shifted(shift),
+                result_type: self.ix.hints.result_type.shifted(shift),
+            },
         };
         Frame {
             text: text.into_boxed_str(),
@@ -520,6 +587,7 @@ impl Frame {
                 error: None,
                 extra: Vec::new(),
                 meta: MetaCache::default(),
+                hints: Hints::default(),
             }),
         }
     }
@@ -587,6 +655,7 @@ impl Frame {
                 error: None,
                 extra: Vec::new(),
                 meta: MetaCache::default(),
+                hints: Hints::default(),
             }),
         }
     }
@@ -659,6 +728,7 @@ fn build(env: &Envelope<'_>) -> Frame {
             error: None,
             extra: Vec::new(),
             meta: MetaCache::default(),
+            hints: Hints::default(),
         }),
     })
 }

@@ -80,23 +80,80 @@ pub(crate) enum Unwalkable {
 /// [`walk`], with nesting bounded to `max_depth` levels (the object itself is level 1,
 /// a member's array or object level 2, and so on): the decoder's one pass over a
 /// received message, which checks it, finds its members and bounds its depth at once.
+///
+/// It also hands over the members of some members: for each top-level member whose
+/// name `nested` maps to `Some(which)` and whose value is an object,
+/// `each_nested(which, key, value)` for every member of that value, with `key` the span
+/// of its name as written (quotes included, escapes not decoded). That changes nothing
+/// in what is accepted: such a value is checked as any other, with the same bound.
 pub(crate) fn walk_bounded<'a>(
     text: &'a str,
     max_depth: usize,
+    nested: impl Fn(&str) -> Option<usize>,
     mut each: impl FnMut(Cow<'a, str>, Range<usize>),
+    mut each_nested: impl FnMut(usize, Range<usize>, Range<usize>),
 ) -> Result<(), Unwalkable> {
     if max_depth == 0 {
         return Err(Unwalkable::TooDeep);
     }
+    let room = max_depth - 1;
+    let b = text.as_bytes();
     let mut deep = false;
-    let walked = members::<true>(text, max_depth - 1, &mut deep, |k, span| {
-        each(k, span);
-        ControlFlow::Continue(())
-    });
+    let walked = members_with::<true>(
+        text,
+        &mut deep,
+        |key, start, deep| match nested(key) {
+            Some(which) if b.get(start) == Some(&b'{') => {
+                // Opening the value is one level, as `value` counts it.
+                if room == 0 {
+                    *deep = true;
+                    return None;
+                }
+                nested_object(b, start, room - 1, deep, |k, v| each_nested(which, k, v))
+            }
+            _ => value(b, start, room, deep),
+        },
+        |k, span| {
+            each(k, span);
+            ControlFlow::Continue(())
+        },
+    );
     match walked {
         Some(_) => Ok(()),
         None if deep => Err(Unwalkable::TooDeep),
         None => Err(Unwalkable::Invalid),
+    }
+}
+
+/// The object at `i` (its `{`), checked as [`value`] checks an object, its members'
+/// values with `room` levels: the index after it. Each member is handed over as the
+/// span of its quoted name and of its value.
+fn nested_object(
+    b: &[u8],
+    i: usize,
+    room: usize,
+    deep: &mut bool,
+    mut each: impl FnMut(Range<usize>, Range<usize>),
+) -> Option<usize> {
+    let mut i = ws(b, i + 1);
+    if b.get(i) == Some(&b'}') {
+        return Some(i + 1);
+    }
+    loop {
+        let name = i..string(b, i)?;
+        i = ws(b, name.end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let start = ws(b, i + 1);
+        i = value(b, start, room, deep)?;
+        each(name, start..i);
+        i = ws(b, i);
+        match b.get(i)? {
+            b',' => i = ws(b, i + 1),
+            b'}' => return Some(i + 1),
+            _ => return None,
+        }
     }
 }
 
@@ -109,6 +166,29 @@ fn members<'a, const CHECK: bool>(
     text: &'a str,
     room: usize,
     deep: &mut bool,
+    each: impl FnMut(Cow<'a, str>, Range<usize>) -> ControlFlow<()>,
+) -> Option<ControlFlow<()>> {
+    let b = text.as_bytes();
+    members_with::<CHECK>(
+        text,
+        deep,
+        |_, start, deep| {
+            if CHECK {
+                value(b, start, room, deep)
+            } else {
+                skip_value(b, start)
+            }
+        },
+        each,
+    )
+}
+
+/// [`members`], each member's value walked by `value_at(name, start, deep)`, which
+/// returns the index after it.
+fn members_with<'a, const CHECK: bool>(
+    text: &'a str,
+    deep: &mut bool,
+    mut value_at: impl FnMut(&str, usize, &mut bool) -> Option<usize>,
     mut each: impl FnMut(Cow<'a, str>, Range<usize>) -> ControlFlow<()>,
 ) -> Option<ControlFlow<()>> {
     let b = text.as_bytes();
@@ -133,11 +213,7 @@ fn members<'a, const CHECK: bool>(
                 return None;
             }
             let start = ws(b, i + 1);
-            i = if CHECK {
-                value(b, start, room, deep)
-            } else {
-                skip_value(b, start)
-            }?;
+            i = value_at(&key, start, deep)?;
             if each(key, start..i).is_break() {
                 return Some(ControlFlow::Break(()));
             }

@@ -187,3 +187,58 @@ proptest! {
         }
     }
 }
+
+/// The verdict on a frame whose `member` is `value`, as the error's kind (or `Ok`).
+fn verdict(member: &str, value: &str, limits: &Limits) -> Result<(), String> {
+    let text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","{member}":{value}}}"#);
+    codec::decode(text, limits)
+        .map(|_| ())
+        .map_err(|e| format!("{:?}", std::mem::discriminant(&e.kind)))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// The decoder looks into `params` and `result` as it checks them (to note where
+    /// `_meta` and `resultType` are): that changes no verdict. Any text, damaged or not,
+    /// at any depth bound, is judged the same as the value of `params` as of a member
+    /// it does not look into; and what it noted answers as a walk would.
+    #[test]
+    fn looking_into_params_changes_no_verdict(
+        v in common::json_value("[a-z_\"\\\\]{0,8}", "[_a-z\"\\\\]{0,10}"),
+        meta in prop::option::of(common::json_value("[a-z]{0,4}", "[a-z]{0,3}")),
+        at in any::<prop::sample::Index>(),
+        how in 0..4u8,
+        byte in prop::sample::select(b"{}[]\",:\\ 0-.eEtfnu\x01x".to_vec()),
+        depth in 1usize..8,
+    ) {
+        let mut obj = json!({ "v": v, "resultType": "complete" });
+        if let Some(m) = meta {
+            obj["_meta"] = json!({ "k": m });
+        }
+        let mut text = obj.to_string().into_bytes();
+        let i = at.index(text.len());
+        match how {
+            0 => { text.remove(i); }
+            1 => text.insert(i, byte),
+            2 => text[i] = byte,
+            _ => {}
+        }
+        let Ok(value) = String::from_utf8(text) else { return Ok(()) };
+        let limits = Limits { max_depth: depth, ..Limits::default() };
+        prop_assert_eq!(verdict("params", &value, &limits), verdict("x", &value, &limits));
+        let response = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{value}}}"#);
+        if let Ok(Decoded::Single(f)) = codec::decode(response, &Limits::default()) {
+            let walked = f.result().and_then(|r| mcpx_protocol::jsonrpc::first_member(r, "resultType"));
+            prop_assert_eq!(f.result_type(), walked);
+        }
+        let request = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{value}}}"#);
+        if let Ok(Decoded::Single(f)) = codec::decode(request, &Limits::default()) {
+            let walked = f
+                .params()
+                .and_then(|p| mcpx_protocol::jsonrpc::first_member(p, "_meta"))
+                .and_then(|m| mcpx_protocol::jsonrpc::first_member(m, "k"));
+            prop_assert_eq!(f.params_meta("k"), walked);
+        }
+    }
+}
