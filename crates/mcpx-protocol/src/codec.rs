@@ -537,7 +537,7 @@ impl Seen {
     fn hint(self, outer: Option<&Span>) -> Hint {
         match (self.at, outer) {
             _ if self.escaped => Hint::Unknown,
-            (Some(at), Some(o)) if o.start <= at.start && at.end <= o.end => Hint::At(at),
+            (Some(at), Some(o)) if o.start <= at.start && at.end <= o.end => Hint::at(at),
             (Some(_), _) => Hint::Unknown,
             (None, _) => Hint::Absent,
         }
@@ -787,7 +787,7 @@ mod tests {
         }
         // Known where the text spells them plainly; a walk where a name has escapes.
         let ix = |t: &str| one(t).unwrap().ix;
-        assert_eq!(ix(texts[0]).hints.params_meta, Hint::At(61..70));
+        assert_eq!(ix(texts[0]).hints.params_meta, Hint::At(61, 70));
         assert_eq!(ix(texts[2]).hints.params_meta, Hint::Unknown);
         assert_eq!(ix(texts[6]).hints.params_meta, Hint::Absent);
         assert_eq!(ix(texts[9]).hints.result_type, Hint::Unknown);

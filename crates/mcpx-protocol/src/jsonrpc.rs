@@ -254,15 +254,31 @@ pub(crate) enum Hint {
     Unknown,
     /// Not there (the value holding it is no object, or has no such member).
     Absent,
-    /// The first such member's value.
-    At(Span),
+    /// The first such member's value: its start and end in the text, as `u32`s to
+    /// keep the index small (every frame allocates one).
+    At(u32, u32),
 }
 
 impl Hint {
-    fn shifted(&self, shift: impl Fn(&Span) -> Span) -> Hint {
+    /// The hint for a value at `span`: `Unknown` where an offset would not fit.
+    pub(crate) fn at(span: Span) -> Hint {
+        match (u32::try_from(span.start), u32::try_from(span.end)) {
+            (Ok(start), Ok(end)) => Hint::At(start, end),
+            _ => Hint::Unknown,
+        }
+    }
+
+    fn span(&self) -> Option<Span> {
         match self {
-            Hint::At(s) => Hint::At(shift(s)),
-            other => other.clone(),
+            Hint::At(start, end) => Some(*start as usize..*end as usize),
+            _ => None,
+        }
+    }
+
+    fn shifted(&self, shift: impl Fn(&Span) -> Span) -> Hint {
+        match self.span() {
+            Some(s) => Hint::at(shift(&s)),
+            None => self.clone(),
         }
     }
 }
@@ -415,7 +431,7 @@ impl Frame {
     pub fn result_type(&self) -> Option<&str> {
         match &self.ix.hints.result_type {
             Hint::Absent => None,
-            Hint::At(span) => self.text.get(span.clone()),
+            at @ Hint::At(..) => self.text.get(at.span()?),
             Hint::Unknown => first_member(self.result()?, "resultType"),
         }
     }
@@ -426,7 +442,7 @@ impl Frame {
         let members = self.ix.meta.0.get_or_init(|| {
             let meta = match &self.ix.hints.params_meta {
                 Hint::Absent => return None,
-                Hint::At(span) => self.text.get(span.clone())?,
+                at @ Hint::At(..) => self.text.get(at.span()?)?,
                 Hint::Unknown => first_member(self.params()?, "_meta")?,
             };
             let base = meta.as_ptr() as usize - self.text.as_ptr() as usize;
