@@ -331,28 +331,21 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
     // One walk over the text checks it, bounds its depth, and sorts each member into
     // its slot as it is met (no list of members collected first). It also notes where
     // `params._meta` and `result.resultType` are (see `Hints`).
+    // The members looked into, and the member noted in each (as its name is written).
+    const WATCHED: [(&str, &str); 2] = [("params", "\"_meta\""), ("result", "\"resultType\"")];
     let mut m = Members::default();
     let mut seen = [Seen::default(), Seen::default()];
     let walked = crate::scan::walk_bounded(
         text,
         max_depth,
-        |outer| match outer {
-            "params" => Some(0),
-            "result" => Some(1),
-            _ => None,
-        },
+        |outer| WATCHED.iter().position(|(o, _)| *o == outer),
         |k, span| {
             if let Some(v) = text.get(span) {
                 m.take(text, k, v);
             }
         },
         |which, name, value| {
-            if let Some(seen) = seen.get_mut(which) {
-                let wanted = if which == 0 {
-                    "\"_meta\""
-                } else {
-                    "\"resultType\""
-                };
+            if let (Some(seen), Some((_, wanted))) = (seen.get_mut(which), WATCHED.get(which)) {
                 seen.note(text.get(name).unwrap_or_default(), wanted, value);
             }
         },

@@ -283,15 +283,13 @@ async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame:
                     .and_then(|v| serde_json::from_str::<String>(v).ok())
                     .and_then(|v| Revision::from_wire(&v));
                 if let (Some(revision), Ok(mut p)) = (revision, session.peer.lock()) {
-                    *p = Some(Peer {
+                    *p = Some(Peer::open(
                         revision,
-                        session_id: Some(session.id.clone()),
-                        outbound: session.out.clone(),
-                        pending: session.pending.clone(),
-                        client_capabilities: Peer::capabilities_of(initialize_params.as_deref()),
+                        Some(session.id.clone()),
+                        session.out.clone(),
+                        session.pending.clone(),
                         initialize_params,
-                        initialized: Arc::default(),
-                    });
+                    ));
                 }
                 session.send(response).await;
                 return;
@@ -299,13 +297,8 @@ async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame:
             let (app, session) = (app.clone(), session.clone());
             tokio::spawn(async move {
                 let response = app.service.request(incoming, ctx).await;
-                session.inflight.finish(&id);
-                // 2024-11-05 basic/utilities/cancellation: the receiver SHOULD "not send
-                // a response for the cancelled request".
-                if cancelled.is_cancelled() {
-                    tracing::debug!(%id, "request cancelled; its response is not sent");
-                } else {
-                    session.send(response).await;
+                if let Some(r) = session.inflight.answer(&id, &cancelled, response) {
+                    session.send(r).await;
                 }
             });
         }

@@ -175,6 +175,19 @@ impl InFlight {
         }
     }
 
+    /// Stops tracking `id`, whose handling produced `response`: the response to send,
+    /// or `None` when the request was cancelled meanwhile (`cancelled` is its token).
+    /// Every revision's basic/utilities/cancellation: the receiver of a cancellation
+    /// SHOULD "not send a response for the cancelled request".
+    pub fn answer(&self, id: &Id, cancelled: &CancellationToken, response: Frame) -> Option<Frame> {
+        self.finish(id);
+        if cancelled.is_cancelled() {
+            tracing::debug!(%id, "request cancelled; its response is not sent");
+            return None;
+        }
+        Some(response)
+    }
+
     /// Cancels `id` if it is in flight.
     pub fn cancel(&self, id: &Id) -> bool {
         let token = self.tokens.lock().ok().and_then(|t| t.get(id).cloned());

@@ -163,15 +163,32 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// The client capabilities declared in `initialize` params (`null` when there are
+    /// The legacy connection an `initialize` with `initialize_params` opened at
+    /// `revision`. Its client capabilities are read here, once (`null` when there are
     /// none, or they are not JSON).
-    pub(crate) fn capabilities_of(initialize_params: Option<&str>) -> Arc<Value> {
-        Arc::new(
+    pub(crate) fn open(
+        revision: Revision,
+        session_id: Option<Arc<str>>,
+        outbound: mpsc::Sender<Frame>,
+        pending: Arc<Pending>,
+        initialize_params: Option<Arc<str>>,
+    ) -> Peer {
+        let client_capabilities = Arc::new(
             initialize_params
+                .as_deref()
                 .and_then(|p| mcpx_protocol::jsonrpc::member(p, "capabilities"))
                 .and_then(|c| serde_json::from_str(c).ok())
                 .unwrap_or(Value::Null),
-        )
+        );
+        Peer {
+            revision,
+            session_id,
+            outbound,
+            pending,
+            initialize_params,
+            client_capabilities,
+            initialized: Arc::default(),
+        }
     }
 
     /// The client capabilities the session declared at `initialize` (`null` when it

@@ -312,13 +312,8 @@ impl<S: Service> Conn<S> {
             slots,
             Box::pin(async move {
                 let response = conn.service.request(incoming, ctx).await;
-                conn.inflight.finish(&id);
-                // Every revision's cancellation page: the receiver of a cancellation
-                // SHOULD "not send a response for the cancelled request".
-                if cancelled.is_cancelled() {
-                    tracing::debug!(%id, "request cancelled; its response is not sent");
-                } else {
-                    conn.write(response).await;
+                if let Some(r) = conn.inflight.answer(&id, &cancelled, response) {
+                    conn.write(r).await;
                 }
             }),
         )
@@ -334,15 +329,13 @@ impl<S: Service> Conn<S> {
             .and_then(|v| serde_json::from_str::<String>(v).ok())
             .and_then(|v| Revision::from_wire(&v));
         if let (Some(revision), Ok(mut peer)) = (revision, self.peer.lock()) {
-            *peer = Some(Peer {
+            *peer = Some(Peer::open(
                 revision,
-                session_id: None,
-                outbound: self.out.clone(),
-                pending: self.pending.clone(),
-                client_capabilities: Peer::capabilities_of(initialize_params.as_deref()),
+                None,
+                self.out.clone(),
+                self.pending.clone(),
                 initialize_params,
-                initialized: Arc::default(),
-            });
+            ));
         }
     }
 }

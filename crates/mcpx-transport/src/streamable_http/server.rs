@@ -580,15 +580,13 @@ async fn initialize<S: Service>(app: &Arc<App<S>>, frame: Frame, verdict: Verdic
     );
     let session = Arc::new(Session {
         id: sid.clone(),
-        peer: Peer {
+        peer: Peer::open(
             revision,
-            session_id: Some(sid.clone()),
-            outbound: out_tx,
-            pending: Arc::new(Pending::new(cfg.max_pending)),
-            client_capabilities: Peer::capabilities_of(initialize_params.as_deref()),
+            Some(sid.clone()),
+            out_tx,
+            Arc::new(Pending::new(cfg.max_pending)),
             initialize_params,
-            initialized: Arc::default(),
-        },
+        ),
         inflight: InFlight::default(),
         log: Mutex::new(Log {
             cap: cfg.replay_buffer,
