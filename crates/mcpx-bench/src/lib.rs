@@ -162,8 +162,10 @@ pub async fn run(opts: &Options) -> Result<Report, BenchError> {
     if opts.sessions == 0 {
         return Err(BenchError::Invalid("--sessions must be at least 1".into()));
     }
-    let params = serde_json::json!({ "name": opts.tool, "arguments": opts.arguments }).to_string();
-    let params: Arc<str> = params.into();
+    let params = mcpx_protocol::Params::of_value(
+        &serde_json::json!({ "name": opts.tool, "arguments": opts.arguments }),
+    );
+    let params = Arc::new(params);
     let mut target = Target::new("bench", opts.transport.clone());
     target.preference = match opts.era {
         Era::Legacy => ProtocolPreference::Legacy,
@@ -268,7 +270,7 @@ pub async fn run(opts: &Options) -> Result<Report, BenchError> {
 /// spent; returns each session's tally.
 async fn phase(
     conns: &[Connection],
-    params: &Arc<str>,
+    params: &Arc<mcpx_protocol::Params>,
     budget: Budget,
     until: Instant,
     record: bool,

@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcpx_protocol::jsonrpc::{Kind, append_member, splice};
-use mcpx_protocol::{Era, Frame, Id, Revision, SpecPolicy, meta};
+use mcpx_protocol::jsonrpc::Kind;
+use mcpx_protocol::params::MetaMembers;
+use mcpx_protocol::{Era, Frame, Id, Params, Revision, SpecPolicy, meta};
 use mcpx_transport::TransportError;
 use mcpx_transport::channel_pool::ChannelPool;
 use mcpx_transport::upstream::{Exchange, Unsolicited, Upstream};
@@ -54,55 +55,13 @@ fn strip_caller_envelope(m: &mut Map<String, Value>, envelope_keys: bool) {
         }
     }
 }
-/// Appends member `key: value` to the text of an object's members.
-fn push_member(text: &mut String, key: &str, value: &Value) {
-    if !text.is_empty() {
-        text.push(',');
-    }
-    // A string and a `Value` always encode.
-    text.push_str(&serde_json::to_string(key).unwrap_or_default());
-    text.push(':');
-    text.push_str(&value.to_string());
-}
-
-/// The caller's `_meta` object text with its envelope given way to mcpx's (as
-/// [`strip_caller_envelope`], then mcpx's `envelope` members, which replace the caller's
-/// of the same names: `written`). The caller's other members keep their bytes. `None`
-/// when `meta` is not an object or repeats a key: the general path decides then.
-fn rewrite_meta(
-    meta: &str,
-    envelope_keys: bool,
-    envelope: &str,
-    written: &[&str],
-) -> Option<String> {
-    let members = mcpx_protocol::jsonrpc::members(meta)?;
-    let mut out = String::with_capacity(meta.len() + envelope.len() + 2);
-    out.push('{');
-    for (i, (key, range)) in members.iter().enumerate() {
-        if members[..i].iter().any(|(k, _)| k == key) {
-            return None;
-        }
-        let stripped = key == meta::PROGRESS_TOKEN
-            || (envelope_keys && ENVELOPE_KEYS.contains(&key.as_ref()))
-            || written.contains(&key.as_ref());
-        if stripped {
-            continue;
-        }
-        if out.len() > 1 {
-            out.push(',');
-        }
-        out.push_str(&serde_json::to_string(key).ok()?);
-        out.push(':');
-        out.push_str(meta.get(range.clone())?);
-    }
-    if !envelope.is_empty() {
-        if out.len() > 1 {
-            out.push(',');
-        }
-        out.push_str(envelope);
-    }
-    out.push('}');
-    Some(out)
+/// Whether a caller's `_meta` member `key` gives way to mcpx's envelope: its progress
+/// token always, its 2026-07-28 envelope keys when they are one (`envelope_keys`, as in
+/// [`strip_caller_envelope`]), and any key mcpx writes itself (`written`).
+fn gives_way(key: &str, envelope_keys: bool, written: &[&str]) -> bool {
+    key == meta::PROGRESS_TOKEN
+        || (envelope_keys && ENVELOPE_KEYS.contains(&key))
+        || written.contains(&key)
 }
 
 /// What the handshake learnt about the upstream.
@@ -281,7 +240,7 @@ pub(crate) struct Inner {
     /// The last modern envelope written, as `_meta` members' text, with what it was
     /// written for (the revision and the client capabilities): a gateway's calls carry
     /// the same capabilities call after call, so the text is reused, not re-encoded.
-    envelope_cache: Mutex<Option<(Revision, Value, Arc<str>)>>,
+    envelope_cache: Mutex<Option<(Revision, Value, Arc<MetaMembers>)>>,
     /// How many unsolicited frames the dispatcher has finished with (routed, answered
     /// or dropped), against the transport's `unsolicited_sent`: see `Connection::drive`.
     dispatched: watch::Sender<u64>,
@@ -414,7 +373,7 @@ impl Connection {
         &self,
         id: i64,
         method: &str,
-        params: Option<&str>,
+        params: Option<&Params>,
         opts: &CallOptions,
         progress_token: Option<&str>,
     ) -> Result<Frame, ClientError> {
@@ -424,7 +383,7 @@ impl Connection {
         }
         let mut obj: Map<String, Value> = match params {
             None => Map::new(),
-            Some(p) => serde_json::from_str(p).map_err(|e| ClientError::Protocol {
+            Some(p) => serde_json::from_str(p.as_str()).map_err(|e| ClientError::Protocol {
                 upstream: self.inner.name.clone(),
                 message: format!("params for {method} are not a JSON object: {e}"),
             })?,
@@ -440,8 +399,9 @@ impl Connection {
         // The general path is rare: the envelope's text is read back as members.
         let envelope = self
             .envelope_text(&facts, opts, progress_token)
-            .and_then(|(text, _)| {
-                serde_json::from_str::<Map<String, Value>>(&format!("{{{text}}}")).ok()
+            .and_then(|(members, _)| {
+                serde_json::from_str::<Map<String, Value>>(&format!("{{{}}}", members.as_str()))
+                    .ok()
             });
         if let Some(envelope) = envelope {
             let m = obj
@@ -460,126 +420,112 @@ impl Connection {
         Ok(Frame::request(&Id::Number(id), method, Some(&raw)))
     }
 
-    /// The `_meta` members mcpx writes on a request to this upstream, as the text of
-    /// `_meta` members (no braces), with the keys it writes; `None` when there are none.
+    /// The `_meta` members mcpx writes on a request to this upstream, with the keys it
+    /// writes; `None` when there are none.
     fn envelope_text(
         &self,
         facts: &ServerFacts,
         opts: &CallOptions,
         progress_token: Option<&str>,
-    ) -> Option<(String, Vec<&'static str>)> {
+    ) -> Option<(MetaMembers, Vec<&'static str>)> {
         if facts.era != Era::Modern && progress_token.is_none() {
             return None;
         }
-        let mut text = String::new();
+        let mut members = MetaMembers::default();
         let mut keys = Vec::with_capacity(5);
         if facts.era == Era::Modern {
             // 2026-07-28 basic/index §_meta: required on every request (A-C12).
-            text.push_str(&self.modern_envelope(facts.revision, &opts.client_capabilities));
+            members.extend(&self.modern_envelope(facts.revision, &opts.client_capabilities));
             keys.extend([
                 meta::PROTOCOL_VERSION,
                 meta::CLIENT_CAPABILITIES,
                 meta::CLIENT_INFO,
             ]);
             if let Some(l) = &opts.log_level {
-                push_member(&mut text, meta::LOG_LEVEL, &json!(l));
+                members.push(meta::LOG_LEVEL, &json!(l));
                 keys.push(meta::LOG_LEVEL);
             }
         }
         if let Some(t) = progress_token {
-            push_member(&mut text, meta::PROGRESS_TOKEN, &json!(t));
+            members.push(meta::PROGRESS_TOKEN, &json!(t));
             keys.push(meta::PROGRESS_TOKEN);
         }
-        Some((text, keys))
+        Some((members, keys))
     }
 
     /// The protocol version, client capabilities and client info members of a modern
     /// envelope, encoded once per revision and capabilities (see `envelope_cache`).
-    fn modern_envelope(&self, revision: Revision, capabilities: &Value) -> Arc<str> {
+    fn modern_envelope(&self, revision: Revision, capabilities: &Value) -> Arc<MetaMembers> {
         let mut cache = match self.inner.envelope_cache.lock() {
             Ok(c) => c,
             Err(e) => e.into_inner(),
         };
-        if let Some((rev, caps, text)) = cache.as_ref()
+        if let Some((rev, caps, members)) = cache.as_ref()
             && *rev == revision
             && caps == capabilities
         {
-            return Arc::clone(text);
+            return Arc::clone(members);
         }
-        let mut text = String::new();
-        push_member(&mut text, meta::PROTOCOL_VERSION, &json!(revision.as_str()));
-        push_member(&mut text, meta::CLIENT_CAPABILITIES, capabilities);
-        push_member(&mut text, meta::CLIENT_INFO, &self.inner.client_info);
-        let text: Arc<str> = Arc::from(text);
-        *cache = Some((revision, capabilities.clone(), Arc::clone(&text)));
-        text
+        let mut members = MetaMembers::default();
+        members.push(meta::PROTOCOL_VERSION, &json!(revision.as_str()));
+        members.push(meta::CLIENT_CAPABILITIES, capabilities);
+        members.push(meta::CLIENT_INFO, &self.inner.client_info);
+        let members = Arc::new(members);
+        *cache = Some((revision, capabilities.clone(), Arc::clone(&members)));
+        members
     }
 
     /// The common case of [`Connection::build`] without re-encoding the caller's params:
     /// an object without `_meta` is forwarded as it is, with mcpx's envelope (if any)
-    /// spliced in before its closing brace; an object with one `_meta` object gets only
-    /// that `_meta` rewritten (the caller's envelope keys replaced by mcpx's). `None`
-    /// when the general path is needed (no envelope to write over a caller's `_meta`,
-    /// a `_meta` that is not an object or appears twice, params that are not an object).
+    /// appended; an object with one `_meta` object gets only that `_meta` rewritten (the
+    /// caller's envelope keys replaced by mcpx's). `None` when the general path is
+    /// needed (no envelope to write over a caller's `_meta`, a `_meta` that is not an
+    /// object, appears twice or repeats a key, params that are not an object).
+    ///
+    /// The params are valid JSON ([`Params`]), and so is what `Params::with_meta` makes
+    /// of them: the request is written without checking them again. Where the decoder
+    /// saw the host's `_meta`, it is not looked for again either.
     fn build_spliced(
         &self,
         id: i64,
         method: &str,
-        params: Option<&str>,
+        params: Option<&Params>,
         opts: &CallOptions,
         progress_token: Option<&str>,
         facts: &ServerFacts,
     ) -> Option<Result<Frame, ClientError>> {
         let envelope = self.envelope_text(facts, opts, progress_token);
-        // The params to send: the caller's text itself when nothing is added to it.
-        let text: std::borrow::Cow<'_, str> = match params {
-            None => match envelope {
-                None => "{}".into(),
-                Some((e, _)) => format!("{{\"_meta\":{{{e}}}}}").into(),
-            },
-            Some(p) => {
-                let body = p.trim();
-                if !body.starts_with('{') || !body.ends_with('}') {
-                    return None;
-                }
-                // Without "_meta" in the text (and no escapes that could spell it) there
-                // is no `_meta` member: the scan is skipped (a legacy passthrough call).
-                // The scan only locates `_meta` and trusts the text: what is sent is
-                // checked all the same, the caller's `_meta` by `rewrite_meta` and the
-                // whole request by `Frame::request_with_object`, so text that is not
-                // valid JSON still ends in the general path's error, never on the wire.
-                let all = if body.contains("_meta") || body.contains('\\') {
-                    mcpx_protocol::jsonrpc::valid_members(body)?
-                } else {
-                    Vec::new()
-                };
-                let mut metas = all.iter().filter(|(k, _)| k == "_meta");
-                match (metas.next(), metas.next(), envelope) {
-                    // More than one `_meta`: the general path decides.
-                    (Some(_), Some(_), _) => return None,
-                    (None, _, None) => body.into(),
-                    (None, _, Some((e, _))) => {
-                        append_member(body, "\"_meta\"", &format!("{{{e}}}"))?.into()
-                    }
-                    // The caller's `_meta` (a host's 2026 envelope, its progress token):
-                    // its envelope keys give way to mcpx's, in place; the rest of the
-                    // params stays byte for byte. Without an envelope to write, or with a
-                    // `_meta` that is not an object, the general path decides.
-                    (Some(_), _, None) => return None,
-                    (Some((_, span)), _, Some((envelope, written))) => {
-                        let meta = rewrite_meta(
-                            body.get(span.clone())?,
-                            opts.caller_meta_is_envelope || facts.era == Era::Modern,
-                            &envelope,
-                            &written,
-                        )?;
-                        splice(body, span.clone(), &meta)?.into()
-                    }
-                }
+        let empty;
+        let params = match params {
+            Some(p) => p,
+            None => {
+                empty = Params::empty();
+                &empty
             }
         };
-        // Validates the caller's text (a JSON object, or the general path's error).
-        Frame::request_with_object(&Id::Number(id), method, &text).map(Ok)
+        if !params.is_object() {
+            return None;
+        }
+        // The params to send: the caller's own when nothing is added to them.
+        let sent = match (params.sole_member("_meta"), envelope) {
+            (None, None) => std::borrow::Cow::Borrowed(params),
+            // The caller's `_meta` (a host's 2026 envelope, its progress token) without
+            // an envelope to write: the general path decides.
+            (Some(_), None) => return None,
+            // Its envelope keys give way to mcpx's, in place; the rest of the params
+            // stays byte for byte.
+            (_, Some((envelope, written))) => {
+                let envelope_keys = opts.caller_meta_is_envelope || facts.era == Era::Modern;
+                std::borrow::Cow::Owned(
+                    params.with_meta(|k| !gives_way(k, envelope_keys, &written), &envelope)?,
+                )
+            }
+        };
+        Some(Ok(Frame::request_with_params(
+            &Id::Number(id),
+            method,
+            Some(&sent),
+        )))
     }
 
     /// Sends a notification (in the upstream's revision: `_meta` added on modern).
@@ -604,7 +550,7 @@ impl Connection {
     pub async fn call(
         &self,
         method: &str,
-        params: Option<&str>,
+        params: Option<&Params>,
         opts: CallOptions,
     ) -> Result<Frame, ClientError> {
         let mut reissued = false;
@@ -655,7 +601,7 @@ impl Connection {
     async fn call_once(
         &self,
         method: &str,
-        params: Option<&str>,
+        params: Option<&Params>,
         opts: &CallOptions,
     ) -> Result<Frame, Attempt> {
         let id = self.next_id();
@@ -989,8 +935,8 @@ impl Connection {
         let mut cursor: Option<String> = None;
         for _ in 0..max_pages.max(1) {
             let params = match &cursor {
-                Some(c) => json!({ "cursor": c }).to_string(),
-                None => "{}".to_owned(),
+                Some(c) => Params::of_value(&json!({ "cursor": c })),
+                None => Params::empty(),
             };
             let frame = self.call(method, Some(&params), opts.clone()).await?;
             if let Some(e) = frame.error() {
@@ -1147,47 +1093,52 @@ mod tests {
     /// The caller's `_meta`, rewritten as text: its envelope gives way to mcpx's, its
     /// other members keep their bytes (register A-C9 for which keys are the envelope).
     #[test]
-    fn rewrite_meta_keeps_the_callers_members_and_replaces_the_envelope() {
+    fn the_callers_meta_keeps_its_members_and_gives_way_to_the_envelope() {
         let pv = meta::PROTOCOL_VERSION;
         let caller = format!(
             r#"{{"{pv}":"2026-07-28", "x.example/k" : [1, 2.50, "\u00e9"],"progressToken":7,"{}":"debug"}}"#,
             meta::LOG_LEVEL
         );
-        let envelope = format!(r#""{pv}":"2026-07-28","progressToken":"t1""#);
+        let params = |meta: &str| Params::parse(format!(r#"{{"a":1,"_meta":{meta}}}"#)).unwrap();
+        let mut envelope = MetaMembers::default();
+        envelope.push(pv, &json!("2026-07-28"));
+        envelope.push(meta::PROGRESS_TOKEN, &json!("t1"));
+        let env = envelope.as_str();
         let written = [pv, meta::PROGRESS_TOKEN];
+        let rewrite = |meta: &str, envelope_keys: bool, envelope: &MetaMembers| {
+            params(meta)
+                .with_meta(|k| !gives_way(k, envelope_keys, &written), envelope)
+                .map(|p| p.as_str().to_owned())
+        };
         // A modern caller's envelope keys are its envelope: dropped.
-        let out = rewrite_meta(&caller, true, &envelope, &written).unwrap();
         assert_eq!(
-            out,
-            format!(r#"{{"x.example/k":[1, 2.50, "\u00e9"],{envelope}}}"#)
+            rewrite(&caller, true, &envelope).unwrap(),
+            format!(r#"{{"a":1,"_meta":{{"x.example/k":[1, 2.50, "\u00e9"],{env}}}}}"#)
         );
         // A legacy host's keys of those names are its own data (A-C9), except the ones
         // mcpx writes itself and the progress token.
-        let out = rewrite_meta(&caller, false, &envelope, &written).unwrap();
+        let out = rewrite(&caller, false, &envelope).unwrap();
         assert_eq!(
             out,
             format!(
-                r#"{{"x.example/k":[1, 2.50, "\u00e9"],"{}":"debug",{envelope}}}"#,
+                r#"{{"a":1,"_meta":{{"x.example/k":[1, 2.50, "\u00e9"],"{}":"debug",{env}}}}}"#,
                 meta::LOG_LEVEL
             )
         );
         let v: Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v[meta::PROGRESS_TOKEN], "t1");
+        assert_eq!(v["_meta"][meta::PROGRESS_TOKEN], "t1");
         // Nothing left of the caller's, nothing to write.
         assert_eq!(
-            rewrite_meta(r#"{"progressToken":1}"#, true, "", &[]).unwrap(),
-            "{}"
+            rewrite(r#"{"progressToken":1}"#, true, &MetaMembers::default()).unwrap(),
+            r#"{"a":1,"_meta":{}}"#
         );
         assert_eq!(
-            rewrite_meta("{}", true, &envelope, &written).unwrap(),
-            format!("{{{envelope}}}")
+            rewrite("{}", true, &envelope).unwrap(),
+            format!(r#"{{"a":1,"_meta":{{{env}}}}}"#)
         );
         // The general path decides a repeated key or a `_meta` that is no object.
-        assert_eq!(
-            rewrite_meta(r#"{"a":1,"a":2}"#, true, &envelope, &written),
-            None
-        );
-        assert_eq!(rewrite_meta("[1]", true, &envelope, &written), None);
+        assert_eq!(rewrite(r#"{"a":1,"a":2}"#, true, &envelope), None);
+        assert_eq!(rewrite("[1]", true, &envelope), None);
     }
 
     /// B-C10: which methods are re-issued after a broken modern stream without

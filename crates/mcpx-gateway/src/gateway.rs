@@ -27,7 +27,7 @@ use mcpx_protocol::lower::elicitation;
 use mcpx_protocol::lower::{
     SamplingRefusal, check_sampling_request, lower_sampling_request, sampling_tool_fields,
 };
-use mcpx_protocol::{Era, Frame, Id, Revision, meta};
+use mcpx_protocol::{Era, Frame, Id, Params, Revision, meta};
 use mcpx_server::{Backend, Call, Fault, Level, ListCaps, Offered, Reply, Summary};
 use mcpx_transport::Peer;
 use mcpx_transport::channel_pool::ChannelPool;
@@ -253,9 +253,9 @@ pub(super) struct Routed<'a> {
     pub(super) upstream: usize,
     /// The name the host called (mcpx's, possibly namespaced).
     pub(super) exposed: Cow<'a, str>,
-    /// The params to send upstream: the host's text, borrowed, when the names agree;
-    /// renamed otherwise.
-    pub(super) params: Cow<'a, str>,
+    /// The params to send upstream: the host's, borrowed, when the names agree; renamed
+    /// otherwise.
+    pub(super) params: Cow<'a, Params>,
     /// A tool's facts, read under the same catalog lock as its name (the defaults for a
     /// prompt).
     pub(super) tool: ToolFacts,
@@ -719,7 +719,7 @@ impl Gateway {
         if facts.era != Era::Legacy || !facts.has("logging") {
             return;
         }
-        let params = json!({ "level": level.as_str() }).to_string();
+        let params = Params::of_value(&json!({ "level": level.as_str() }));
         if let Err(e) = conn
             .call("logging/setLevel", Some(&params), CallOptions::default())
             .await
@@ -818,7 +818,7 @@ impl Gateway {
                     .iter()
                     .map(|(_, k)| ((*k).to_owned(), json!(true)))
                     .collect();
-                let params = json!({ "notifications": filter }).to_string();
+                let params = Params::of_value(&json!({ "notifications": filter }));
                 let conn = conn.clone();
                 tokio::spawn(async move {
                     // C-C15: a listen ends by our cancel, the upstream's teardown or the
@@ -915,7 +915,7 @@ impl Gateway {
         }
         if facts.era == Era::Legacy {
             let mut holds = self.listen_holds.lock().await;
-            let params = json!({ "uri": uri }).to_string();
+            let params = Params::of_value(&json!({ "uri": uri }));
             let f = conn
                 .call("resources/subscribe", Some(&params), CallOptions::default())
                 .await
@@ -949,7 +949,7 @@ impl Gateway {
             .unwrap_or(true);
         let conn = self.slots[i].conn.lock().await.clone();
         if let Some(conn) = conn.filter(|c| !held && c.facts().era == Era::Legacy) {
-            let params = json!({ "uri": uri }).to_string();
+            let params = Params::of_value(&json!({ "uri": uri }));
             let _ = conn
                 .call(
                     "resources/unsubscribe",
@@ -968,7 +968,8 @@ impl Gateway {
         uri: &str,
         stop: tokio_util::sync::CancellationToken,
     ) {
-        let params = json!({ "notifications": { "resourceSubscriptions": [uri] } }).to_string();
+        let params =
+            Params::of_value(&json!({ "notifications": { "resourceSubscriptions": [uri] } }));
         let conn = conn.clone();
         tokio::spawn(async move {
             let opts = CallOptions {
@@ -1037,7 +1038,7 @@ impl Gateway {
             Some(self.listen_holds.lock().await)
         };
         if !modern && subscribe {
-            self.forward(call, i, &call.method, &params.to_string(), true)
+            self.forward(call, i, &call.method, &Params::of_value(params), true)
                 .await?;
         }
         let others_remain = {
@@ -1076,7 +1077,7 @@ impl Gateway {
             .as_ref()
             .is_some_and(|h| h.get(&(i, uri.to_owned())).is_some_and(|n| *n > 0));
         if !modern && !subscribe && !others_remain && !listens_remain {
-            self.forward(call, i, &call.method, &params.to_string(), true)
+            self.forward(call, i, &call.method, &Params::of_value(params), true)
                 .await?;
         }
         Ok(Reply {
@@ -1327,15 +1328,15 @@ impl Gateway {
     /// and the params to send it: the host's text as it came when the name passes
     /// through unchanged (nothing re-encoded), else with `name` rewritten.
     fn route_name<'a>(&self, call: &'a Call, prompts: bool) -> Result<Routed<'a>, Fault> {
-        let raw = call.params.as_deref().unwrap_or("{}");
-        // One scan of the params: the name's text, and whether it is given only once.
-        // A host frame's params, checked when it was decoded: not walked again.
-        let (name_span, sole) =
-            mcpx_protocol::jsonrpc::sole_member(raw, "name").unwrap_or((0..0, false));
+        let required = || fault(INVALID_PARAMS, "params.name is required".into(), call.host);
+        let raw = call.params.as_ref().ok_or_else(required)?;
+        // Where the decoder saw `name` (a walk when it could not tell), and whether it
+        // is given only once.
+        let (name_span, _) = raw.sole_member("name").unwrap_or((0..0, false));
         let name = raw
-            .get(name_span.clone())
+            .get(name_span)
             .and_then(mcpx_protocol::jsonrpc::string_value)
-            .ok_or_else(|| fault(INVALID_PARAMS, "params.name is required".into(), call.host))?;
+            .ok_or_else(required)?;
         let catalog = self
             .catalog
             .read()
@@ -1370,11 +1371,7 @@ impl Gateway {
             })?;
         let params = if original == name {
             Cow::Borrowed(raw)
-        } else if let Some(renamed) = sole
-            .then(|| serde_json::to_string(&original).ok())
-            .flatten()
-            .and_then(|n| mcpx_protocol::jsonrpc::splice(raw, name_span, &n))
-        {
+        } else if let Some(renamed) = raw.with_string_member("name", original) {
             // The upstream's name in place of the exposed one; every other byte of the
             // host's params is kept (no re-encoding, no reordering of its members).
             Cow::Owned(renamed)
@@ -1382,7 +1379,7 @@ impl Gateway {
             // A name given twice: re-encoded with the one name the upstream must see.
             let mut params: Value = serde_json::from_str(raw).unwrap_or(json!({}));
             params["name"] = json!(original);
-            Cow::Owned(params.to_string())
+            Cow::Owned(Params::of_value(&params))
         };
         let tool = if prompts {
             ToolFacts::default()
@@ -1434,7 +1431,7 @@ impl Gateway {
         call: &Call,
         i: usize,
         method: &str,
-        params: &str,
+        params: &Params,
         idempotent: bool,
     ) -> Result<Reply, Fault> {
         let slot = &self.slots[i];
@@ -1585,7 +1582,7 @@ impl Gateway {
                     }
                 }
             }
-            text = std::borrow::Cow::Owned(params.to_string());
+            text = std::borrow::Cow::Owned(Params::of_value(&params));
         }
     }
 
@@ -1602,7 +1599,7 @@ impl Gateway {
         i: usize,
         conn: Connection,
         method: &str,
-        params: &str,
+        params: &Params,
         idempotent: bool,
     ) -> Result<Reply, Fault> {
         // Answers the host sent ahead, for questions the upstream has yet to ask.
@@ -1637,9 +1634,9 @@ impl Gateway {
                 o.remove("inputResponses");
                 o.remove("requestState");
             }
-            v.to_string()
+            Params::of_value(&v)
         } else {
-            params.to_owned()
+            params.clone()
         };
         let method_owned = method.to_owned();
         // Boxed: see mcpx_transport::stdio (the harness moves a spawned future by value).
@@ -2660,7 +2657,7 @@ impl Backend for GatewayBackend {
                             Box::pin(gw.subscription(&call, i, &uri, &params)).await
                         }
                         _ => {
-                            gw.forward(&call, i, &call.method, &params.to_string(), true)
+                            gw.forward(&call, i, &call.method, &Params::of_value(&params), true)
                                 .await
                         }
                     }
@@ -2721,8 +2718,14 @@ impl Backend for GatewayBackend {
                             revision: f.revision,
                         });
                     }
-                    gw.forward(&call, i, "completion/complete", &params.to_string(), true)
-                        .await
+                    gw.forward(
+                        &call,
+                        i,
+                        "completion/complete",
+                        &Params::of_value(&params),
+                        true,
+                    )
+                    .await
                 }
                 "subscriptions/listen" => Box::pin(gw.listen(&call)).await,
                 other => Err(fault(

@@ -52,7 +52,7 @@ use mcpx_protocol::lower::lower_result;
 use mcpx_protocol::method::TASKS_EXTENSION;
 use mcpx_protocol::revision::TasksFlavor;
 use mcpx_protocol::task::{Status, TaskSupport, declares_extension, iso8601, strip_task_support};
-use mcpx_protocol::{Revision, meta};
+use mcpx_protocol::{Params, Revision, meta};
 use mcpx_server::{Call, Fault, Reply};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -493,7 +493,7 @@ impl Gateway {
         self: &Arc<Self>,
         call: &Call,
         i: usize,
-        params: &str,
+        params: &Params,
         idempotent: bool,
         support: TaskSupport,
     ) -> First {
@@ -519,11 +519,16 @@ impl Gateway {
                 opts.progress = call.progress.is_some();
                 // Boxed, as every rarer branch on a call's path: a future is as large as its
                 // largest branch, and a call's is moved and allocated on every call.
-                let frame =
-                    match Box::pin(conn.call("tools/call", Some(&p.to_string()), opts)).await {
-                        Ok(f) => f,
-                        Err(e) => return First::Final(Err(self.client_fault(i, e, call.host))),
-                    };
+                let frame = match Box::pin(conn.call(
+                    "tools/call",
+                    Some(&Params::of_value(&p)),
+                    opts,
+                ))
+                .await
+                {
+                    Ok(f) => f,
+                    Err(e) => return First::Final(Err(self.client_fault(i, e, call.host))),
+                };
                 let task = frame
                     .result()
                     .and_then(|r| serde_json::from_str::<Value>(r).ok())
@@ -622,7 +627,7 @@ impl Gateway {
     ) -> Option<Result<Reply, Fault>> {
         let facts = conn.facts();
         let name = self.slots[i].name.clone();
-        let params = json!({ "taskId": id }).to_string();
+        let params = Params::of_value(&json!({ "taskId": id }));
         let mut cancel_sent = false;
         let deadline = Instant::now() + self.config.global.task_ttl;
         loop {
@@ -799,7 +804,7 @@ enum Work {
     /// Start the upstream call.
     Start {
         i: usize,
-        params: String,
+        params: Params,
         idempotent: bool,
         support: TaskSupport,
     },
@@ -834,7 +839,7 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
         if let Some(o) = p.as_object_mut() {
             o.remove("task");
         }
-        (asked, std::borrow::Cow::Owned(p.to_string()))
+        (asked, std::borrow::Cow::Owned(Params::of_value(&p)))
     } else {
         (None, params)
     };

@@ -330,23 +330,27 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
 
     // One walk over the text checks it, bounds its depth, and sorts each member into
     // its slot as it is met (no list of members collected first). It also notes where
-    // `params._meta` and `result.resultType` are (see `Hints`).
-    // The members looked into, and the member noted in each (as its name is written).
-    const WATCHED: [(&str, &str); 2] = [("params", "\"_meta\""), ("result", "\"resultType\"")];
+    // `params._meta`, `params.name` and `result.resultType` are (see `Hints`).
+    // The members looked into, and the members noted in each (as their names are written).
+    const LOOKED_INTO: [&str; 2] = ["params", "result"];
+    const WATCHED: [(usize, &str); 3] = [(0, "\"_meta\""), (0, "\"name\""), (1, "\"resultType\"")];
     let mut m = Members::default();
-    let mut seen = [Seen::default(), Seen::default()];
+    let mut seen = [Seen::default(), Seen::default(), Seen::default()];
     let walked = crate::scan::walk_bounded(
         text,
         max_depth,
-        |outer| WATCHED.iter().position(|(o, _)| *o == outer),
+        |outer| LOOKED_INTO.iter().position(|o| *o == outer),
         |k, span| {
             if let Some(v) = text.get(span) {
                 m.take(text, k, v);
             }
         },
         |which, name, value| {
-            if let (Some(seen), Some((_, wanted))) = (seen.get_mut(which), WATCHED.get(which)) {
-                seen.note(text.get(name).unwrap_or_default(), wanted, value);
+            let name = text.get(name).unwrap_or_default();
+            for (seen, (outer, wanted)) in seen.iter_mut().zip(WATCHED) {
+                if outer == which {
+                    seen.note(name, wanted, value.clone());
+                }
             }
         },
     );
@@ -478,18 +482,18 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
 
     let params = params.map(|p| span_of(text, p));
     let result = result.map(|r| span_of(text, r));
-    let [seen_params, seen_result] = seen;
+    let [seen_meta, seen_name, seen_type] = seen;
+    let hint = |seen: Seen, outer: Option<&Span>| {
+        if walked.is_ok() {
+            seen.hint(outer)
+        } else {
+            Hint::Unknown
+        }
+    };
     let hints = crate::jsonrpc::Hints {
-        params_meta: if walked.is_ok() {
-            seen_params.hint(params.as_ref())
-        } else {
-            Hint::Unknown
-        },
-        result_type: if walked.is_ok() {
-            seen_result.hint(result.as_ref())
-        } else {
-            Hint::Unknown
-        },
+        params_meta: hint(seen_meta, params.as_ref()),
+        params_name: hint(seen_name, params.as_ref()),
+        result_type: hint(seen_type, result.as_ref()),
     };
     Ok(Index {
         kind,
@@ -510,16 +514,20 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
 struct Seen {
     /// The first member of the wanted name: its value's span.
     at: Option<Span>,
-    /// A name with escapes was met: it may spell the wanted one, so nothing is known.
-    escaped: bool,
+    /// A name with escapes was met (it may spell the wanted one), or the wanted name
+    /// was met twice: its readers walk, and decide as they would without the hint.
+    unsure: bool,
 }
 
 impl Seen {
     fn note(&mut self, quoted_name: &str, wanted: &str, value: Span) {
         if quoted_name.contains('\\') {
-            self.escaped = true;
-        } else if self.at.is_none() && quoted_name == wanted {
-            self.at = Some(value);
+            self.unsure = true;
+        } else if quoted_name == wanted {
+            if self.at.is_some() {
+                self.unsure = true;
+            }
+            self.at = self.at.take().or(Some(value));
         }
     }
 
@@ -529,7 +537,7 @@ impl Seen {
     /// may have been seen.
     fn hint(self, outer: Option<&Span>) -> Hint {
         match (self.at, outer) {
-            _ if self.escaped => Hint::Unknown,
+            _ if self.unsure => Hint::Unknown,
             (Some(at), Some(o)) if o.start <= at.start && at.end <= o.end => Hint::at(at),
             (Some(_), _) => Hint::Unknown,
             (None, _) => Hint::Absent,
@@ -744,9 +752,9 @@ mod tests {
         }
     }
 
-    /// Where the decoder saw `params._meta` and `result.resultType` answers as a walk
-    /// of the frame would: the first of several, none when the value holding it is no
-    /// object, a walk when a name has escapes, and after `with_id`.
+    /// Where the decoder saw `params._meta`, `params.name` and `result.resultType`
+    /// answers as a walk of the frame would: none when the value holding it is no
+    /// object, a walk when a name has escapes or is given twice, and after `with_id`.
     #[test]
     fn the_walks_hints_answer_as_a_walk_would() {
         use crate::jsonrpc::first_member;
@@ -785,5 +793,13 @@ mod tests {
         assert_eq!(ix(texts[6]).hints.params_meta, Hint::Absent);
         assert_eq!(ix(texts[9]).hints.result_type, Hint::Unknown);
         assert_eq!(ix(texts[10]).hints.result_type, Hint::Absent);
+        // Given twice: readers walk, and find the first (or that there are two).
+        assert_eq!(ix(texts[1]).hints.params_meta, Hint::Unknown);
+        assert_eq!(ix(texts[8]).hints.result_type, Hint::Unknown);
+        let named = r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"t","_meta":{}}}"#;
+        assert_eq!(ix(named).hints.params_name, Hint::At(54, 57));
+        assert_eq!(ix(texts[0]).hints.params_name, Hint::Absent);
+        let twice = r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"t","name":"u"}}"#;
+        assert_eq!(ix(twice).hints.params_name, Hint::Unknown);
     }
 }

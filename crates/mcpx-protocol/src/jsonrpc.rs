@@ -11,6 +11,7 @@
 use std::fmt;
 use std::ops::Range;
 
+use crate::params::Params;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -229,33 +230,36 @@ pub(crate) struct Index {
     pub(crate) extra: Vec<(String, Span)>,
     /// The members of `params._meta`, found on first use.
     pub(crate) meta: MetaCache,
-    /// Where the decoder saw `params._meta` and `result.resultType`.
+    /// Where the decoder saw `params._meta`, `params.name` and `result.resultType`.
     pub(crate) hints: Hints,
 }
 
-/// Where the decoder's walk saw `params._meta` and `result.resultType` (their values'
-/// spans in the frame's text), so that their readers need not walk `params` or `result`
-/// from the start again: a 2026-07-28 request's `_meta` and a result's `resultType`
-/// (usually its last member) are read on every call. Known for decoded frames and
-/// their [`Frame::with_id`] copies; a built frame's readers walk, as before. Like
-/// [`MetaCache`], a cache: it never makes two frames unequal.
+/// Where the decoder's walk saw `params._meta`, `params.name` and `result.resultType`
+/// (their values' spans in the frame's text), so that their readers need not walk
+/// `params` or `result` from the start again: a 2026-07-28 request's `_meta`, a tool
+/// call's `name` (the gateway routes by it) and a result's `resultType` (usually its last
+/// member) are read on every call. Known for decoded frames and their
+/// [`Frame::with_id`] copies, and handed on with the params ([`crate::params::Params`]);
+/// a built frame's readers walk, as before. Like [`MetaCache`], a cache: it never
+/// makes two frames unequal.
 #[derive(Clone, Default)]
 pub(crate) struct Hints {
     pub(crate) params_meta: Hint,
+    pub(crate) params_name: Hint,
     pub(crate) result_type: Hint,
 }
 
 /// What the decoder knows of one member (see [`Hints`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Hint {
-    /// Not looked for (a built frame), or spelled with escapes somewhere in its object:
-    /// readers walk.
+    /// Not looked for (a built frame), given more than once, or spelled with escapes
+    /// somewhere in its object: readers walk.
     #[default]
     Unknown,
     /// Not there (the value holding it is no object, or has no such member).
     Absent,
-    /// The first such member's value: its start and end in the text, as `u32`s to
-    /// keep the index small (every frame allocates one).
+    /// The one such member's value: its start and end in the text, as `u32`s to keep
+    /// the index small (every frame allocates one).
     At(u32, u32),
 }
 
@@ -268,14 +272,14 @@ impl Hint {
         }
     }
 
-    fn span(&self) -> Option<Span> {
+    pub(crate) fn span(&self) -> Option<Span> {
         match self {
             Hint::At(start, end) => Some(*start as usize..*end as usize),
             _ => None,
         }
     }
 
-    fn shifted(&self, shift: impl Fn(&Span) -> Span) -> Hint {
+    pub(crate) fn shifted(&self, shift: impl Fn(&Span) -> Span) -> Hint {
         match self.span() {
             Some(s) => Hint::at(shift(&s)),
             None => self.clone(),
@@ -304,7 +308,7 @@ impl fmt::Debug for Hints {
 /// `_meta`, or not an object. A cache, not part of the frame's value: it never makes
 /// two frames unequal.
 #[derive(Clone, Default)]
-pub(crate) struct MetaCache(std::sync::OnceLock<Option<Vec<(Spelled, Span)>>>);
+pub(crate) struct MetaCache(pub(crate) std::sync::OnceLock<Option<Vec<(Spelled, Span)>>>);
 
 /// A name in a frame (its method, a `_meta` key in [`MetaCache`]): where the frame's
 /// text spells it (between its quotes) when it has no escapes, as nearly every name
@@ -318,7 +322,7 @@ pub(crate) enum Spelled {
 
 impl Spelled {
     /// The name, from `text` (the frame's) when it is spelled there.
-    fn in_text<'a>(&'a self, text: &'a str) -> Option<&'a str> {
+    pub(crate) fn in_text<'a>(&'a self, text: &'a str) -> Option<&'a str> {
         match self {
             Spelled::At(at) => text.get(at.clone()),
             Spelled::Decoded(name) => Some(name),
@@ -514,6 +518,7 @@ impl Frame {
             meta: MetaCache::default(),
             hints: Hints {
                 params_meta: self.ix.hints.params_meta.shifted(shift),
+                params_name: self.ix.hints.params_name.shifted(shift),
                 result_type: self.ix.hints.result_type.shifted(shift),
             },
         };
@@ -558,6 +563,18 @@ impl Frame {
     pub fn request_with_object(id: &Id, method: &str, params: &str) -> Option<Frame> {
         crate::scan::walk(params, |_, _| {})?;
         Some(Frame::request_text(id, method, Some(params)))
+    }
+
+    /// A request frame whose params are `params`, valid JSON as [`Params`] are: not
+    /// checked again. What the params know of `_meta` and `name` the frame knows too.
+    pub fn request_with_params(id: &Id, method: &str, params: Option<&Params>) -> Frame {
+        let mut frame = Frame::request_text(id, method, params.map(Params::as_str));
+        if let (Some(p), Some(at)) = (params, frame.ix.params.clone()) {
+            let shift = |s: &Span| s.start + at.start..s.end + at.start;
+            frame.ix.hints.params_meta = p.meta.shifted(shift);
+            frame.ix.hints.params_name = p.name.shifted(shift);
+        }
+        frame
     }
 
     /// A request frame. `params` must be valid JSON text.

@@ -241,8 +241,9 @@ pub struct Call {
     pub id: Id,
     /// The method.
     pub method: String,
-    /// The raw params as the host sent them.
-    pub params: Option<String>,
+    /// The params as the host sent them (with where the decoder saw `_meta` and
+    /// `name`, which the gateway reads and rewrites on every call).
+    pub params: Option<mcpx_protocol::Params>,
     /// The host's revision.
     pub host: Revision,
     /// Present when the host asked for progress.
@@ -586,7 +587,7 @@ impl<B: Backend> Seam<B> {
         let call = Call {
             id: id.clone(),
             method: method.to_owned(),
-            params: frame.params().map(str::to_owned),
+            params: mcpx_protocol::Params::of(&frame),
             host,
             progress,
             log,

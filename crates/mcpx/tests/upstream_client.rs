@@ -504,7 +504,7 @@ async fn request_ids_are_never_reused_on_a_connection() {
         let f = conn
             .call(
                 "tools/call",
-                Some(r#"{"name":"t","arguments":{}}"#),
+                Some(&params(r#"{"name":"t","arguments":{}}"#)),
                 CallOptions::default(),
             )
             .await
@@ -559,7 +559,7 @@ done
         };
         conn.call(
             "subscriptions/listen",
-            Some(r#"{"notifications":{"toolsListChanged":true}}"#),
+            Some(&params(r#"{"notifications":{"toolsListChanged":true}}"#)),
             opts,
         )
         .await
@@ -737,7 +737,7 @@ async fn a_modern_http_timeout_closes_the_stream() {
     let err = conn
         .call(
             "tools/call",
-            Some(r#"{"name":"t","arguments":{}}"#),
+            Some(&params(r#"{"name":"t","arguments":{}}"#)),
             short_timeout(),
         )
         .await
@@ -771,7 +771,7 @@ async fn a_legacy_http_timeout_sends_cancelled() {
     let err = conn
         .call(
             "tools/call",
-            Some(r#"{"name":"t","arguments":{}}"#),
+            Some(&params(r#"{"name":"t","arguments":{}}"#)),
             short_timeout(),
         )
         .await
@@ -828,7 +828,7 @@ async fn progress_restarts_the_timeout_up_to_the_limit() {
     let f = conn
         .call(
             "tools/call",
-            Some(r#"{"name":"slow","arguments":{}}"#),
+            Some(&params(r#"{"name":"slow","arguments":{}}"#)),
             opts.clone(),
         )
         .await
@@ -841,7 +841,7 @@ async fn progress_restarts_the_timeout_up_to_the_limit() {
     let err = conn
         .call(
             "tools/call",
-            Some(r#"{"name":"endless","arguments":{}}"#),
+            Some(&params(r#"{"name":"endless","arguments":{}}"#)),
             opts,
         )
         .await
@@ -931,11 +931,12 @@ done
     )
 }
 
-/// Params that are not a valid JSON object are the caller's error, whichever part of
-/// them is broken: outside `_meta`, inside `_meta` (in a member mcpx replaces with its
-/// own envelope, or one it keeps), or around it. None reaches the upstream, and a valid
-/// call after them still goes through (`Connection::build` locates `_meta` with a
-/// trusting scan and checks what it sends).
+/// Params that are not valid JSON cannot be made, whichever part of them is broken:
+/// outside `_meta`, inside `_meta` (in a member mcpx replaces with its own envelope, or
+/// one it keeps), or around it. So none reaches the upstream: `Connection::build` writes
+/// the request from [`mcpx_protocol::Params`], valid by construction, without checking
+/// it again (the `_meta` rewriting keeps it valid: tests/params_props.rs in
+/// mcpx-protocol). A valid call with a caller `_meta` goes through, and only it is sent.
 #[tokio::test]
 async fn invalid_params_never_reach_the_upstream() {
     let dir = temp_dir("bad-params");
@@ -966,24 +967,20 @@ async fn invalid_params_never_reach_the_upstream() {
         r#"{"name":"complete","_meta":{"progressToken":1},}"#.to_owned(),
         r#"{"name":"complete","_meta":{"progressToken":"a\qb"}}"#.to_owned(),
     ] {
-        let err = conn
-            .call("tools/call", Some(&bad), CallOptions::default())
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(err, ClientError::Protocol { .. }),
-            "{bad}: {err:?}"
-        );
+        assert!(mcpx_protocol::Params::parse(bad.clone()).is_err(), "{bad}");
     }
-    assert_eq!(lines(), before, "a bad request was sent");
     let good = format!(r#"{{"name":"complete","arguments":{{}},"_meta":{{"{pv}":"x","k":1}}}}"#);
     assert!(
-        conn.call("tools/call", Some(&good), CallOptions::default())
+        conn.call("tools/call", Some(&params(&good)), CallOptions::default())
             .await
             .is_ok()
     );
-    // The log does see what is sent.
-    assert_eq!(lines(), before + 1);
+    // The log does see what is sent: one line, valid JSON, the caller's `k` kept.
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let sent: Vec<&str> = log_text.lines().skip(before).collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let v: Value = serde_json::from_str(sent[0]).unwrap();
+    assert_eq!(v["params"]["_meta"]["k"], 1, "{v}");
     conn.close().await;
 }
 
@@ -1000,7 +997,7 @@ async fn unrecognised_result_types_are_invalid() {
     .unwrap();
     let call = |name: &str, caps: Value| {
         let conn = conn.clone();
-        let params = json!({"name": name, "arguments": {}}).to_string();
+        let params = mcpx_protocol::Params::of_value(&json!({"name": name, "arguments": {}}));
         async move {
             let opts = CallOptions {
                 client_capabilities: std::sync::Arc::new(caps),
@@ -1122,7 +1119,7 @@ async fn protocol_version_header_per_upstream_revision() {
         let f = conn
             .call(
                 "tools/call",
-                Some(r#"{"name":"t","arguments":{}}"#),
+                Some(&params(r#"{"name":"t","arguments":{}}"#)),
                 CallOptions::default(),
             )
             .await
@@ -1466,4 +1463,9 @@ async fn names_are_namespaced_sanitised_bounded_and_collisions_reported() {
         "{stderr}"
     );
     h.finish().await;
+}
+
+/// Params from text the test knows to be valid.
+fn params(text: &str) -> mcpx_protocol::Params {
+    mcpx_protocol::Params::parse(text.to_owned()).expect("valid params")
 }

@@ -1,0 +1,326 @@
+//! A request's params on their way through the gateway: valid JSON text, and where
+//! the two members mcpx reads and rewrites on every call (`_meta`, `name`) are.
+//!
+//! A host's request is checked once, when its frame is decoded. Its params then travel
+//! to the upstream's request, where mcpx writes the upstream's `_meta` envelope over the
+//! host's (register A-C12) and, for a tool or prompt exposed under another name, the
+//! upstream's `name`. [`Params`] carries two facts along with the text:
+//!
+//! * **It is valid JSON.** Made from a decoded [`Frame`], written by serde_json, or
+//!   checked when made from a string; and every edit below writes values that are
+//!   valid by construction (serde_json's, or slices of valid text). So the upstream's
+//!   request is written from it without being checked again.
+//! * **Where `_meta` and `name` are**, when the decoder saw them (its [`Hint`]s, which
+//!   edits keep up to date). So neither the gateway's routing nor the upstream request's
+//!   builder walks the params from the first byte to find them; without a hint (params
+//!   built by mcpx, a name spelled with escapes, a member given twice) they walk, and
+//!   decide as they would have without it.
+
+use std::fmt;
+use std::ops::Range;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::jsonrpc::{Frame, Hint, Span, Spelled, sole_member, valid_members};
+
+/// A request's params: the text of a JSON value known to be valid (an object, for
+/// any MCP request), and where its `_meta` and `name` members are when known. See the
+/// module documentation.
+#[derive(Clone)]
+pub struct Params {
+    text: Box<str>,
+    /// `_meta`'s value, in `text`.
+    pub(crate) meta: Hint,
+    /// `name`'s value, in `text`.
+    pub(crate) name: Hint,
+    /// `_meta`'s members (name, value's span in `text`), when the frame had read them
+    /// already (a request's `_meta` is read for its classification): `with_meta` then
+    /// need not walk `_meta` again.
+    meta_members: Option<Vec<(Spelled, Span)>>,
+}
+
+/// The members `_meta` gets from mcpx, as the text of an object's members (`"k":v,…`,
+/// no braces), each written by serde_json: valid by construction, so that a `_meta`
+/// rewritten with them stays valid ([`Params::with_meta`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MetaMembers(String);
+
+impl MetaMembers {
+    /// Appends member `key: value`.
+    pub fn push(&mut self, key: &str, value: &Value) {
+        if !self.0.is_empty() {
+            self.0.push(',');
+        }
+        // A string and a `Value` always encode.
+        self.0
+            .push_str(&serde_json::to_string(key).unwrap_or_default());
+        self.0.push(':');
+        self.0.push_str(&value.to_string());
+    }
+
+    /// Appends `other`'s members.
+    pub fn extend(&mut self, other: &MetaMembers) {
+        if other.0.is_empty() {
+            return;
+        }
+        if !self.0.is_empty() {
+            self.0.push(',');
+        }
+        self.0.push_str(&other.0);
+    }
+
+    /// The members' text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Params {
+    /// The params of a decoded (or built) frame, with what the decoder saw of them;
+    /// `None` when the frame has none.
+    pub fn of(frame: &Frame) -> Option<Params> {
+        let at = frame.ix.params.clone()?;
+        let text = frame.text.get(at.clone())?;
+        // The hints are the frame's: moved to the params' own text.
+        let rebase = |h: &Hint| match h.span() {
+            Some(s) if at.start <= s.start && s.end <= at.end => {
+                Hint::at(s.start - at.start..s.end - at.start)
+            }
+            Some(_) => Hint::Unknown,
+            None => h.clone(),
+        };
+        let meta = rebase(&frame.ix.hints.params_meta);
+        // The members the frame found in `_meta` (only where the decoder saw `_meta`
+        // itself: then they are its one `_meta`'s), moved to the params' text.
+        let meta_members = match (&meta, frame.ix.meta.0.get()) {
+            (Hint::At(..), Some(Some(found))) => found
+                .iter()
+                .map(|(k, v)| {
+                    let k = match k {
+                        Spelled::At(s) => {
+                            Spelled::At(s.start.checked_sub(at.start)?..s.end - at.start)
+                        }
+                        Spelled::Decoded(d) => Spelled::Decoded(d.clone()),
+                    };
+                    Some((k, v.start.checked_sub(at.start)?..v.end - at.start))
+                })
+                .collect::<Option<Vec<_>>>(),
+            _ => None,
+        };
+        Some(Params {
+            text: text.into(),
+            meta,
+            name: rebase(&frame.ix.hints.params_name),
+            meta_members,
+        })
+    }
+
+    /// `v` written as JSON text.
+    pub fn of_value(v: &Value) -> Params {
+        Params::unknown(v.to_string().into_boxed_str())
+    }
+
+    /// Checks `text` (the same check as [`RawValue::from_string`]).
+    pub fn parse(text: String) -> Result<Params, serde_json::Error> {
+        RawValue::from_string(text).map(|r| Params::unknown(Box::<str>::from(r)))
+    }
+
+    /// `{}`.
+    pub fn empty() -> Params {
+        Params {
+            text: "{}".into(),
+            meta: Hint::Absent,
+            name: Hint::Absent,
+            meta_members: None,
+        }
+    }
+
+    fn unknown(text: Box<str>) -> Params {
+        Params {
+            text,
+            meta: Hint::Unknown,
+            name: Hint::Unknown,
+            meta_members: None,
+        }
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the text is an object (every MCP request's params are).
+    pub fn is_object(&self) -> bool {
+        self.text.starts_with('{')
+    }
+
+    /// Where member `name`'s value is, and whether it is the only member of that name
+    /// (see [`sole_member`]); `None` when there is no such member. Read from the hints
+    /// for `_meta` and `name` when the decoder saw them; a walk otherwise.
+    pub fn sole_member(&self, name: &str) -> Option<(Range<usize>, bool)> {
+        let hint = match name {
+            "_meta" => &self.meta,
+            "name" => &self.name,
+            _ => &Hint::Unknown,
+        };
+        match hint {
+            Hint::Absent => None,
+            Hint::At(..) => hint.span().map(|s| (s, true)),
+            // Valid text: the trusting walk.
+            Hint::Unknown => sole_member(&self.text, name),
+        }
+    }
+
+    /// The params with the value of their one member `name` replaced by the string
+    /// `value` (the gateway's renaming of a tool or prompt); `None` when there is no
+    /// such member or more than one.
+    pub fn with_string_member(&self, name: &str, value: &str) -> Option<Params> {
+        let (span, true) = self.sole_member(name)? else {
+            return None;
+        };
+        let value = serde_json::to_string(value).ok()?;
+        Some(self.replaced(span, &value, name))
+    }
+
+    /// The params with mcpx's `_meta`: the existing `_meta` object's members that
+    /// `keep` accepts (by name), in their order and bytes, then `added`; or, without a
+    /// `_meta`, `"_meta":{added}` appended (nothing when `added` is empty). Every other
+    /// byte is kept. `None` when the general path must decide: the params are not an
+    /// object, `_meta` is given twice or is not an object, or it repeats a key.
+    pub fn with_meta(&self, keep: impl Fn(&str) -> bool, added: &MetaMembers) -> Option<Params> {
+        if !self.is_object() {
+            return None;
+        }
+        let Some((span, sole)) = self.sole_member("_meta") else {
+            if added.is_empty() {
+                return Some(self.clone());
+            }
+            return self.appended_meta(added);
+        };
+        if !sole {
+            return None;
+        }
+        let meta = self.text.get(span.clone())?;
+        if !meta.starts_with('{') {
+            return None;
+        }
+        // The members as the frame found them, else a walk (the params' own text:
+        // valid, so walked trustingly); values as spans of `text`.
+        let walked;
+        let members: Vec<(&str, Span)> = match &self.meta_members {
+            Some(found) => found
+                .iter()
+                .map(|(k, v)| Some((k.in_text(&self.text)?, v.clone())))
+                .collect::<Option<_>>()?,
+            None => {
+                walked = valid_members(meta)?;
+                walked
+                    .iter()
+                    .map(|(k, v)| (k.as_ref(), v.start + span.start..v.end + span.start))
+                    .collect()
+            }
+        };
+        let mut out = String::with_capacity(meta.len() + added.0.len() + 2);
+        out.push('{');
+        for (i, (key, range)) in members.iter().enumerate() {
+            if members[..i].iter().any(|(k, _)| k == key) {
+                return None;
+            }
+            if !keep(key) {
+                continue;
+            }
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&serde_json::to_string(key).ok()?);
+            out.push(':');
+            out.push_str(self.text.get(range.clone())?);
+        }
+        if !added.is_empty() {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&added.0);
+        }
+        out.push('}');
+        Some(self.replaced(span, &out, "_meta"))
+    }
+
+    /// `"_meta":{added}` appended to an object without `_meta`.
+    fn appended_meta(&self, added: &MetaMembers) -> Option<Params> {
+        let head = self.text.trim_end().strip_suffix('}')?.trim_end();
+        let sep = if head.ends_with('{') { "" } else { "," };
+        let text = format!("{head}{sep}\"_meta\":{{{}}}}}", added.0);
+        // The new value: between `"_meta":` and the object's closing brace.
+        let meta = Hint::at(text.len() - added.0.len() - 3..text.len() - 1);
+        // `name`, if known, lies before the end: where it was.
+        let name = self.name.clone();
+        Some(Params {
+            text: text.into_boxed_str(),
+            meta,
+            name,
+            meta_members: None,
+        })
+    }
+
+    /// The text with the value at `span` (member `member`'s) replaced by `value` (valid
+    /// JSON text), the hints moved with it.
+    fn replaced(&self, span: Span, value: &str, member: &str) -> Params {
+        let (head, tail) = self.text.split_at(span.start.min(self.text.len()));
+        let tail = tail.get(span.len()..).unwrap_or_default();
+        let mut text = String::with_capacity(head.len() + value.len() + tail.len());
+        text.push_str(head);
+        text.push_str(value);
+        text.push_str(tail);
+        let new = Hint::at(span.start..span.start + value.len());
+        // A hint after the edit moves by the change in length; one before stays.
+        let moved = |h: &Hint| match h.span() {
+            Some(s) if s.start >= span.end => {
+                Hint::at(s.start + value.len() - span.len()..s.end + value.len() - span.len())
+            }
+            Some(s) if s.end <= span.start => h.clone(),
+            Some(_) => Hint::Unknown,
+            None => h.clone(),
+        };
+        let (meta, name) = match member {
+            "_meta" => (new, moved(&self.name)),
+            "name" => (moved(&self.meta), new),
+            _ => (moved(&self.meta), moved(&self.name)),
+        };
+        Params {
+            text: text.into_boxed_str(),
+            meta,
+            name,
+            meta_members: None,
+        }
+    }
+}
+
+impl std::ops::Deref for Params {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl PartialEq for Params {
+    /// The text: the hints are a cache.
+    fn eq(&self, other: &Params) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for Params {}
+
+impl fmt::Debug for Params {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Params").field(&&*self.text).finish()
+    }
+}

@@ -1,0 +1,219 @@
+//! Property tests of [`Params`]: what the decoder saw of `_meta` and `name` answers as
+//! a walk of the params would, and every edit keeps the text valid JSON with the
+//! meaning intended, so that the upstream's request can be written from it without
+//! being checked again (`Frame::request_with_params`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mcpx_protocol::codec::{self, Decoded, Limits};
+use mcpx_protocol::jsonrpc::{first_member, members, sole_member};
+use mcpx_protocol::params::MetaMembers;
+use mcpx_protocol::{Frame, Id, Params};
+use proptest::prelude::*;
+use serde_json::{Map, Value};
+
+mod common;
+
+/// Separators as a host may write them.
+fn space() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec!["", " ", "\n  "])
+}
+
+/// An object's text from its members' texts (key and value already JSON), with
+/// `sp` around every token: duplicate keys and escaped names stay as written.
+fn object(members: &[(String, String)], sp: &str) -> String {
+    let inner: Vec<String> = members
+        .iter()
+        .map(|(k, v)| format!("{k}{sp}:{sp}{v}"))
+        .collect();
+    format!("{{{sp}{}{sp}}}", inner.join(&format!("{sp},{sp}")))
+}
+
+/// A `_meta` value: usually an object (keys mcpx strips or keeps, some spelled with
+/// escapes, some repeated), sometimes any other JSON.
+fn meta_value() -> impl Strategy<Value = String> {
+    let key = prop::sample::select(vec![
+        r#""progressToken""#,
+        r#""io.modelcontextprotocol/protocolVersion""#,
+        r#""k""#,
+        r#""x""#,
+        r#""\u006b""#,
+    ]);
+    prop_oneof![
+        4 => (
+            prop::collection::vec((key, common::json_value("[a-z]{0,3}", "[a-z]{0,2}")), 0..5),
+            space()
+        )
+            .prop_map(|(m, sp)| {
+                let m: Vec<(String, String)> =
+                    m.into_iter().map(|(k, v)| (k.to_owned(), v.to_string())).collect();
+                object(&m, sp)
+            }),
+        1 => common::json_value("[a-z]{0,3}", "[a-z]{0,2}").prop_map(|v| v.to_string()),
+    ]
+}
+
+/// A request's params: an object of members named `name`, `_meta` (either possibly
+/// spelled with escapes, or given twice) and others; now and then not an object.
+fn params_text() -> impl Strategy<Value = String> {
+    let key = prop::sample::select(vec![
+        r#""name""#,
+        r#""_meta""#,
+        r#""\u005fmeta""#,
+        r#""n\u0061me""#,
+        r#""a""#,
+        r#""arguments""#,
+    ]);
+    let value = prop_oneof![
+        2 => meta_value(),
+        1 => "[a-z_]{0,6}".prop_map(|s| Value::String(s).to_string()),
+    ];
+    prop_oneof![
+        8 => (prop::collection::vec((key, value), 0..6), space()).prop_map(|(m, sp)| {
+            let m: Vec<(String, String)> = m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+            object(&m, sp)
+        }),
+        1 => common::json_value("[a-z]{0,3}", "[a-z]{0,2}").prop_map(|v| v.to_string()),
+    ]
+}
+
+/// The params of a request decoded from `params`; with `read`, after its `_meta` was
+/// read (as classifying a request does), so that the params take the members found.
+fn decoded(params: &str, read: bool) -> Option<Params> {
+    let text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#);
+    match codec::decode(text, &Limits::default()) {
+        Ok(Decoded::Single(f)) => {
+            if read {
+                let _ = f.params_meta("k");
+            }
+            Params::of(&f)
+        }
+        _ => None,
+    }
+}
+
+/// What the params' own accessors answer agrees with walks of their text.
+fn agrees_with_walks(p: &Params) -> Result<(), TestCaseError> {
+    for name in ["_meta", "name", "a"] {
+        prop_assert_eq!(
+            p.sole_member(name),
+            sole_member(p.as_str(), name),
+            "{}",
+            name
+        );
+    }
+    // A request written from them decodes to the same frame, whose `_meta` reads
+    // answer as walks do.
+    let frame = Frame::request_with_params(&Id::Number(7), "tools/call", Some(p));
+    let again = match codec::decode(frame.as_str().to_owned(), &Limits::default()) {
+        Ok(Decoded::Single(f)) => f,
+        other => return Err(TestCaseError::fail(format!("{other:?}: {frame}"))),
+    };
+    prop_assert_eq!(&again, &frame);
+    for key in ["k", "x", "progressToken"] {
+        let walked = frame
+            .params()
+            .and_then(|t| first_member(t, "_meta"))
+            .and_then(|m| first_member(m, key));
+        prop_assert_eq!(frame.params_meta(key), walked);
+    }
+    Ok(())
+}
+
+/// The keys of an object's text as written (decoded), repeats included; `None` when it
+/// is no object.
+fn keys(text: &str) -> Option<Vec<String>> {
+    members(text).map(|m| m.into_iter().map(|(k, _)| k.into_owned()).collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The decoder's hints answer as walks do, on params of every shape.
+    #[test]
+    fn a_decoded_requests_params_know_what_a_walk_finds(text in params_text(), read: bool) {
+        let Some(p) = decoded(&text, read) else { return Ok(()) };
+        prop_assert_eq!(p.as_str(), text.as_str());
+        agrees_with_walks(&p)?;
+        agrees_with_walks(&Params::parse(text.clone()).unwrap())?;
+    }
+
+    /// `with_meta` gives the same object as editing the parsed value would, in valid
+    /// text, or declines exactly where the general path must decide.
+    #[test]
+    fn rewriting_meta_keeps_the_params_valid_and_their_meaning(
+        text in params_text(),
+        added in prop::collection::vec(
+            (prop::sample::select(vec!["io.modelcontextprotocol/protocolVersion", "progressToken", "y"]),
+             common::json_value("[a-z]{0,3}", "[a-z]{0,2}")),
+            0..3,
+        ),
+        read: bool,
+    ) {
+        let Some(p) = decoded(&text, read) else { return Ok(()) };
+        let mut envelope = MetaMembers::default();
+        let mut written: Vec<&str> = Vec::new();
+        for (k, v) in &added {
+            if !written.contains(k) {
+                envelope.push(k, v);
+                written.push(k);
+            }
+        }
+        let keep = |k: &str| k != "progressToken" && !written.contains(&k);
+        let out = p.with_meta(keep, &envelope);
+        let metas = keys(&text).map(|ks| ks.iter().filter(|k| *k == "_meta").count());
+        let meta_text = first_member(&text, "_meta");
+        let meta_keys = meta_text.and_then(keys);
+        let declines = metas.is_none()
+            || metas > Some(1)
+            || (metas == Some(1) && meta_keys.as_ref().is_none_or(|ks| {
+                ks.iter().enumerate().any(|(i, k)| ks[..i].contains(k))
+            }));
+        let Some(out) = out else {
+            prop_assert!(declines, "declined {}", text);
+            return Ok(());
+        };
+        prop_assert!(!declines, "rewrote {} as {}", text, out.as_str());
+        let before: Value = serde_json::from_str(&text).unwrap();
+        let after: Value = serde_json::from_str(out.as_str()).unwrap();
+        // Outside `_meta`, nothing changed.
+        let without_meta = |v: &Value| {
+            let mut v = v.clone();
+            v.as_object_mut().map(|o| o.remove("_meta"));
+            v
+        };
+        prop_assert_eq!(without_meta(&after), without_meta(&before));
+        // Inside, the kept members and the added ones.
+        let mut expected: Map<String, Value> = before
+            .get("_meta")
+            .and_then(Value::as_object)
+            .map(|m| m.iter().filter(|(k, _)| keep(k)).map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        for (k, v) in &added {
+            expected.entry(k.to_string()).or_insert_with(|| v.clone());
+        }
+        if metas == Some(0) && envelope.is_empty() {
+            prop_assert!(after.get("_meta").is_none());
+        } else {
+            prop_assert_eq!(after.get("_meta"), Some(&Value::Object(expected)));
+        }
+        agrees_with_walks(&out)?;
+    }
+
+    /// Renaming `name` keeps every other byte and the text valid; it declines when
+    /// `name` is not there exactly once.
+    #[test]
+    fn renaming_keeps_the_params_valid(text in params_text(), new in "[a-z\"\\\\é]{0,6}", read: bool) {
+        let Some(p) = decoded(&text, read) else { return Ok(()) };
+        let names = keys(&text).map(|ks| ks.iter().filter(|k| *k == "name").count());
+        let Some(out) = p.with_string_member("name", &new) else {
+            prop_assert_ne!(names, Some(1));
+            return Ok(());
+        };
+        prop_assert_eq!(names, Some(1));
+        let mut before: Value = serde_json::from_str(&text).unwrap();
+        let after: Value = serde_json::from_str(out.as_str()).unwrap();
+        before["name"] = Value::String(new.clone());
+        prop_assert_eq!(after, before);
+        agrees_with_walks(&out)?;
+    }
+}
