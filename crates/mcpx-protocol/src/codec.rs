@@ -16,7 +16,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::error::{INVALID_REQUEST, PARSE_ERROR};
-use crate::jsonrpc::{ErrorObject, Frame, Hint, Id, Index, Kind, Span};
+use crate::jsonrpc::{ErrorObject, Frame, Hint, HintsOf, Id, Index, Kind, Span};
 use crate::revision::Revision;
 
 /// Bounds on what [`decode`] accepts. Every bound is configurable.
@@ -330,12 +330,17 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
 
     // One walk over the text checks it, bounds its depth, and sorts each member into
     // its slot as it is met (no list of members collected first). It also notes where
-    // `params._meta`, `params.name` and `result.resultType` are (see `Hints`).
+    // `_meta`, `params.name` and `result.resultType` are (see `Hints`).
     // The members looked into, and the members noted in each (as their names are written).
     const LOOKED_INTO: [&str; 2] = ["params", "result"];
-    const WATCHED: [(usize, &str); 3] = [(0, "\"_meta\""), (0, "\"name\""), (1, "\"resultType\"")];
+    const WATCHED: [(usize, &str); 4] = [
+        (0, "\"_meta\""),
+        (0, "\"name\""),
+        (1, "\"_meta\""),
+        (1, "\"resultType\""),
+    ];
     let mut m = Members::default();
-    let mut seen = [Seen::default(), Seen::default(), Seen::default()];
+    let mut seen: [Seen; 4] = Default::default();
     let walked = crate::scan::walk_bounded(
         text,
         max_depth,
@@ -482,18 +487,34 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
 
     let params = params.map(|p| span_of(text, p));
     let result = result.map(|r| span_of(text, r));
-    let [seen_meta, seen_name, seen_type] = seen;
-    let hint = |seen: Seen, outer: Option<&Span>| {
+    let [params_meta, params_name, result_meta, result_type] = seen;
+    let hint = |seen: Seen, outer: &Span| {
         if walked.is_ok() {
-            seen.hint(outer)
+            seen.hint(Some(outer))
         } else {
             Hint::Unknown
         }
     };
-    let hints = crate::jsonrpc::Hints {
-        params_meta: hint(seen_meta, params.as_ref()),
-        params_name: hint(seen_name, params.as_ref()),
-        result_type: hint(seen_type, result.as_ref()),
+    // A message has `params` or `result`; one with both (a request is refused for it,
+    // a response with stray params is not) gets no hints: its readers walk.
+    let hints = match (&params, &result) {
+        (Some(p), None) => crate::jsonrpc::Hints {
+            of: HintsOf::Params,
+            meta: hint(params_meta, p),
+            key: hint(params_name, p),
+        },
+        (None, Some(r)) => crate::jsonrpc::Hints {
+            of: HintsOf::Result,
+            meta: hint(result_meta, r),
+            key: hint(result_type, r),
+        },
+        // No params: no `params._meta` either.
+        (None, None) => crate::jsonrpc::Hints {
+            of: HintsOf::Params,
+            meta: Hint::Absent,
+            key: Hint::Absent,
+        },
+        (Some(_), Some(_)) => crate::jsonrpc::Hints::default(),
     };
     Ok(Index {
         kind,
@@ -788,18 +809,18 @@ mod tests {
         }
         // Known where the text spells them plainly; a walk where a name has escapes.
         let ix = |t: &str| one(t).unwrap().ix;
-        assert_eq!(ix(texts[0]).hints.params_meta, Hint::At(61, 70));
-        assert_eq!(ix(texts[2]).hints.params_meta, Hint::Unknown);
-        assert_eq!(ix(texts[6]).hints.params_meta, Hint::Absent);
-        assert_eq!(ix(texts[9]).hints.result_type, Hint::Unknown);
-        assert_eq!(ix(texts[10]).hints.result_type, Hint::Absent);
+        assert_eq!(ix(texts[0]).hints.params_meta(), Hint::At(61, 70));
+        assert_eq!(ix(texts[2]).hints.params_meta(), Hint::Unknown);
+        assert_eq!(ix(texts[6]).hints.params_meta(), Hint::Absent);
+        assert_eq!(ix(texts[9]).hints.result_type(), Hint::Unknown);
+        assert_eq!(ix(texts[10]).hints.result_type(), Hint::Absent);
         // Given twice: readers walk, and find the first (or that there are two).
-        assert_eq!(ix(texts[1]).hints.params_meta, Hint::Unknown);
-        assert_eq!(ix(texts[8]).hints.result_type, Hint::Unknown);
+        assert_eq!(ix(texts[1]).hints.params_meta(), Hint::Unknown);
+        assert_eq!(ix(texts[8]).hints.result_type(), Hint::Unknown);
         let named = r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"t","_meta":{}}}"#;
-        assert_eq!(ix(named).hints.params_name, Hint::At(54, 57));
-        assert_eq!(ix(texts[0]).hints.params_name, Hint::Absent);
+        assert_eq!(ix(named).hints.params_name(), Hint::At(54, 57));
+        assert_eq!(ix(texts[0]).hints.params_name(), Hint::Absent);
         let twice = r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"t","name":"u"}}"#;
-        assert_eq!(ix(twice).hints.params_name, Hint::Unknown);
+        assert_eq!(ix(twice).hints.params_name(), Hint::Unknown);
     }
 }

@@ -161,6 +161,10 @@ pub struct Json {
     text: Box<str>,
     /// Where the value is in `text`.
     span: Span,
+    /// Where its `_meta` and `resultType` are in `text`, for a result taken from a
+    /// decoded frame ([`Hints`]); `Unknown` otherwise.
+    result_meta: Hint,
+    result_type: Hint,
 }
 
 impl Json {
@@ -185,7 +189,24 @@ impl Json {
 
     fn whole(text: Box<str>) -> Json {
         let span = 0..text.len();
-        Json { text, span }
+        Json {
+            text,
+            span,
+            result_meta: Hint::Unknown,
+            result_type: Hint::Unknown,
+        }
+    }
+
+    /// Where a result's `_meta` and `resultType` are in [`Json::as_str`], as far as
+    /// the decoder saw them.
+    pub(crate) fn result_hints(&self) -> (Hint, Hint) {
+        let base = self.span.start;
+        let back = |h: Hint| match h.span() {
+            Some(s) if s.start >= base => Hint::at(s.start - base..s.end - base),
+            Some(_) => Hint::Unknown,
+            None => h,
+        };
+        (back(self.result_meta), back(self.result_type))
     }
 
     /// The text.
@@ -234,23 +255,90 @@ pub(crate) struct Index {
     pub(crate) hints: Hints,
 }
 
-/// Where the decoder's walk saw `params._meta`, `params.name` and `result.resultType`
+/// Where the decoder's walk saw `_meta` and one other member of `params` or `result`
 /// (their values' spans in the frame's text), so that their readers need not walk
 /// `params` or `result` from the start again: a 2026-07-28 request's `_meta`, a tool
-/// call's `name` (the gateway routes by it) and a result's `resultType` (usually its last
-/// member) are read on every call. Known for decoded frames and their
-/// [`Frame::with_id`] copies, and handed on with the params ([`crate::params::Params`]);
-/// a built frame's readers walk, as before. Like [`MetaCache`], a cache: it never
-/// makes two frames unequal.
+/// call's `name` (the gateway routes by it), a result's `resultType` (usually its last
+/// member) and its `_meta` (stamped with mcpx's `serverInfo` for a modern host) are
+/// read on every call. Known for decoded frames and their [`Frame::with_id`] copies,
+/// and handed on with the params ([`crate::params::Params`]) and the result
+/// ([`Json`]); a built frame's readers walk, as before. Like [`MetaCache`], a cache: it
+/// never makes two frames unequal.
+///
+/// Two slots serve both members, as a message has `params` or `result`, not both: the
+/// index every frame allocates stays as small as it was with one member noted.
 #[derive(Clone, Default)]
 pub(crate) struct Hints {
-    pub(crate) params_meta: Hint,
-    pub(crate) params_name: Hint,
-    pub(crate) result_type: Hint,
+    /// Whose members they are.
+    pub(crate) of: HintsOf,
+    /// `_meta`.
+    pub(crate) meta: Hint,
+    /// `params.name`, or `result.resultType`.
+    pub(crate) key: Hint,
+}
+
+/// Which member [`Hints`] describe.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum HintsOf {
+    /// Neither: readers walk.
+    #[default]
+    Neither,
+    /// `params`.
+    Params,
+    /// `result`.
+    Result,
+}
+
+impl Hints {
+    fn of(&self, of: HintsOf, hint: Hint) -> Hint {
+        if self.of == of { hint } else { Hint::Unknown }
+    }
+
+    /// Where `params._meta` is.
+    pub(crate) fn params_meta(&self) -> Hint {
+        self.of(HintsOf::Params, self.meta)
+    }
+
+    /// Where `params.name` is.
+    pub(crate) fn params_name(&self) -> Hint {
+        self.of(HintsOf::Params, self.key)
+    }
+
+    /// Where `result._meta` is.
+    pub(crate) fn result_meta(&self) -> Hint {
+        self.of(HintsOf::Result, self.meta)
+    }
+
+    /// Where `result.resultType` is.
+    pub(crate) fn result_type(&self) -> Hint {
+        self.of(HintsOf::Result, self.key)
+    }
+
+    fn shifted(&self, shift: impl Fn(&Span) -> Span) -> Hints {
+        Hints {
+            of: self.of,
+            meta: self.meta.shifted(&shift),
+            key: self.key.shifted(&shift),
+        }
+    }
+}
+
+impl PartialEq for Hints {
+    fn eq(&self, _: &Hints) -> bool {
+        true
+    }
+}
+
+impl Eq for Hints {}
+
+impl fmt::Debug for Hints {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Hints")
+    }
 }
 
 /// What the decoder knows of one member (see [`Hints`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Hint {
     /// Not looked for (a built frame), given more than once, or spelled with escapes
     /// somewhere in its object: readers walk.
@@ -282,22 +370,8 @@ impl Hint {
     pub(crate) fn shifted(&self, shift: impl Fn(&Span) -> Span) -> Hint {
         match self.span() {
             Some(s) => Hint::at(shift(&s)),
-            None => self.clone(),
+            None => *self,
         }
-    }
-}
-
-impl PartialEq for Hints {
-    fn eq(&self, _: &Hints) -> bool {
-        true
-    }
-}
-
-impl Eq for Hints {}
-
-impl fmt::Debug for Hints {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Hints")
     }
 }
 
@@ -433,7 +507,7 @@ impl Frame {
     /// The raw JSON text of `result.resultType` (2026-07-28), as [`first_member`] reads
     /// it; for a decoded frame, from where the decoder saw it, without a walk.
     pub fn result_type(&self) -> Option<&str> {
-        match &self.ix.hints.result_type {
+        match &self.ix.hints.result_type() {
             Hint::Absent => None,
             at @ Hint::At(..) => self.text.get(at.span()?),
             Hint::Unknown => first_member(self.result()?, "resultType"),
@@ -444,7 +518,7 @@ impl Frame {
     /// into a tree.
     pub fn params_meta(&self, key: &str) -> Option<&str> {
         let members = self.ix.meta.0.get_or_init(|| {
-            let meta = match &self.ix.hints.params_meta {
+            let meta = match &self.ix.hints.params_meta() {
                 Hint::Absent => return None,
                 at @ Hint::At(..) => self.text.get(at.span()?)?,
                 Hint::Unknown => first_member(self.params()?, "_meta")?,
@@ -516,11 +590,7 @@ impl Frame {
                 .map(|(k, s)| (k.clone(), shift(s)))
                 .collect(),
             meta: MetaCache::default(),
-            hints: Hints {
-                params_meta: self.ix.hints.params_meta.shifted(shift),
-                params_name: self.ix.hints.params_name.shifted(shift),
-                result_type: self.ix.hints.result_type.shifted(shift),
-            },
+            hints: self.ix.hints.shifted(shift),
         };
         Frame {
             text: text.into_boxed_str(),
@@ -558,21 +628,17 @@ impl Frame {
             .unwrap_or_else(|_| self.clone())
     }
 
-    /// A request frame whose params are `params`, the text of a JSON object; `None`
-    /// when it is not one (checked as [`members`] reads it, without building values).
-    pub fn request_with_object(id: &Id, method: &str, params: &str) -> Option<Frame> {
-        crate::scan::walk(params, |_, _| {})?;
-        Some(Frame::request_text(id, method, Some(params)))
-    }
-
     /// A request frame whose params are `params`, valid JSON as [`Params`] are: not
     /// checked again. What the params know of `_meta` and `name` the frame knows too.
     pub fn request_with_params(id: &Id, method: &str, params: Option<&Params>) -> Frame {
         let mut frame = Frame::request_text(id, method, params.map(Params::as_str));
         if let (Some(p), Some(at)) = (params, frame.ix.params.clone()) {
             let shift = |s: &Span| s.start + at.start..s.end + at.start;
-            frame.ix.hints.params_meta = p.meta.shifted(shift);
-            frame.ix.hints.params_name = p.name.shifted(shift);
+            frame.ix.hints = Hints {
+                of: HintsOf::Params,
+                meta: p.meta.shifted(shift),
+                key: p.name.shifted(shift),
+            };
         }
         frame
     }
@@ -657,6 +723,8 @@ impl Frame {
     pub fn into_result_json(self) -> Option<Json> {
         let span = self.ix.result.clone()?;
         Some(Json {
+            result_meta: self.ix.hints.result_meta(),
+            result_type: self.ix.hints.result_type(),
             text: self.text,
             span,
         })

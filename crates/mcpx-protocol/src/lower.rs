@@ -28,7 +28,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
 
-use crate::jsonrpc::{Json, append_member, splice};
+use crate::jsonrpc::{Hint, Json, append_member, splice};
 use crate::method::CACHEABLE_METHODS;
 use crate::revision::{Revision, StructuredContent};
 
@@ -96,7 +96,9 @@ pub fn lower_result_json(
     stamp: Stamp<'_>,
 ) -> Result<Option<Json>, LowerError> {
     let text = raw.as_str();
-    Ok(match lower(method, text, from, to, stamp, Text::Valid)? {
+    let (meta, result_type) = raw.result_hints();
+    let known = Text::Valid(ResultHints { meta, result_type });
+    Ok(match lower(method, text, from, to, stamp, known)? {
         Cow::Borrowed(b) if std::ptr::eq(b, text) => None,
         Cow::Borrowed(b) => Some(Json::trusted(b.to_owned())),
         Cow::Owned(o) => Some(Json::trusted(o)),
@@ -118,8 +120,16 @@ pub fn lower_result_stamped<'a>(
 /// members need not check it again.
 #[derive(Clone, Copy, PartialEq)]
 enum Text {
-    Valid,
+    /// Valid, with where the decoder saw `_meta` and `resultType` (see `Hints`).
+    Valid(ResultHints),
     Unchecked,
+}
+
+/// Where a result's `_meta` and `resultType` are in its text, as far as known.
+#[derive(Clone, Copy, PartialEq)]
+struct ResultHints {
+    meta: Hint,
+    result_type: Hint,
 }
 
 fn lower<'a>(
@@ -179,24 +189,44 @@ fn lower<'a>(
 fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>, text: Text) -> Option<String> {
     let info = stamp.server_info?.json.as_str();
     let members_of = |t| match text {
-        Text::Valid => crate::jsonrpc::valid_members(t),
+        Text::Valid(_) => crate::jsonrpc::valid_members(t),
         Text::Unchecked => crate::jsonrpc::members(t),
     };
-    let members = members_of(raw)?;
-    let has = |k: &str| members.iter().any(|(name, _)| name == k);
-    if !has("resultType")
-        || (CACHEABLE_METHODS.contains(&method) && !(has("ttlMs") && has("cacheScope")))
-    {
-        return None;
-    }
+    let cacheable = CACHEABLE_METHODS.contains(&method);
+    // Whether `resultType` is there and where the one `_meta` is: from the decoder's
+    // hints when it saw both (a non-cacheable result, such as a tool call's, needs
+    // nothing else), else from a walk.
+    let meta_at = match text {
+        Text::Valid(ResultHints {
+            meta: meta @ (Hint::At(..) | Hint::Absent),
+            result_type: result_type @ (Hint::At(..) | Hint::Absent),
+        }) if !cacheable => {
+            if result_type == Hint::Absent || !raw.starts_with('{') {
+                return None;
+            }
+            meta.span()
+        }
+        _ => {
+            let members = members_of(raw)?;
+            let has = |k: &str| members.iter().any(|(name, _)| name == k);
+            if !has("resultType") || (cacheable && !(has("ttlMs") && has("cacheScope"))) {
+                return None;
+            }
+            let mut metas = members.iter().filter(|(k, _)| k == "_meta");
+            match (metas.next(), metas.next()) {
+                (None, _) => None,
+                (Some((_, span)), None) => Some(span.clone()),
+                (Some(_), Some(_)) => return None,
+            }
+        }
+    };
     let key = SERVER_INFO_KEY;
-    let mut metas = members.iter().filter(|(k, _)| k == "_meta");
-    match (metas.next(), metas.next()) {
-        (None, _) => append_member(raw, "\"_meta\"", &format!("{{{key}:{info}}}")),
+    match meta_at {
+        None => append_member(raw, "\"_meta\"", &format!("{{{key}:{info}}}")),
         // The upstream's `_meta` keeps its keys, order and bytes; only the serverInfo
         // member's value is replaced (or the member appended). Anything unusual (a
         // `_meta` that is not an object, a key given twice) takes the general path.
-        (Some((_, span)), None) => {
+        Some(span) => {
             let old = raw.get(span.clone())?;
             let inner = members_of(old)?;
             let mut named = inner.iter().filter(|(k, _)| k == crate::meta::SERVER_INFO);
@@ -207,7 +237,6 @@ fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>, text: Text) -> Opti
                 (Some(_), Some(_)) => None,
             }
         }
-        (Some(_), Some(_)) => None,
     }
 }
 
@@ -501,6 +530,24 @@ mod tests {
     use super::*;
     use Revision::*;
 
+    /// Valid text, nothing known of where its members are.
+    const VALID: Text = Text::Valid(ResultHints {
+        meta: Hint::Unknown,
+        result_type: Hint::Unknown,
+    });
+
+    /// Valid text, with what the decoder saw of it as a response's result.
+    fn hinted(result: &str) -> Text {
+        let frame = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{result}}}"#);
+        let json = crate::codec::parse_frame(frame, &crate::Limits::default())
+            .unwrap()
+            .into_result_json()
+            .unwrap();
+        assert_eq!(json.as_str(), result);
+        let (meta, result_type) = json.result_hints();
+        Text::Valid(ResultHints { meta, result_type })
+    }
+
     fn lower(method: &str, raw: &str, from: Revision, to: Revision) -> Value {
         serde_json::from_str(&lower_result(method, raw, from, to).unwrap()).unwrap()
     }
@@ -554,11 +601,13 @@ mod tests {
         ];
         for (method, raw) in cases {
             let fast = lower_result_stamped(method, raw, V2026_07_28, V2026_07_28, stamp).unwrap();
-            // Both ways of reading the members: checking, and trusting valid text.
+            // Every way of reading the members: checking, trusting valid text, and from
+            // where the decoder saw them.
             let checked = stamp_in_place(method, raw, stamp, Text::Unchecked);
             assert!(checked.is_some(), "{raw}");
+            assert_eq!(stamp_in_place(method, raw, stamp, VALID), checked, "{raw}");
             assert_eq!(
-                stamp_in_place(method, raw, stamp, Text::Valid),
+                stamp_in_place(method, raw, stamp, hinted(raw)),
                 checked,
                 "{raw}"
             );
@@ -584,15 +633,19 @@ mod tests {
                 "tools/list",
                 r#"{"tools":[],"resultType":"complete"}"#,
                 stamp,
-                Text::Valid
+                VALID
             )
             .is_none()
         );
-        assert!(stamp_in_place("tools/call", r#"{"content":[]}"#, stamp, Text::Valid).is_none());
+        let raw = r#"{"tools":[],"resultType":"complete"}"#;
+        assert!(stamp_in_place("tools/list", raw, stamp, hinted(raw)).is_none());
+        for text in [VALID, hinted(r#"{"content":[]}"#)] {
+            assert!(stamp_in_place("tools/call", r#"{"content":[]}"#, stamp, text).is_none());
+        }
         // The upstream's `_meta` keeps its order and bytes around the replaced value.
         let raw = r#"{"resultType":"complete","_meta":{"b":1, "io.modelcontextprotocol/serverInfo":{"name":"up"},"a":2}}"#;
         assert_eq!(
-            stamp_in_place("tools/call", raw, stamp, Text::Valid).unwrap(),
+            stamp_in_place("tools/call", raw, stamp, hinted(raw)).unwrap(),
             r#"{"resultType":"complete","_meta":{"b":1, "io.modelcontextprotocol/serverInfo":{"name":"mcpx","version":"0.1.0"},"a":2}}"#
         );
         // Unusual shapes take the general path: `_meta` not an object, a key twice.
@@ -601,10 +654,12 @@ mod tests {
             r#"{"resultType":"complete","_meta":{},"_meta":{}}"#,
             r#"{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":1,"io.modelcontextprotocol/serverInfo":2}}"#,
         ] {
-            assert!(
-                stamp_in_place("tools/call", raw, stamp, Text::Valid).is_none(),
-                "{raw}"
-            );
+            for text in [VALID, hinted(raw)] {
+                assert!(
+                    stamp_in_place("tools/call", raw, stamp, text).is_none(),
+                    "{raw}"
+                );
+            }
         }
     }
 

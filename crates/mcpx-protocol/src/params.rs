@@ -93,9 +93,9 @@ impl Params {
                 Hint::at(s.start - at.start..s.end - at.start)
             }
             Some(_) => Hint::Unknown,
-            None => h.clone(),
+            None => *h,
         };
-        let meta = rebase(&frame.ix.hints.params_meta);
+        let meta = rebase(&frame.ix.hints.params_meta());
         // The members the frame found in `_meta` (only where the decoder saw `_meta`
         // itself: then they are its one `_meta`'s), moved to the params' text.
         let meta_members = match (&meta, frame.ix.meta.0.get()) {
@@ -116,7 +116,7 @@ impl Params {
         Some(Params {
             text: text.into(),
             meta,
-            name: rebase(&frame.ix.hints.params_name),
+            name: rebase(&frame.ix.hints.params_name()),
             meta_members,
         })
     }
@@ -260,7 +260,7 @@ impl Params {
         // The new value: between `"_meta":` and the object's closing brace.
         let meta = Hint::at(text.len() - added.0.len() - 3..text.len() - 1);
         // `name`, if known, lies before the end: where it was.
-        let name = self.name.clone();
+        let name = self.name;
         Some(Params {
             text: text.into_boxed_str(),
             meta,
@@ -284,9 +284,9 @@ impl Params {
             Some(s) if s.start >= span.end => {
                 Hint::at(s.start + value.len() - span.len()..s.end + value.len() - span.len())
             }
-            Some(s) if s.end <= span.start => h.clone(),
+            Some(s) if s.end <= span.start => *h,
             Some(_) => Hint::Unknown,
-            None => h.clone(),
+            None => *h,
         };
         let (meta, name) = match member {
             "_meta" => (new, moved(&self.name)),

@@ -5,8 +5,10 @@
 //! well-formed JSON-RPC error; anything accepted round-trips byte for byte.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use mcpx_protocol::Revision::V2026_07_28;
 use mcpx_protocol::codec::{self, DecodeErrorKind, Decoded, Limits};
 use mcpx_protocol::jsonrpc::Kind;
+use mcpx_protocol::lower::{ServerInfo, Stamp, lower_result_json, lower_result_stamped};
 use proptest::prelude::*;
 
 mod common;
@@ -231,6 +233,16 @@ proptest! {
         if let Ok(Decoded::Single(f)) = codec::decode(response, &Limits::default()) {
             let walked = f.result().and_then(|r| mcpx_protocol::jsonrpc::first_member(r, "resultType"));
             prop_assert_eq!(f.result_type(), walked);
+            // mcpx's serverInfo stamp reads the result's `_meta` and `resultType` where
+            // the decoder saw them: the same text as reading them by walking.
+            let info = ServerInfo::new(json!({"name": "mcpx", "version": "1"}));
+            let stamp = Stamp { server_info: Some(&info) };
+            let walked = lower_result_stamped("tools/call", f.result().unwrap(), V2026_07_28, V2026_07_28, stamp)
+                .map(|t| t.into_owned());
+            let json = f.into_result_json().unwrap();
+            let hinted = lower_result_json("tools/call", &json, V2026_07_28, V2026_07_28, stamp)
+                .map(|t| t.map_or_else(|| json.as_str().to_owned(), |t| t.as_str().to_owned()));
+            prop_assert_eq!(hinted.ok(), walked.ok());
         }
         let request = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{value}}}"#);
         if let Ok(Decoded::Single(f)) = codec::decode(request, &Limits::default()) {
