@@ -11,6 +11,8 @@
 //! * [`jsonrpc`]: the message model ([`Frame`]): raw JSON text plus an index, so
 //!   unknown members survive and forwarding re-encodes nothing.
 //! * [`codec`]: decoding with limits, batches and the errors bad input gets.
+//! * [`params`]: a request's params on their way to the upstream ([`Params`]): valid
+//!   text, where `_meta` and `name` are, and the edits the gateway makes of them.
 //! * `scan` (private): a JSON object's members as spans of its text, validated without
 //!   building values; what [`jsonrpc::member`] and [`jsonrpc::members`] read with.
 //! * [`revision`]: [`Revision`], [`Era`] and the per-revision [`revision::Facts`] table,

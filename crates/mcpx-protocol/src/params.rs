@@ -10,7 +10,7 @@
 //!   checked when made from a string; and every edit below writes values that are
 //!   valid by construction (serde_json's, or slices of valid text). So the upstream's
 //!   request is written from it without being checked again.
-//! * **Where `_meta` and `name` are**, when the decoder saw them (its [`Hint`]s, which
+//! * **Where `_meta` and `name` are**, when the decoder saw them (its hints, which
 //!   edits keep up to date). So neither the gateway's routing nor the upstream request's
 //!   builder walks the params from the first byte to find them; without a hint (params
 //!   built by mcpx, a name spelled with escapes, a member given twice) they walk, and
