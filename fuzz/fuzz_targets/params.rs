@@ -41,7 +41,7 @@ fuzz_target!(|data: &[u8]| {
     if let Some(out) = p.with_meta(keep, &MetaMembers::default()) {
         check(&out);
     }
-    if let Some(out) = p.with_string_member("name", "ns__t\"é") {
+    if let Some(out) = p.with_name("ns__t\"é") {
         check(&out);
     }
 });

@@ -43,21 +43,12 @@ const ENVELOPE_KEYS: [&str; 4] = [
     meta::LOG_LEVEL,
 ];
 
-/// Removes the caller's own envelope from its `_meta`, since mcpx writes the
-/// upstream's: its progress token always, and the 2026-07-28 envelope keys when they
-/// are one (`envelope_keys`: a modern host's request, or a modern upstream). A legacy
-/// host's keys of those names are its own data and pass (register A-C9).
-fn strip_caller_envelope(m: &mut Map<String, Value>, envelope_keys: bool) {
-    m.remove(meta::PROGRESS_TOKEN);
-    if envelope_keys {
-        for k in ENVELOPE_KEYS {
-            m.remove(k);
-        }
-    }
-}
-/// Whether a caller's `_meta` member `key` gives way to mcpx's envelope: its progress
-/// token always, its 2026-07-28 envelope keys when they are one (`envelope_keys`, as in
-/// [`strip_caller_envelope`]), and any key mcpx writes itself (`written`).
+/// Whether a caller's `_meta` member `key` gives way to mcpx's, since mcpx writes the
+/// upstream's envelope: its progress token always, its 2026-07-28 envelope keys when
+/// they are one (`envelope_keys`: a modern host's request, or a modern upstream), and
+/// any key mcpx writes itself (`written`). A legacy host's keys of the envelope's names
+/// are its own data and pass (register A-C9). The one statement of the rule, for the
+/// spliced path (`Params::with_meta`) and the general one alike.
 fn gives_way(key: &str, envelope_keys: bool, written: &[&str]) -> bool {
     key == meta::PROGRESS_TOKEN
         || (envelope_keys && ENVELOPE_KEYS.contains(&key))
@@ -391,7 +382,8 @@ impl Connection {
         // The caller's own envelope (a host's 2026 `_meta` keys, its progress token)
         // means nothing upstream: mcpx writes the upstream's envelope itself.
         if let Some(Value::Object(m)) = obj.get_mut("_meta") {
-            strip_caller_envelope(m, opts.caller_meta_is_envelope || facts.era == Era::Modern);
+            let envelope_keys = opts.caller_meta_is_envelope || facts.era == Era::Modern;
+            m.retain(|k, _| !gives_way(k, envelope_keys, &[]));
             if m.is_empty() {
                 obj.remove("_meta");
             }

@@ -1371,7 +1371,7 @@ impl Gateway {
             })?;
         let params = if original == name {
             Cow::Borrowed(raw)
-        } else if let Some(renamed) = raw.with_string_member("name", original) {
+        } else if let Some(renamed) = raw.with_name(original) {
             // The upstream's name in place of the exposed one; every other byte of the
             // host's params is kept (no re-encoding, no reordering of its members).
             Cow::Owned(renamed)

@@ -352,9 +352,10 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
         },
         |which, name, value| {
             let name = text.get(name).unwrap_or_default();
+            let escaped = name.contains('\\');
             for (seen, (outer, wanted)) in seen.iter_mut().zip(WATCHED) {
                 if outer == which {
-                    seen.note(name, wanted, value.clone());
+                    seen.note(name, escaped, wanted, value.clone());
                 }
             }
         },
@@ -541,8 +542,9 @@ struct Seen {
 }
 
 impl Seen {
-    fn note(&mut self, quoted_name: &str, wanted: &str, value: Span) {
-        if quoted_name.contains('\\') {
+    /// `quoted_name` as written, and whether it has escapes.
+    fn note(&mut self, quoted_name: &str, escaped: bool, wanted: &str, value: Span) {
+        if escaped {
             self.unsure = true;
         } else if quoted_name == wanted {
             if self.at.is_some() {

@@ -22,7 +22,9 @@ use std::ops::Range;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::jsonrpc::{Frame, Hint, Span, Spelled, sole_member, valid_members};
+use crate::jsonrpc::{
+    Frame, Hint, Span, Spelled, append_member, sole_member, splice, valid_members,
+};
 
 /// A request's params: the text of a JSON value known to be valid (an object, for
 /// any MCP request), and where its `_meta` and `name` members are when known. See the
@@ -179,13 +181,13 @@ impl Params {
 
     /// The params with the value of their one member `name` replaced by the string
     /// `value` (the gateway's renaming of a tool or prompt); `None` when there is no
-    /// such member or more than one.
-    pub fn with_string_member(&self, name: &str, value: &str) -> Option<Params> {
-        let (span, true) = self.sole_member(name)? else {
+    /// `name` or more than one.
+    pub fn with_name(&self, value: &str) -> Option<Params> {
+        let (span, true) = self.sole_member("name")? else {
             return None;
         };
         let value = serde_json::to_string(value).ok()?;
-        Some(self.replaced(span, &value, name))
+        self.replaced(span, &value, Noted::Name)
     }
 
     /// The params with mcpx's `_meta`: the existing `_meta` object's members that
@@ -249,18 +251,41 @@ impl Params {
             out.push_str(&added.0);
         }
         out.push('}');
-        Some(self.replaced(span, &out, "_meta"))
+        self.replaced(span, &out, Noted::Meta)
     }
 
     /// `"_meta":{added}` appended to an object without `_meta`.
     fn appended_meta(&self, added: &MetaMembers) -> Option<Params> {
-        let head = self.text.trim_end().strip_suffix('}')?.trim_end();
-        let sep = if head.ends_with('{') { "" } else { "," };
-        let text = format!("{head}{sep}\"_meta\":{{{}}}}}", added.0);
+        let text = append_member(&self.text, "\"_meta\"", &format!("{{{}}}", added.0))?;
         // The new value: between `"_meta":` and the object's closing brace.
         let meta = Hint::at(text.len() - added.0.len() - 3..text.len() - 1);
-        // `name`, if known, lies before the end: where it was.
-        let name = self.name;
+        Some(Params {
+            text: text.into_boxed_str(),
+            meta,
+            // `name`, if known, lies before the end: where it was.
+            name: self.name,
+            meta_members: None,
+        })
+    }
+
+    /// The text with the value of `member` at `span` replaced by `value` (valid JSON
+    /// text), the hints moved with it.
+    fn replaced(&self, span: Span, value: &str, member: Noted) -> Option<Params> {
+        let text = splice(&self.text, span.clone(), value)?;
+        let new = Hint::at(span.start..span.start + value.len());
+        // A hint after the edit moves by the change in length; one before stays.
+        let moved = |h: Hint| match h.span() {
+            Some(s) if s.start >= span.end => {
+                Hint::at(s.start + value.len() - span.len()..s.end + value.len() - span.len())
+            }
+            Some(s) if s.end <= span.start => h,
+            Some(_) => Hint::Unknown,
+            None => h,
+        };
+        let (meta, name) = match member {
+            Noted::Meta => (new, moved(self.name)),
+            Noted::Name => (moved(self.meta), new),
+        };
         Some(Params {
             text: text.into_boxed_str(),
             meta,
@@ -268,38 +293,13 @@ impl Params {
             meta_members: None,
         })
     }
+}
 
-    /// The text with the value at `span` (member `member`'s) replaced by `value` (valid
-    /// JSON text), the hints moved with it.
-    fn replaced(&self, span: Span, value: &str, member: &str) -> Params {
-        let (head, tail) = self.text.split_at(span.start.min(self.text.len()));
-        let tail = tail.get(span.len()..).unwrap_or_default();
-        let mut text = String::with_capacity(head.len() + value.len() + tail.len());
-        text.push_str(head);
-        text.push_str(value);
-        text.push_str(tail);
-        let new = Hint::at(span.start..span.start + value.len());
-        // A hint after the edit moves by the change in length; one before stays.
-        let moved = |h: &Hint| match h.span() {
-            Some(s) if s.start >= span.end => {
-                Hint::at(s.start + value.len() - span.len()..s.end + value.len() - span.len())
-            }
-            Some(s) if s.end <= span.start => *h,
-            Some(_) => Hint::Unknown,
-            None => *h,
-        };
-        let (meta, name) = match member {
-            "_meta" => (new, moved(&self.name)),
-            "name" => (moved(&self.meta), new),
-            _ => (moved(&self.meta), moved(&self.name)),
-        };
-        Params {
-            text: text.into_boxed_str(),
-            meta,
-            name,
-            meta_members: None,
-        }
-    }
+/// The members whose place [`Params`] keep.
+#[derive(Clone, Copy)]
+enum Noted {
+    Meta,
+    Name,
 }
 
 impl std::ops::Deref for Params {

@@ -205,7 +205,7 @@ proptest! {
     fn renaming_keeps_the_params_valid(text in params_text(), new in "[a-z\"\\\\é]{0,6}", read: bool) {
         let Some(p) = decoded(&text, read) else { return Ok(()) };
         let names = keys(&text).map(|ks| ks.iter().filter(|k| *k == "name").count());
-        let Some(out) = p.with_string_member("name", &new) else {
+        let Some(out) = p.with_name(&new) else {
             prop_assert_ne!(names, Some(1));
             return Ok(());
         };

@@ -44,7 +44,11 @@ async fn a_modern_404_is_method_not_found() {
     assert_eq!(frame.error().map(|e| e.code), Some(-32601), "{frame}");
     // The connection is still good.
     let frame = conn
-        .call("tools/list", Some(&params("{}")), CallOptions::default())
+        .call(
+            "tools/list",
+            Some(&common::params("{}")),
+            CallOptions::default(),
+        )
         .await
         .unwrap();
     assert!(frame.result().is_some(), "{frame}");
@@ -82,7 +86,11 @@ async fn http_falls_back_to_http_sse() {
     assert_eq!(conn.facts().era, Era::Legacy);
     assert_eq!(conn.transport_kind(), "HTTP+SSE");
     let frame = conn
-        .call("tools/list", Some(&params("{}")), CallOptions::default())
+        .call(
+            "tools/list",
+            Some(&common::params("{}")),
+            CallOptions::default(),
+        )
         .await
         .unwrap();
     assert!(frame.result().is_some(), "{frame}");
@@ -155,9 +163,4 @@ async fn a_modern_body_without_the_version_header_is_a_header_mismatch() {
     mcpx_testkit::tap::tap()
         .validate_frame(Revision::V2026_07_28, json)
         .unwrap();
-}
-
-/// Params from text the test knows to be valid.
-fn params(text: &str) -> mcpx_protocol::Params {
-    mcpx_protocol::Params::parse(text.to_owned()).expect("valid params")
 }

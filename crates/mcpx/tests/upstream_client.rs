@@ -504,7 +504,7 @@ async fn request_ids_are_never_reused_on_a_connection() {
         let f = conn
             .call(
                 "tools/call",
-                Some(&params(r#"{"name":"t","arguments":{}}"#)),
+                Some(&common::params(r#"{"name":"t","arguments":{}}"#)),
                 CallOptions::default(),
             )
             .await
@@ -559,7 +559,9 @@ done
         };
         conn.call(
             "subscriptions/listen",
-            Some(&params(r#"{"notifications":{"toolsListChanged":true}}"#)),
+            Some(&common::params(
+                r#"{"notifications":{"toolsListChanged":true}}"#,
+            )),
             opts,
         )
         .await
@@ -737,7 +739,7 @@ async fn a_modern_http_timeout_closes_the_stream() {
     let err = conn
         .call(
             "tools/call",
-            Some(&params(r#"{"name":"t","arguments":{}}"#)),
+            Some(&common::params(r#"{"name":"t","arguments":{}}"#)),
             short_timeout(),
         )
         .await
@@ -771,7 +773,7 @@ async fn a_legacy_http_timeout_sends_cancelled() {
     let err = conn
         .call(
             "tools/call",
-            Some(&params(r#"{"name":"t","arguments":{}}"#)),
+            Some(&common::params(r#"{"name":"t","arguments":{}}"#)),
             short_timeout(),
         )
         .await
@@ -828,7 +830,7 @@ async fn progress_restarts_the_timeout_up_to_the_limit() {
     let f = conn
         .call(
             "tools/call",
-            Some(&params(r#"{"name":"slow","arguments":{}}"#)),
+            Some(&common::params(r#"{"name":"slow","arguments":{}}"#)),
             opts.clone(),
         )
         .await
@@ -841,7 +843,7 @@ async fn progress_restarts_the_timeout_up_to_the_limit() {
     let err = conn
         .call(
             "tools/call",
-            Some(&params(r#"{"name":"endless","arguments":{}}"#)),
+            Some(&common::params(r#"{"name":"endless","arguments":{}}"#)),
             opts,
         )
         .await
@@ -971,9 +973,13 @@ async fn invalid_params_never_reach_the_upstream() {
     }
     let good = format!(r#"{{"name":"complete","arguments":{{}},"_meta":{{"{pv}":"x","k":1}}}}"#);
     assert!(
-        conn.call("tools/call", Some(&params(&good)), CallOptions::default())
-            .await
-            .is_ok()
+        conn.call(
+            "tools/call",
+            Some(&common::params(&good)),
+            CallOptions::default()
+        )
+        .await
+        .is_ok()
     );
     // The log does see what is sent: one line, valid JSON, the caller's `k` kept.
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -1119,7 +1125,7 @@ async fn protocol_version_header_per_upstream_revision() {
         let f = conn
             .call(
                 "tools/call",
-                Some(&params(r#"{"name":"t","arguments":{}}"#)),
+                Some(&common::params(r#"{"name":"t","arguments":{}}"#)),
                 CallOptions::default(),
             )
             .await
@@ -1463,9 +1469,4 @@ async fn names_are_namespaced_sanitised_bounded_and_collisions_reported() {
         "{stderr}"
     );
     h.finish().await;
-}
-
-/// Params from text the test knows to be valid.
-fn params(text: &str) -> mcpx_protocol::Params {
-    mcpx_protocol::Params::parse(text.to_owned()).expect("valid params")
 }

@@ -71,6 +71,11 @@ pub struct Host {
     pub dir: PathBuf,
 }
 
+/// Params from text the test knows to be valid.
+pub fn params(text: &str) -> mcpx_protocol::Params {
+    mcpx_protocol::Params::parse(text.to_owned()).expect("valid params")
+}
+
 pub fn temp_dir(tag: &str) -> PathBuf {
     mcpx_testkit::scratch::dir(&format!("test-{tag}"))
 }
