@@ -16,7 +16,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::error::{INVALID_REQUEST, PARSE_ERROR};
-use crate::jsonrpc::{ErrorObject, Frame, Hint, HintsOf, Id, Index, Kind, Span};
+use crate::jsonrpc::{ErrorObject, Frame, Hint, HintsOf, Id, Index, Kind, Span, Spelled};
 use crate::revision::Revision;
 
 /// Bounds on what [`decode`] accepts. Every bound is configurable.
@@ -341,6 +341,13 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
     ];
     let mut m = Members::default();
     let mut seen: [Seen; 4] = Default::default();
+    // The members of `params._meta`, for the frame's `MetaCache`: a 2026-07-28
+    // request's envelope is read on every call (classification, the gateway's envelope
+    // checks), and finding them here saves walking `_meta` again. Names as
+    // `valid_members` gives them: by position unless escaped, else decoded (`None` when
+    // one cannot be: then the cache is left to fill itself, as before).
+    let mut meta_members: Option<Vec<(Spelled, Span)>> = Some(Vec::new());
+    let mut meta_objects = 0usize;
     let walked = crate::scan::walk_bounded(
         text,
         max_depth,
@@ -350,14 +357,37 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
                 m.take(text, k, v);
             }
         },
-        |which, name, value| {
+        |which, name, escaped, value| {
             let name = text.get(name).unwrap_or_default();
-            let escaped = name.contains('\\');
+            if which == 0 && name == "\"_meta\"" && text.as_bytes().get(value.start) == Some(&b'{')
+            {
+                meta_objects += 1;
+            }
             for (seen, (outer, wanted)) in seen.iter_mut().zip(WATCHED) {
                 if outer == which {
                     seen.note(name, escaped, wanted, value.clone());
                 }
             }
+        },
+        crate::scan::Deeper {
+            of: 0,
+            quoted: "\"_meta\"",
+            each: &mut |name, escaped, value| {
+                let Some(found) = meta_members.as_mut() else {
+                    return;
+                };
+                let spelled = if escaped {
+                    text.get(name)
+                        .and_then(|q| serde_json::from_str::<String>(q).ok())
+                        .map(Spelled::Decoded)
+                } else {
+                    Some(Spelled::At(name.start + 1..name.end - 1))
+                };
+                match spelled {
+                    Some(k) => found.push((k, value)),
+                    None => meta_members = None,
+                }
+            },
         },
     );
     if walked == Err(crate::scan::Unwalkable::TooDeep) {
@@ -425,11 +455,9 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
     }
     let method = match method_raw {
         None => None,
-        Some(raw) => Some(
-            crate::jsonrpc::Spelled::of_string(text, span_of(text, raw)).ok_or_else(|| {
-                DecodeError::invalid(reply_id.clone(), "\"method\" must be a string")
-            })?,
-        ),
+        Some(raw) => Some(Spelled::of_string(text, span_of(text, raw)).ok_or_else(|| {
+            DecodeError::invalid(reply_id.clone(), "\"method\" must be a string")
+        })?),
     };
     if let Some(p) = params {
         let first = p.as_bytes().first();
@@ -517,6 +545,14 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
         },
         (Some(_), Some(_)) => crate::jsonrpc::Hints::default(),
     };
+    // The members found are the one `_meta` the hint names (one object walked into, at
+    // that span); otherwise the cache fills itself on first use.
+    let meta = match (hints.params_meta(), meta_members) {
+        (Hint::At(..), Some(found)) if meta_objects == 1 => {
+            crate::jsonrpc::MetaCache(std::sync::OnceLock::from(Some(found)))
+        }
+        _ => crate::jsonrpc::MetaCache::default(),
+    };
     Ok(Index {
         kind,
         id,
@@ -525,7 +561,7 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
         result,
         error,
         extra,
-        meta: crate::jsonrpc::MetaCache::default(),
+        meta,
         hints,
     })
 }

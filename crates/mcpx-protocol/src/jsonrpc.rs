@@ -504,6 +504,17 @@ impl Frame {
         self.params().map(serde_json::from_str)
     }
 
+    /// The raw JSON text of `params.name` (the tool a `tools/call` names, the prompt a
+    /// `prompts/get` does), as [`first_member`] reads it; for a decoded frame, from where
+    /// the decoder saw it, without a walk.
+    pub fn params_name(&self) -> Option<&str> {
+        match &self.ix.hints.params_name() {
+            Hint::Absent => None,
+            at @ Hint::At(..) => self.text.get(at.span()?),
+            Hint::Unknown => first_member(self.params()?, "name"),
+        }
+    }
+
     /// The raw JSON text of `result.resultType` (2026-07-28), as [`first_member`] reads
     /// it; for a decoded frame, from where the decoder saw it, without a walk.
     pub fn result_type(&self) -> Option<&str> {
@@ -872,8 +883,12 @@ pub fn string_value(text: &str) -> Option<std::borrow::Cow<'_, str>> {
 /// escapes; so when neither the name nor a backslash occurs, the member is missing and
 /// a walk can be skipped: most lookups on the hot path are for members a call does not
 /// have (`task`, `requestState`, `_meta` on legacy).
+///
+/// The backslash is looked for with `memchr`'s vectorised search: this runs several
+/// times per call over every byte of the params, and `str::contains(char)` reads a
+/// word at a time.
 fn may_have_member(obj: &str, name: &str) -> bool {
-    obj.contains(name) || obj.contains('\\')
+    memchr::memchr(b'\\', obj.as_bytes()).is_some() || obj.contains(name)
 }
 
 /// [`members`] for text known to be valid JSON (see [`first_member`]): nothing is

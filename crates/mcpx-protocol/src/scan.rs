@@ -83,15 +83,19 @@ pub(crate) enum Unwalkable {
 ///
 /// It also hands over the members of some members: for each top-level member whose
 /// name `nested` maps to `Some(which)` and whose value is an object,
-/// `each_nested(which, key, value)` for every member of that value, with `key` the span
-/// of its name as written (quotes included, escapes not decoded). That changes nothing
-/// in what is accepted: such a value is checked as any other, with the same bound.
+/// `each_nested(which, key, escaped, value)` for every member of that value, with `key`
+/// the span of its name as written (quotes included, escapes not decoded) and
+/// `escaped` whether that name has escapes. One level further, `deeper` names one such
+/// member (by `which` and its name as written) whose object's members go to
+/// `deeper.each` the same way (the decoder's `params._meta`). That changes nothing in
+/// what is accepted: such values are checked as any other, with the same bound.
 pub(crate) fn walk_bounded<'a>(
     text: &'a str,
     max_depth: usize,
     nested: impl Fn(&str) -> Option<usize>,
     mut each: impl FnMut(Cow<'a, str>, Range<usize>),
-    mut each_nested: impl FnMut(usize, Range<usize>, Range<usize>),
+    mut each_nested: impl FnMut(usize, Range<usize>, bool, Range<usize>),
+    deeper: Deeper<'_>,
 ) -> Result<(), Unwalkable> {
     if max_depth == 0 {
         return Err(Unwalkable::TooDeep);
@@ -99,6 +103,11 @@ pub(crate) fn walk_bounded<'a>(
     let room = max_depth - 1;
     let b = text.as_bytes();
     let mut deep = false;
+    let Deeper {
+        of,
+        quoted,
+        each: each_deeper,
+    } = deeper;
     let walked = members_with::<true>(
         text,
         &mut deep,
@@ -109,7 +118,10 @@ pub(crate) fn walk_bounded<'a>(
                     *deep = true;
                     return None;
                 }
-                nested_object(b, start, room - 1, deep, |k, v| each_nested(which, k, v))
+                let inner = (which == of).then_some((quoted.as_bytes(), &mut *each_deeper));
+                nested_object(b, start, room - 1, deep, inner, |k, escaped, v| {
+                    each_nested(which, k, escaped, v)
+                })
             }
             _ => value(b, start, room, deep),
         },
@@ -125,29 +137,58 @@ pub(crate) fn walk_bounded<'a>(
     }
 }
 
+/// Where a walk hands the members of an object it looks into: the span of a member's
+/// name as written, whether that name has escapes, and the span of its value.
+pub(crate) type EachMember<'d> = dyn FnMut(Range<usize>, bool, Range<usize>) + 'd;
+
+/// The member of a looked-into member whose own members [`walk_bounded`] hands over:
+/// the looked-into member's `which`, the name as written (quotes included), and where
+/// its members go (name span, whether the name has escapes, value span).
+pub(crate) struct Deeper<'f> {
+    pub(crate) of: usize,
+    pub(crate) quoted: &'static str,
+    pub(crate) each: &'f mut EachMember<'f>,
+}
+
 /// The object at `i` (its `{`), checked as [`value`] checks an object, its members'
 /// values with `room` levels: the index after it. Each member is handed over as the
-/// span of its quoted name and of its value.
-fn nested_object(
+/// span of its quoted name, whether that name has escapes, and the span of its value;
+/// with `inner`, the member of that name (as written) whose value is an object has its
+/// own members handed to `inner`'s function the same way, before it is.
+fn nested_object<'d>(
     b: &[u8],
     i: usize,
     room: usize,
     deep: &mut bool,
-    mut each: impl FnMut(Range<usize>, Range<usize>),
+    mut inner: Option<(&[u8], &mut EachMember<'d>)>,
+    mut each: impl FnMut(Range<usize>, bool, Range<usize>),
 ) -> Option<usize> {
     let mut i = ws(b, i + 1);
     if b.get(i) == Some(&b'}') {
         return Some(i + 1);
     }
     loop {
-        let name = i..string(b, i)?;
+        let (end, escaped) = string_at::<true>(b, i)?;
+        let name = i..end;
         i = ws(b, name.end);
         if b.get(i) != Some(&b':') {
             return None;
         }
         let start = ws(b, i + 1);
-        i = value(b, start, room, deep)?;
-        each(name, start..i);
+        i = match &mut inner {
+            Some((quoted, each_inner))
+                if b.get(name.clone()) == Some(*quoted) && b.get(start) == Some(&b'{') =>
+            {
+                // Opening the value is one level, as `value` counts it.
+                if room == 0 {
+                    *deep = true;
+                    return None;
+                }
+                nested_object(b, start, room - 1, deep, None, &mut **each_inner)?
+            }
+            _ => value(b, start, room, deep)?,
+        };
+        each(name, escaped, start..i);
         i = ws(b, i);
         match b.get(i)? {
             b',' => i = ws(b, i + 1),
@@ -202,12 +243,9 @@ fn members_with<'a, const CHECK: bool>(
     } else {
         loop {
             let key_start = i;
-            i = if CHECK {
-                string(b, i)
-            } else {
-                skip_string(b, i)
-            }?;
-            let key = name(text, key_start..i)?;
+            let escaped;
+            (i, escaped) = string_at::<CHECK>(b, i)?;
+            let key = name(text, key_start..i, escaped)?;
             i = ws(b, i);
             if b.get(i) != Some(&b':') {
                 return None;
@@ -235,18 +273,7 @@ fn members_with<'a, const CHECK: bool>(
 /// stepping over escapes, nothing checked (the trusting walk, and the decoder's depth
 /// check, which only needs where strings end). `None` when it is not closed.
 pub(crate) fn skip_string(b: &[u8], i: usize) -> Option<usize> {
-    if b.get(i) != Some(&b'"') {
-        return None;
-    }
-    let mut i = i + 1;
-    loop {
-        i = next_special::<false>(b, i);
-        match *b.get(i)? {
-            b'"' => return Some(i + 1),
-            // An escape: its next byte is never the string's end.
-            _ => i += 2,
-        }
-    }
+    string_at::<false>(b, i).map(|(end, _)| end)
 }
 
 /// The end of the (valid) value starting at `i`: brackets counted, strings stepped
@@ -288,14 +315,15 @@ fn skip_value(b: &[u8], i: usize) -> Option<usize> {
     }
 }
 
-/// A member name from its quoted text: borrowed when it has no escapes, else decoded
-/// by `serde_json` (which also refuses what it refuses, such as a lone surrogate).
-fn name(text: &str, quoted: Range<usize>) -> Option<Cow<'_, str>> {
+/// A member name from its quoted text: borrowed when it has no escapes (`escaped`, as
+/// the scan that found its end saw), else decoded by `serde_json` (which also refuses
+/// what it refuses, such as a lone surrogate).
+fn name(text: &str, quoted: Range<usize>, escaped: bool) -> Option<Cow<'_, str>> {
     let quoted = text.get(quoted)?;
-    let inner = quoted.strip_prefix('"')?.strip_suffix('"')?;
-    if inner.contains('\\') {
+    if escaped {
         serde_json::from_str::<String>(quoted).ok().map(Cow::Owned)
     } else {
+        let inner = quoted.strip_prefix('"')?.strip_suffix('"')?;
         Some(Cow::Borrowed(inner))
     }
 }
@@ -464,25 +492,42 @@ fn digits(b: &[u8], mut i: usize) -> usize {
 /// not checked, as `serde_json` does not when it skips a value); raw control
 /// characters are refused.
 fn string(b: &[u8], i: usize) -> Option<usize> {
+    string_at::<true>(b, i).map(|(end, _)| end)
+}
+
+/// The string starting with the quote at `i`: the index after its closing quote, and
+/// whether it has escapes (so that a name without any is borrowed without looking at
+/// it again). With `CHECK` as [`string`] (escapes and control characters checked),
+/// without as [`skip_string`] (an escape only stepped over).
+fn string_at<const CHECK: bool>(b: &[u8], i: usize) -> Option<(usize, bool)> {
     if b.get(i) != Some(&b'"') {
         return None;
     }
     let mut i = i + 1;
+    let mut escaped = false;
     loop {
-        i = next_special::<true>(b, i);
+        i = next_special::<CHECK>(b, i);
         match *b.get(i)? {
-            b'"' => return Some(i + 1),
-            b'\\' => match *b.get(i + 1)? {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
-                b'u' => {
-                    let hex = b.get(i + 2..i + 6)?;
-                    if !hex.iter().all(u8::is_ascii_hexdigit) {
-                        return None;
+            b'"' => return Some((i + 1, escaped)),
+            b'\\' if !CHECK => {
+                // Its next byte is never the string's end.
+                escaped = true;
+                i += 2;
+            }
+            b'\\' => {
+                escaped = true;
+                match *b.get(i + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                    b'u' => {
+                        let hex = b.get(i + 2..i + 6)?;
+                        if !hex.iter().all(u8::is_ascii_hexdigit) {
+                            return None;
+                        }
+                        i += 6;
                     }
-                    i += 6;
+                    _ => return None,
                 }
-                _ => return None,
-            },
+            }
             // A raw control character (U+0000..U+001F).
             _ => return None,
         }

@@ -254,3 +254,65 @@ proptest! {
         }
     }
 }
+
+/// A member name as a request may write it: plain, with an escape (`\u006b` is `k`),
+/// or one that cannot be decoded (a lone surrogate).
+fn written_name() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "k", "a", "ka", "", "_meta", "name", "\\u006b", "k\\u0061", "\\ud800", "\\\"",
+    ])
+    .prop_map(str::to_owned)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// The decoder hands a request's `params._meta` members to the frame as it walks
+    /// (and notes `params.name`): what they answer is what walking the params answers,
+    /// whatever the names (escaped, undecodable, repeated), wherever `_meta` is, and
+    /// however the text was damaged.
+    #[test]
+    fn what_the_decoder_found_in_params_answers_as_a_walk(
+        inner in prop::collection::vec((written_name(), common::json_value("[a-z]{0,3}", "[a-z]{0,3}")), 0..5),
+        outer in prop::collection::vec((written_name(), common::json_value("[a-z]{0,3}", "[a-z]{0,3}")), 0..3),
+        meta_name in prop::sample::select(vec!["_meta", "_meta", "_meta", "_m\\u0065ta", "meta"]),
+        meta_first in any::<bool>(),
+        at in any::<prop::sample::Index>(),
+        how in 0..5u8,
+        byte in prop::sample::select(b"{}[]\",:\\ 0tu".to_vec()),
+    ) {
+        let members = |m: &[(String, Value)]| {
+            m.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect::<Vec<_>>().join(",")
+        };
+        let meta = format!("\"{meta_name}\":{{{}}}", members(&inner));
+        let rest = members(&outer);
+        let params = match (meta_first, rest.is_empty()) {
+            (_, true) => format!("{{{meta}}}"),
+            (true, false) => format!("{{{meta},{rest}}}"),
+            (false, false) => format!("{{{rest},{meta}}}"),
+        };
+        let mut text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#).into_bytes();
+        let i = at.index(text.len());
+        match how {
+            0 => { text.remove(i); }
+            1 => text.insert(i, byte),
+            2 => text[i] = byte,
+            _ => {}
+        }
+        let Ok(text) = String::from_utf8(text) else { return Ok(()) };
+        let Ok(Decoded::Single(f)) = codec::decode(text, &Limits::default()) else { return Ok(()) };
+        // `_meta`'s members are read all at once: a name that cannot be decoded (a
+        // lone surrogate) leaves none readable, as it always has.
+        let walk_meta = |key: &str| {
+            let m = f.params().and_then(|p| mcpx_protocol::jsonrpc::first_member(p, "_meta"))?;
+            let all = mcpx_protocol::jsonrpc::valid_members(m)?;
+            let (_, span) = all.into_iter().find(|(k, _)| k == key)?;
+            m.get(span)
+        };
+        for key in ["k", "a", "ka", "", "_meta", "name", "\""] {
+            prop_assert_eq!(f.params_meta(key), walk_meta(key), "key {:?}", key);
+        }
+        let walked_name = f.params().and_then(|p| mcpx_protocol::jsonrpc::first_member(p, "name"));
+        prop_assert_eq!(f.params_name(), walked_name);
+    }
+}

@@ -31,7 +31,7 @@ use mcpx_protocol::{Frame, Revision, Verdict};
 use tokio::sync::mpsc;
 
 use crate::pending::{InFlight, Pending, cancelled_request_id};
-use crate::service::{Incoming, Peer, Related, RequestCtx, Service};
+use crate::service::{Incoming, Peer, Related, RequestCtx, Service, boxed_request};
 use crate::streamable_http::server::new_session_id;
 use crate::streamable_http::{
     App, OnDrop, accepted, accepts, error_response, fit_event, is_json_content_type, json_response,
@@ -296,7 +296,7 @@ async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame:
             }
             let (app, session) = (app.clone(), session.clone());
             tokio::spawn(async move {
-                let response = app.service.request(incoming, ctx).await;
+                let response = boxed_request(&*app.service, incoming, ctx).await;
                 if let Some(r) = session.inflight.answer(&id, &cancelled, response) {
                     session.send(r).await;
                 }

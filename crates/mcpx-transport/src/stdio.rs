@@ -26,7 +26,7 @@ use tokio_util::codec::{Decoder, FramedRead};
 use tokio_util::sync::CancellationToken;
 
 use crate::pending::{InFlight, Pending, cancelled_request_id};
-use crate::service::{Incoming, Peer, Related, RequestCtx, Service};
+use crate::service::{Incoming, Peer, Related, RequestCtx, Service, boxed_request};
 
 /// Bounds of a stdio connection. All configurable.
 #[derive(Debug, Clone)]
@@ -311,7 +311,7 @@ impl<S: Service> Conn<S> {
             tasks,
             slots,
             Box::pin(async move {
-                let response = conn.service.request(incoming, ctx).await;
+                let response = boxed_request(&*conn.service, incoming, ctx).await;
                 if let Some(r) = conn.inflight.answer(&id, &cancelled, response) {
                     conn.write(r).await;
                 }

@@ -74,7 +74,7 @@ use super::{
     sse_event, sse_response,
 };
 use crate::pending::{InFlight, Pending, cancelled_request_id};
-use crate::service::{Incoming, Peer, Related, RequestCtx, Service};
+use crate::service::{Incoming, Peer, Related, RequestCtx, Service, boxed_request};
 
 /// `Last-Event-ID`.
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
@@ -341,8 +341,7 @@ fn tool_name(frame: &Frame) -> Option<std::borrow::Cow<'_, str>> {
     if frame.method() != Some("tools/call") {
         return None;
     }
-    let raw = mcpx_protocol::jsonrpc::first_member(frame.params()?, "name")?;
-    mcpx_protocol::jsonrpc::string_value(raw)
+    mcpx_protocol::jsonrpc::string_value(frame.params_name()?)
 }
 
 fn rejection_response(r: &Rejection, id: Option<&Id>) -> Response {
@@ -679,7 +678,7 @@ fn start_request<S: Service>(
     let ctx = RequestCtx::new(token, Related(rtx.clone()), peer);
     let service = app.service.clone();
     let task = Box::pin(async move {
-        let response = service.request(Incoming { frame, verdict }, ctx).await;
+        let response = boxed_request(&*service, Incoming { frame, verdict }, ctx).await;
         on_done();
         let _ = done_tx.send(response);
     });
