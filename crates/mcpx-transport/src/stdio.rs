@@ -589,10 +589,11 @@ async fn handle_batch<S: Service>(
 /// `slots` is free, holding it until the work ends: at most `max_in_flight` at once,
 /// and the reader waits here (reads no further) when they are all taken.
 ///
-/// `work` comes boxed: a request's future is several KiB, and the task harness moves
-/// its future by value more than once (spawn, completion, output); moving a box is
-/// moving a pointer (callgrind once found most of the gateway's per-call instructions
-/// in these copies).
+/// `work` comes boxed: the task harness moves its future by value more than once
+/// (spawn, completion, output), and moving a box is moving a pointer (callgrind once
+/// found most of the gateway's per-call instructions in these copies). The service's
+/// own future, several KiB, is boxed apart inside it ([`boxed_request`]), so that
+/// `work` itself is small.
 async fn start_held(
     tasks: &mut JoinSet<()>,
     slots: &Arc<Semaphore>,
