@@ -11,6 +11,7 @@
 //! retried once (H10); a modern request whose stream broke is re-issued with a new id
 //! only when that is safe (B-C10).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,6 +55,10 @@ fn gives_way(key: &str, envelope_keys: bool, written: &[&str]) -> bool {
         || (envelope_keys && ENVELOPE_KEYS.contains(&key))
         || written.contains(&key)
 }
+
+/// The `_meta` members mcpx writes on a request (as JSON members' text), and their keys
+/// (see `Connection::envelope_text`).
+type Envelope = (Arc<MetaMembers>, Cow<'static, [&'static str]>);
 
 /// What the handshake learnt about the upstream.
 #[derive(Debug, Clone, PartialEq)]
@@ -413,13 +418,20 @@ impl Connection {
     }
 
     /// The `_meta` members mcpx writes on a request to this upstream, with the keys it
-    /// writes; `None` when there are none.
+    /// writes; `None` when there are none. A 2026-07-28 request without a log level or
+    /// a progress token (most calls) gets the cached envelope itself, not a copy.
     fn envelope_text(
         &self,
         facts: &ServerFacts,
         opts: &CallOptions,
         progress_token: Option<&str>,
-    ) -> Option<(MetaMembers, Vec<&'static str>)> {
+    ) -> Option<Envelope> {
+        /// The keys of [`Connection::modern_envelope`]'s members.
+        const MODERN_KEYS: [&str; 3] = [
+            meta::PROTOCOL_VERSION,
+            meta::CLIENT_CAPABILITIES,
+            meta::CLIENT_INFO,
+        ];
         if facts.era != Era::Modern && progress_token.is_none() {
             return None;
         }
@@ -427,12 +439,12 @@ impl Connection {
         let mut keys = Vec::with_capacity(5);
         if facts.era == Era::Modern {
             // 2026-07-28 basic/index §_meta: required on every request (A-C12).
-            members.extend(&self.modern_envelope(facts.revision, &opts.client_capabilities));
-            keys.extend([
-                meta::PROTOCOL_VERSION,
-                meta::CLIENT_CAPABILITIES,
-                meta::CLIENT_INFO,
-            ]);
+            let envelope = self.modern_envelope(facts.revision, &opts.client_capabilities);
+            if opts.log_level.is_none() && progress_token.is_none() {
+                return Some((envelope, Cow::Borrowed(&MODERN_KEYS)));
+            }
+            members.extend(&envelope);
+            keys.extend(MODERN_KEYS);
             if let Some(l) = &opts.log_level {
                 members.push(meta::LOG_LEVEL, &json!(l));
                 keys.push(meta::LOG_LEVEL);
@@ -442,7 +454,7 @@ impl Connection {
             members.push(meta::PROGRESS_TOKEN, &json!(t));
             keys.push(meta::PROGRESS_TOKEN);
         }
-        Some((members, keys))
+        Some((Arc::new(members), Cow::Owned(keys)))
     }
 
     /// The protocol version, client capabilities and client info members of a modern
@@ -500,7 +512,7 @@ impl Connection {
         }
         // The params to send: the caller's own when nothing is added to them.
         let sent = match (params.sole_member("_meta"), envelope) {
-            (None, None) => std::borrow::Cow::Borrowed(params),
+            (None, None) => Cow::Borrowed(params),
             // The caller's `_meta` (a host's 2026 envelope, its progress token) without
             // an envelope to write: the general path decides.
             (Some(_), None) => return None,
@@ -508,7 +520,7 @@ impl Connection {
             // stays byte for byte.
             (_, Some((envelope, written))) => {
                 let envelope_keys = opts.caller_meta_is_envelope || facts.era == Era::Modern;
-                std::borrow::Cow::Owned(
+                Cow::Owned(
                     params.with_meta(|k| !gives_way(k, envelope_keys, &written), &envelope)?,
                 )
             }
