@@ -520,9 +520,7 @@ impl Connection {
             // stays byte for byte.
             (_, Some((envelope, written))) => {
                 let envelope_keys = opts.caller_meta_is_envelope || facts.era == Era::Modern;
-                Cow::Owned(
-                    params.with_meta(|k| !gives_way(k, envelope_keys, &written), &envelope)?,
-                )
+                Cow::Owned(params.with_meta(|k| !gives_way(k, envelope_keys, &written), &envelope)?)
             }
         };
         Some(Ok(Frame::request_with_params(

@@ -341,11 +341,12 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
     ];
     let mut m = Members::default();
     let mut seen: [Seen; 4] = Default::default();
-    // The members of `params._meta`, for the frame's `MetaCache`: a 2026-07-28
-    // request's envelope is read on every call (classification, the gateway's envelope
-    // checks), and finding them here saves walking `_meta` again. Names as
-    // `valid_members` gives them: by position unless escaped, else decoded (`None` when
-    // one cannot be: then the cache is left to fill itself, as before).
+    // The members of `params._meta` (or `result._meta`), for the frame's `MetaCache`: a
+    // 2026-07-28 request's envelope is read on every call (classification, the
+    // gateway's envelope checks), and so is a result's `_meta` (the `serverInfo`
+    // stamp); finding them here saves walking `_meta` again. Names as `valid_members`
+    // gives them: by position unless escaped, else decoded (`None` when one cannot be:
+    // then the cache is left to fill itself, as before).
     let mut meta_members: Option<Vec<(Spelled, Span)>> = Some(Vec::new());
     let mut meta_objects = 0usize;
     let walked = crate::scan::walk_bounded(
@@ -359,8 +360,7 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
         },
         |which, name, escaped, value| {
             let name = text.get(name).unwrap_or_default();
-            if which == 0 && name == "\"_meta\"" && text.as_bytes().get(value.start) == Some(&b'{')
-            {
+            if name == "\"_meta\"" && text.as_bytes().get(value.start) == Some(&b'{') {
                 meta_objects += 1;
             }
             for (seen, (outer, wanted)) in seen.iter_mut().zip(WATCHED) {
@@ -370,7 +370,6 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
             }
         },
         crate::scan::Deeper {
-            of: 0,
             quoted: "\"_meta\"",
             each: &mut |name, escaped, value| {
                 let Some(found) = meta_members.as_mut() else {
@@ -545,10 +544,11 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
         },
         (Some(_), Some(_)) => crate::jsonrpc::Hints::default(),
     };
-    // The members found are the one `_meta` the hint names (one object walked into, at
-    // that span); otherwise the cache fills itself on first use.
-    let meta = match (hints.params_meta(), meta_members) {
-        (Hint::At(..), Some(found)) if meta_objects == 1 => {
+    // The members found are the one `_meta` the hint names (one object walked into, in
+    // `params` or in `result`, whichever the hints are of); otherwise the cache fills
+    // itself on first use (a request's) or is not used (a result's).
+    let meta = match (hints.meta, meta_members) {
+        (Hint::At(..), Some(found)) if meta_objects == 1 && hints.of != HintsOf::Neither => {
             crate::jsonrpc::MetaCache(std::sync::OnceLock::from(Some(found)))
         }
         _ => crate::jsonrpc::MetaCache::default(),

@@ -165,6 +165,9 @@ pub struct Json {
     /// decoded frame ([`Hints`]); `Unknown` otherwise.
     result_meta: Hint,
     result_type: Hint,
+    /// The members of that `_meta` (names and spans in `text`), when the decoder
+    /// listed them.
+    result_meta_members: Option<Vec<(Spelled, Span)>>,
 }
 
 impl Json {
@@ -194,6 +197,7 @@ impl Json {
             span,
             result_meta: Hint::Unknown,
             result_type: Hint::Unknown,
+            result_meta_members: None,
         }
     }
 
@@ -209,11 +213,39 @@ impl Json {
         (back(self.result_meta), back(self.result_type))
     }
 
+    /// How many members named `key` the result's `_meta` has, and where the one is
+    /// (its value's span, from the start of the `_meta` value), from the members the
+    /// decoder listed; `None` when it did not list them (the reader walks `_meta`).
+    pub(crate) fn result_meta_member(&self, key: &str) -> Option<Members> {
+        let members = self.result_meta_members.as_ref()?;
+        let meta = self.result_meta.span()?;
+        let mut named = members
+            .iter()
+            .filter(|(k, _)| k.in_text(&self.text) == Some(key));
+        Some(match (named.next(), named.next()) {
+            (None, _) => Members::None,
+            (Some((_, v)), None) => Members::One(
+                v.start.checked_sub(meta.start)?,
+                v.end.checked_sub(meta.start)?,
+            ),
+            (Some(_), Some(_)) => Members::Several,
+        })
+    }
+
     /// The text.
     pub fn as_str(&self) -> &str {
         // The span is the whole text or a frame's member: always in bounds.
         self.text.get(self.span.clone()).unwrap_or_default()
     }
+}
+
+/// How many members of a name an object has: none, one (its value's start and end), or
+/// more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Members {
+    None,
+    One(usize, usize),
+    Several,
 }
 
 impl PartialEq for Json {
@@ -376,11 +408,13 @@ impl Hint {
 }
 
 /// The members of `params._meta` (name, span in the frame's text), read once per frame
-/// on the first [`Frame::params_meta`]: a request's `_meta` is read several times on
-/// its way through (classification, header checks, capabilities, log level, progress),
-/// and each read used to scan `params` and `_meta` again. `None` inside: no params, no
-/// `_meta`, or not an object. A cache, not part of the frame's value: it never makes
-/// two frames unequal.
+/// on the first [`Frame::params_meta`], or handed over by the decoder as it walked
+/// them: a request's `_meta` is read several times on its way through (classification,
+/// header checks, capabilities, log level, progress), and each read used to scan
+/// `params` and `_meta` again. On a decoded result, the members of `result._meta`
+/// instead (for the `serverInfo` stamp, through [`Frame::into_result_json`]). `None`
+/// inside: no params, no `_meta`, or not an object. A cache, not part of the frame's
+/// value: it never makes two frames unequal.
 #[derive(Clone, Default)]
 pub(crate) struct MetaCache(pub(crate) std::sync::OnceLock<Option<Vec<(Spelled, Span)>>>);
 
@@ -528,6 +562,8 @@ impl Frame {
     /// Reads `params._meta[key]` as raw JSON text, without parsing the rest of `params`
     /// into a tree.
     pub fn params_meta(&self, key: &str) -> Option<&str> {
+        // Without params the cache is a result's `_meta`, if anything.
+        self.ix.params.as_ref()?;
         let members = self.ix.meta.0.get_or_init(|| {
             let meta = match &self.ix.hints.params_meta() {
                 Hint::Absent => return None,
@@ -733,9 +769,17 @@ impl Frame {
     /// the result out of it (a result can be megabytes).
     pub fn into_result_json(self) -> Option<Json> {
         let span = self.ix.result.clone()?;
+        let result_meta = self.ix.hints.result_meta();
+        let result_meta_members = match result_meta {
+            // The decoder's list is the result's `_meta`'s only where the hints are a
+            // result's (see `MetaCache`).
+            Hint::At(..) => self.ix.meta.0.into_inner().flatten(),
+            _ => None,
+        };
         Some(Json {
-            result_meta: self.ix.hints.result_meta(),
+            result_meta,
             result_type: self.ix.hints.result_type(),
+            result_meta_members,
             text: self.text,
             span,
         })

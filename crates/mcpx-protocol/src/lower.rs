@@ -28,7 +28,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
 
-use crate::jsonrpc::{Hint, Json, append_member, splice};
+use crate::jsonrpc::{Hint, Json, Members, append_member, splice};
 use crate::method::CACHEABLE_METHODS;
 use crate::revision::{Revision, StructuredContent};
 
@@ -97,7 +97,11 @@ pub fn lower_result_json(
 ) -> Result<Option<Json>, LowerError> {
     let text = raw.as_str();
     let (meta, result_type) = raw.result_hints();
-    let known = Text::Valid(ResultHints { meta, result_type });
+    let known = Text::Valid(ResultHints {
+        meta,
+        result_type,
+        server_info: raw.result_meta_member(crate::meta::SERVER_INFO),
+    });
     Ok(match lower(method, text, from, to, stamp, known)? {
         Cow::Borrowed(b) if std::ptr::eq(b, text) => None,
         Cow::Borrowed(b) => Some(Json::trusted(b.to_owned())),
@@ -125,11 +129,13 @@ enum Text {
     Unchecked,
 }
 
-/// Where a result's `_meta` and `resultType` are in its text, as far as known.
+/// Where a result's `_meta` and `resultType` are in its text, as far as known, and its
+/// `_meta`'s `serverInfo` members when the decoder listed `_meta`'s members.
 #[derive(Clone, Copy, PartialEq)]
 struct ResultHints {
     meta: Hint,
     result_type: Hint,
+    server_info: Option<Members>,
 }
 
 fn lower<'a>(
@@ -200,6 +206,7 @@ fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>, text: Text) -> Opti
         Text::Valid(ResultHints {
             meta: meta @ (Hint::At(..) | Hint::Absent),
             result_type: result_type @ (Hint::At(..) | Hint::Absent),
+            ..
         }) if !cacheable => {
             if result_type == Hint::Absent || !raw.starts_with('{') {
                 return None;
@@ -228,13 +235,29 @@ fn stamp_in_place(method: &str, raw: &str, stamp: Stamp<'_>, text: Text) -> Opti
         // `_meta` that is not an object, a key given twice) takes the general path.
         Some(span) => {
             let old = raw.get(span.clone())?;
-            let inner = members_of(old)?;
-            let mut named = inner.iter().filter(|(k, _)| k == crate::meta::SERVER_INFO);
-            match (named.next(), named.next()) {
-                (None, _) => splice(raw, span.clone(), &append_member(old, key, info)?),
+            // From the members the decoder listed, where it did (then the hint names the
+            // result's one `_meta`, this one), else from a walk.
+            let named = match text {
+                Text::Valid(ResultHints {
+                    meta: Hint::At(..),
+                    server_info: Some(named),
+                    ..
+                }) => named,
+                _ => {
+                    let inner = members_of(old)?;
+                    let mut named = inner.iter().filter(|(k, _)| k == crate::meta::SERVER_INFO);
+                    match (named.next(), named.next()) {
+                        (None, _) => Members::None,
+                        (Some((_, s)), None) => Members::One(s.start, s.end),
+                        (Some(_), Some(_)) => Members::Several,
+                    }
+                }
+            };
+            match named {
+                Members::None => splice(raw, span.clone(), &append_member(old, key, info)?),
                 // The upstream's serverInfo value, replaced where it lies in the result.
-                (Some((_, s)), None) => splice(raw, span.start + s.start..span.start + s.end, info),
-                (Some(_), Some(_)) => None,
+                Members::One(start, end) => splice(raw, span.start + start..span.start + end, info),
+                Members::Several => None,
             }
         }
     }
@@ -534,6 +557,7 @@ mod tests {
     const VALID: Text = Text::Valid(ResultHints {
         meta: Hint::Unknown,
         result_type: Hint::Unknown,
+        server_info: None,
     });
 
     /// Valid text, with what the decoder saw of it as a response's result.
@@ -545,7 +569,11 @@ mod tests {
             .unwrap();
         assert_eq!(json.as_str(), result);
         let (meta, result_type) = json.result_hints();
-        Text::Valid(ResultHints { meta, result_type })
+        Text::Valid(ResultHints {
+            meta,
+            result_type,
+            server_info: json.result_meta_member(crate::meta::SERVER_INFO),
+        })
     }
 
     fn lower(method: &str, raw: &str, from: Revision, to: Revision) -> Value {

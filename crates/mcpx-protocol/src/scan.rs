@@ -85,9 +85,9 @@ pub(crate) enum Unwalkable {
 /// name `nested` maps to `Some(which)` and whose value is an object,
 /// `each_nested(which, key, escaped, value)` for every member of that value, with `key`
 /// the span of its name as written (quotes included, escapes not decoded) and
-/// `escaped` whether that name has escapes. One level further, `deeper` names one such
-/// member (by `which` and its name as written) whose object's members go to
-/// `deeper.each` the same way (the decoder's `params._meta`). That changes nothing in
+/// `escaped` whether that name has escapes. One level further, `deeper` names a member
+/// of those (by its name as written) whose object's members go to `deeper.each` the
+/// same way (the decoder's `params._meta` and `result._meta`). That changes nothing in
 /// what is accepted: such values are checked as any other, with the same bound.
 pub(crate) fn walk_bounded<'a>(
     text: &'a str,
@@ -104,7 +104,6 @@ pub(crate) fn walk_bounded<'a>(
     let b = text.as_bytes();
     let mut deep = false;
     let Deeper {
-        of,
         quoted,
         each: each_deeper,
     } = deeper;
@@ -118,7 +117,7 @@ pub(crate) fn walk_bounded<'a>(
                     *deep = true;
                     return None;
                 }
-                let inner = (which == of).then_some((quoted.as_bytes(), &mut *each_deeper));
+                let inner = Some((quoted.as_bytes(), &mut *each_deeper));
                 nested_object(b, start, room - 1, deep, inner, |k, escaped, v| {
                     each_nested(which, k, escaped, v)
                 })
@@ -141,11 +140,10 @@ pub(crate) fn walk_bounded<'a>(
 /// name as written, whether that name has escapes, and the span of its value.
 pub(crate) type EachMember<'d> = dyn FnMut(Range<usize>, bool, Range<usize>) + 'd;
 
-/// The member of a looked-into member whose own members [`walk_bounded`] hands over:
-/// the looked-into member's `which`, the name as written (quotes included), and where
-/// its members go (name span, whether the name has escapes, value span).
+/// The member of the looked-into members whose own members [`walk_bounded`] hands
+/// over: its name as written (quotes included), and where its members go (name span,
+/// whether the name has escapes, value span).
 pub(crate) struct Deeper<'f> {
-    pub(crate) of: usize,
     pub(crate) quoted: &'static str,
     pub(crate) each: &'f mut EachMember<'f>,
 }

@@ -316,3 +316,60 @@ proptest! {
         prop_assert_eq!(f.params_name(), walked_name);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// The decoder also hands a result's `_meta` members over, for the `serverInfo`
+    /// stamp: stamping from them writes what stamping by walking the result writes,
+    /// whatever the names (mcpx's key plain, escaped or repeated, undecodable ones),
+    /// wherever `_meta` is, and however the text was damaged.
+    #[test]
+    fn stamping_from_what_the_decoder_found_writes_what_a_walk_does(
+        inner in prop::collection::vec((
+            prop::sample::select(vec![
+                "io.modelcontextprotocol/serverInfo",
+                "io.modelcontextprotocol/serverInfo",
+                "io.modelcontextprotocol\\/serverInfo",
+                "k",
+                "\\ud800",
+                "",
+            ]).prop_map(str::to_owned),
+            common::json_value("[a-z]{0,3}", "[a-z]{0,3}"),
+        ), 0..4),
+        meta_name in prop::sample::select(vec!["_meta", "_meta", "_meta", "_m\\u0065ta", "meta"]),
+        with_type in any::<bool>(),
+        meta_first in any::<bool>(),
+        at in any::<prop::sample::Index>(),
+        how in 0..5u8,
+        byte in prop::sample::select(b"{}[]\",:\\ 0tu".to_vec()),
+    ) {
+        let members = inner.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect::<Vec<_>>().join(",");
+        let meta = format!("\"{meta_name}\":{{{members}}}");
+        let mut rest = vec![r#""content":[]"#.to_owned()];
+        if with_type {
+            rest.push(r#""resultType":"complete""#.to_owned());
+        }
+        if meta_first { rest.insert(0, meta) } else { rest.push(meta) }
+        let result = format!("{{{}}}", rest.join(","));
+        let mut text = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{result}}}"#).into_bytes();
+        let i = at.index(text.len());
+        match how {
+            0 => { text.remove(i); }
+            1 => text.insert(i, byte),
+            2 => text[i] = byte,
+            _ => {}
+        }
+        let Ok(text) = String::from_utf8(text) else { return Ok(()) };
+        let Ok(Decoded::Single(f)) = codec::decode(text, &Limits::default()) else { return Ok(()) };
+        let Some(walked_text) = f.result().map(str::to_owned) else { return Ok(()) };
+        let info = ServerInfo::new(json!({"name": "mcpx", "version": "1"}));
+        let stamp = Stamp { server_info: Some(&info) };
+        let walked = lower_result_stamped("tools/call", &walked_text, V2026_07_28, V2026_07_28, stamp)
+            .map(|t| t.into_owned());
+        let json = f.into_result_json().unwrap();
+        let hinted = lower_result_json("tools/call", &json, V2026_07_28, V2026_07_28, stamp)
+            .map(|t| t.map_or_else(|| json.as_str().to_owned(), |t| t.as_str().to_owned()));
+        prop_assert_eq!(hinted.ok(), walked.ok());
+    }
+}
