@@ -191,6 +191,29 @@ proptest! {
 }
 
 /// The verdict on a frame whose `member` is `value`, as the error's kind (or `Ok`).
+/// `text` with one byte removed at `at` (`how` 0), `byte` inserted there (1) or put in
+/// its place (2); as it is otherwise.
+fn damage(text: &mut Vec<u8>, at: prop::sample::Index, how: u8, byte: u8) {
+    let i = at.index(text.len());
+    match how {
+        0 => {
+            text.remove(i);
+        }
+        1 => text.insert(i, byte),
+        2 => text[i] = byte,
+        _ => {}
+    }
+}
+
+/// `text` decoded, when it is UTF-8 and one frame.
+fn one_frame(text: Vec<u8>) -> Option<mcpx_protocol::Frame> {
+    let text = String::from_utf8(text).ok()?;
+    match codec::decode(text, &Limits::default()) {
+        Ok(Decoded::Single(f)) => Some(f),
+        _ => None,
+    }
+}
+
 fn verdict(member: &str, value: &str, limits: &Limits) -> Result<(), String> {
     let text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","{member}":{value}}}"#);
     codec::decode(text, limits)
@@ -219,13 +242,7 @@ proptest! {
             obj["_meta"] = json!({ "k": m });
         }
         let mut text = obj.to_string().into_bytes();
-        let i = at.index(text.len());
-        match how {
-            0 => { text.remove(i); }
-            1 => text.insert(i, byte),
-            2 => text[i] = byte,
-            _ => {}
-        }
+        damage(&mut text, at, how, byte);
         let Ok(value) = String::from_utf8(text) else { return Ok(()) };
         let limits = Limits { max_depth: depth, ..Limits::default() };
         prop_assert_eq!(verdict("params", &value, &limits), verdict("x", &value, &limits));
@@ -292,15 +309,8 @@ proptest! {
             (false, false) => format!("{{{rest},{meta}}}"),
         };
         let mut text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#).into_bytes();
-        let i = at.index(text.len());
-        match how {
-            0 => { text.remove(i); }
-            1 => text.insert(i, byte),
-            2 => text[i] = byte,
-            _ => {}
-        }
-        let Ok(text) = String::from_utf8(text) else { return Ok(()) };
-        let Ok(Decoded::Single(f)) = codec::decode(text, &Limits::default()) else { return Ok(()) };
+        damage(&mut text, at, how, byte);
+        let Some(f) = one_frame(text) else { return Ok(()) };
         // `_meta`'s members are read all at once: a name that cannot be decoded (a
         // lone surrogate) leaves none readable, as it always has.
         let walk_meta = |key: &str| {
@@ -353,15 +363,8 @@ proptest! {
         if meta_first { rest.insert(0, meta) } else { rest.push(meta) }
         let result = format!("{{{}}}", rest.join(","));
         let mut text = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{result}}}"#).into_bytes();
-        let i = at.index(text.len());
-        match how {
-            0 => { text.remove(i); }
-            1 => text.insert(i, byte),
-            2 => text[i] = byte,
-            _ => {}
-        }
-        let Ok(text) = String::from_utf8(text) else { return Ok(()) };
-        let Ok(Decoded::Single(f)) = codec::decode(text, &Limits::default()) else { return Ok(()) };
+        damage(&mut text, at, how, byte);
+        let Some(f) = one_frame(text) else { return Ok(()) };
         let Some(walked_text) = f.result().map(str::to_owned) else { return Ok(()) };
         let info = ServerInfo::new(json!({"name": "mcpx", "version": "1"}));
         let stamp = Stamp { server_info: Some(&info) };
