@@ -51,6 +51,9 @@ pub struct Options {
     pub tool: String,
     /// Its `arguments`.
     pub arguments: Value,
+    /// The client capabilities a 2026-07-28 call declares (legacy sessions declare
+    /// theirs at `initialize`).
+    pub client_capabilities: Value,
     /// A process whose peak RSS to report (e.g. the gateway).
     pub watch_pid: Option<u32>,
 }
@@ -166,6 +169,10 @@ pub async fn run(opts: &Options) -> Result<Report, BenchError> {
         &serde_json::json!({ "name": opts.tool, "arguments": opts.arguments }),
     );
     let params = Arc::new(params);
+    let call_options = CallOptions {
+        client_capabilities: Arc::new(opts.client_capabilities.clone()),
+        ..CallOptions::default()
+    };
     let mut target = Target::new("bench", opts.transport.clone());
     target.preference = match opts.era {
         Era::Legacy => ProtocolPreference::Legacy,
@@ -192,7 +199,15 @@ pub async fn run(opts: &Options) -> Result<Report, BenchError> {
     // Warm-up: every session calls for `warmup`, nothing recorded.
     if !opts.warmup.is_zero() {
         let until = Instant::now() + opts.warmup;
-        phase(&conns, &params, Budget::Duration(opts.warmup), until, false).await;
+        phase(
+            &conns,
+            &params,
+            &call_options,
+            Budget::Duration(opts.warmup),
+            until,
+            false,
+        )
+        .await;
     }
 
     let watched_cpu_before = opts.watch_pid.and_then(cpu_ns);
@@ -202,7 +217,7 @@ pub async fn run(opts: &Options) -> Result<Report, BenchError> {
         Budget::Duration(d) => start + d,
         Budget::Calls(_) => start + Duration::from_secs(24 * 3600),
     };
-    let tallies = phase(&conns, &params, opts.budget, until, true).await;
+    let tallies = phase(&conns, &params, &call_options, opts.budget, until, true).await;
     let elapsed = start.elapsed();
     let watched_cpu = opts
         .watch_pid
@@ -271,6 +286,7 @@ pub async fn run(opts: &Options) -> Result<Report, BenchError> {
 async fn phase(
     conns: &[Connection],
     params: &Arc<mcpx_protocol::Params>,
+    call_options: &CallOptions,
     budget: Budget,
     until: Instant,
     record: bool,
@@ -283,6 +299,7 @@ async fn phase(
     for conn in conns {
         let conn = conn.clone();
         let params = params.clone();
+        let call_options = call_options.clone();
         let remaining = remaining.clone();
         tasks.push(tokio::spawn(async move {
             let mut tally = Tally::default();
@@ -302,7 +319,7 @@ async fn phase(
                 }
                 let t0 = Instant::now();
                 let out = conn
-                    .call("tools/call", Some(&params), CallOptions::default())
+                    .call("tools/call", Some(&params), call_options.clone())
                     .await;
                 let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 let failure = match out {

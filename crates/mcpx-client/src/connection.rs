@@ -56,6 +56,10 @@ fn gives_way(key: &str, envelope_keys: bool, written: &[&str]) -> bool {
         || written.contains(&key)
 }
 
+/// A modern envelope's members, with the revision and client capabilities they were
+/// written for (see `envelope_cache`).
+type CachedEnvelope = (Revision, Arc<Value>, Arc<MetaMembers>);
+
 /// The `_meta` members mcpx writes on a request (as JSON members' text), and their keys
 /// (see `Connection::envelope_text`).
 type Envelope = (Arc<MetaMembers>, Cow<'static, [&'static str]>);
@@ -236,7 +240,7 @@ pub(crate) struct Inner {
     /// The last modern envelope written, as `_meta` members' text, with what it was
     /// written for (the revision and the client capabilities): a gateway's calls carry
     /// the same capabilities call after call, so the text is reused, not re-encoded.
-    envelope_cache: Mutex<Option<(Revision, Value, Arc<MetaMembers>)>>,
+    envelope_cache: Mutex<Option<CachedEnvelope>>,
     /// How many unsolicited frames the dispatcher has finished with (routed, answered
     /// or dropped), against the transport's `unsolicited_sent`: see `Connection::drive`.
     dispatched: watch::Sender<u64>,
@@ -459,14 +463,16 @@ impl Connection {
 
     /// The protocol version, client capabilities and client info members of a modern
     /// envelope, encoded once per revision and capabilities (see `envelope_cache`).
-    fn modern_envelope(&self, revision: Revision, capabilities: &Value) -> Arc<MetaMembers> {
+    fn modern_envelope(&self, revision: Revision, capabilities: &Arc<Value>) -> Arc<MetaMembers> {
         let mut cache = match self.inner.envelope_cache.lock() {
             Ok(c) => c,
             Err(e) => e.into_inner(),
         };
+        // The same capabilities come as the same `Arc` (a host's, shared from call to
+        // call by the serve seam): compared by pointer before by value.
         if let Some((rev, caps, members)) = cache.as_ref()
             && *rev == revision
-            && caps == capabilities
+            && (Arc::ptr_eq(caps, capabilities) || caps == capabilities)
         {
             return Arc::clone(members);
         }

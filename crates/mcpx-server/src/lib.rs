@@ -349,6 +349,12 @@ pub struct Seam<B> {
     policy: SpecPolicy,
     /// Legacy log levels by session (`""` for the stdio process).
     levels: Mutex<HashMap<String, Level, foldhash::fast::RandomState>>,
+    /// The last 2026-07-28 `clientCapabilities` read, as its text and its value. A
+    /// modern client sends the same object on every request; parsing it into a tree
+    /// (an allocation or more per member) on every call is what this saves. One
+    /// entry: another object replaces it (then each differing request parses, as
+    /// before).
+    capabilities: Mutex<Option<(Box<str>, Arc<Value>)>>,
 }
 
 /// The key of a session's log level in [`Seam::levels`].
@@ -364,7 +370,25 @@ impl<B: Backend> Seam<B> {
             info: ServerInfo::new(json!({ "name": name, "version": version })),
             policy,
             levels: Mutex::new(HashMap::default()),
+            capabilities: Mutex::new(None),
         }
+    }
+
+    /// The value of a 2026-07-28 request's `clientCapabilities` text (`null` when it is
+    /// not JSON), shared with the last request that sent the same text.
+    fn client_capabilities(&self, text: &str) -> Arc<Value> {
+        let mut last = match self.capabilities.lock() {
+            Ok(l) => l,
+            Err(e) => e.into_inner(),
+        };
+        if let Some((seen, value)) = last.as_ref()
+            && **seen == *text
+        {
+            return Arc::clone(value);
+        }
+        let value = Arc::new(serde_json::from_str(text).unwrap_or(Value::Null));
+        *last = Some((text.into(), Arc::clone(&value)));
+        value
     }
 
     fn ok(&self, id: &Id, method: &str, result: &Value, host: Revision) -> Frame {
@@ -428,7 +452,7 @@ impl<B: Backend> Seam<B> {
         let caps = if modern {
             // 2026-07-28 basic/index §_meta: clientCapabilities is required (A-C12).
             match frame.params_meta(meta::CLIENT_CAPABILITIES) {
-                Some(c) => Arc::new(serde_json::from_str(c).unwrap_or(Value::Null)),
+                Some(c) => self.client_capabilities(c),
                 None => {
                     return Frame::error_response(
                         Some(&id),
@@ -657,5 +681,43 @@ impl<B: Backend> Service for Seam<B> {
         if let Ok(mut m) = self.levels.lock() {
             m.remove(session_id(Some(peer)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend that is never called: the tests only use the seam's own state.
+    struct NoBackend;
+
+    impl Backend for NoBackend {
+        fn summary(&self) -> Summary {
+            Summary::default()
+        }
+
+        async fn call(&self, _call: Call) -> Result<Reply, Fault> {
+            Err(Fault::new(-32603, "not called", Revision::V2026_07_28))
+        }
+    }
+
+    #[test]
+    fn client_capabilities_are_parsed_once_per_object_sent() {
+        let seam = Seam::new(Arc::new(NoBackend), "t", "1", SpecPolicy::default());
+        let first = seam.client_capabilities(r#"{"roots":{"listChanged":true}}"#);
+        let again = seam.client_capabilities(r#"{"roots":{"listChanged":true}}"#);
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the same text shares one value"
+        );
+        assert_eq!(*first, json!({"roots": {"listChanged": true}}));
+        // Another object replaces the one kept; its value is its own.
+        let other = seam.client_capabilities(r#"{"sampling":{}}"#);
+        assert_eq!(*other, json!({"sampling": {}}));
+        let back = seam.client_capabilities(r#"{"roots":{"listChanged":true}}"#);
+        assert!(!Arc::ptr_eq(&first, &back));
+        assert_eq!(back, first);
+        // Not JSON: null, as before the cache.
+        assert_eq!(*seam.client_capabilities("{"), Value::Null);
     }
 }

@@ -49,6 +49,10 @@ pub struct Args {
     /// The tool's arguments (a JSON object).
     #[arg(long, value_name = "JSON", default_value = "{}")]
     args: String,
+    /// The client capabilities a 2026-07-28 call declares in its `_meta` (a JSON
+    /// object), e.g. a real host's, which are larger than the default `{}`.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    client_capabilities: String,
     /// Report the peak RSS (VmHWM) of this process, e.g. the gateway's.
     #[arg(long, value_name = "PID")]
     watch_pid: Option<u32>,
@@ -87,6 +91,11 @@ fn options(args: &Args) -> Result<Options, String> {
     if !arguments.is_object() {
         return Err("--args: not a JSON object".into());
     }
+    let client_capabilities: serde_json::Value = serde_json::from_str(&args.client_capabilities)
+        .map_err(|e| format!("--client-capabilities: {e}"))?;
+    if !client_capabilities.is_object() {
+        return Err("--client-capabilities: not a JSON object".into());
+    }
     let budget = match (args.calls, args.duration) {
         (Some(n), _) => Budget::Calls(n),
         (None, d) => Budget::Duration(seconds(d.unwrap_or(3.0), "duration")?),
@@ -102,6 +111,7 @@ fn options(args: &Args) -> Result<Options, String> {
         warmup: seconds(args.warmup, "warmup")?,
         tool: args.tool.clone(),
         arguments,
+        client_capabilities,
         watch_pid: args.watch_pid,
     })
 }
