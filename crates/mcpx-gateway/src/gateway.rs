@@ -98,6 +98,11 @@ pub struct Catalog {
     /// What every `tools/call` needs to know of its tool, by exposed name: read once per
     /// refresh, not searched for in the list on each call.
     tools: HashMap<String, ToolFacts>,
+    /// The `x-mcp-header` annotations of the tools that have any, by exposed name: the
+    /// Streamable HTTP server checks a 2026-07-28 call's `Mcp-Param-*` headers against
+    /// them on every call, and finding the tool in the list and reading its schema
+    /// each time cost a walk of the whole list (a gateway's can be hundreds long).
+    param_headers: HashMap<String, Vec<mcpx_protocol::header::ParamHeader>>,
     /// Resource URIs to their upstream.
     by_uri: HashMap<String, usize>,
     /// URI template prefixes (up to the first `{`) to their upstream, longest first.
@@ -1187,6 +1192,9 @@ impl Gateway {
                         // x-mcp-header annotations are invalid MUST be excluded.
                         match param_headers(item.get("inputSchema").unwrap_or(&Value::Null)) {
                             Ok(hs) => {
+                                if !hs.is_empty() {
+                                    catalog.param_headers.insert(exposed.to_owned(), hs.clone());
+                                }
                                 if let Some(c) = &conn {
                                     c.set_tool_param_headers(n, hs);
                                 }
@@ -2539,17 +2547,9 @@ impl Backend for GatewayBackend {
         let Ok(catalog) = self.0.catalog.read() else {
             return Vec::new();
         };
-        catalog
-            .lists
-            .get("tools")
-            .and_then(|tools| {
-                tools
-                    .iter()
-                    .find(|t| t.get("name").and_then(Value::as_str) == Some(tool))
-            })
-            .and_then(|t| t.get("inputSchema"))
-            .and_then(|schema| param_headers(schema).ok())
-            .unwrap_or_default()
+        // Read at the last refresh, with the list the host sees (a tool whose
+        // annotations are invalid is not listed, so it has none here either).
+        catalog.param_headers.get(tool).cloned().unwrap_or_default()
     }
 
     fn summary(&self) -> Summary {
