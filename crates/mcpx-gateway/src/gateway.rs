@@ -268,9 +268,8 @@ pub(super) struct Routed<'a> {
 
 /// The tool or prompt name, or resource URI, a host's call names.
 fn call_target(call: &Call) -> Option<String> {
-    let p = call.params.as_deref()?;
-    let v = mcpx_protocol::jsonrpc::member(p, "name")
-        .or_else(|| mcpx_protocol::jsonrpc::member(p, "uri"))?;
+    let p = call.params.as_ref()?;
+    let v = p.member("name").or_else(|| p.member("uri"))?;
     serde_json::from_str(v).ok()
 }
 
@@ -280,8 +279,8 @@ fn call_target(call: &Call) -> Option<String> {
 fn input_responses(call: &Call) -> Result<Map<String, Value>, Fault> {
     let Some(raw) = call
         .params
-        .as_deref()
-        .and_then(|p| mcpx_protocol::jsonrpc::member(p, "inputResponses"))
+        .as_ref()
+        .and_then(|p| p.member("inputResponses"))
     else {
         return Ok(Map::new());
     };
@@ -1634,8 +1633,8 @@ impl Gateway {
         };
         // inputResponses and requestState are mcpx's to consume: a legacy revision
         // has neither.
-        let text = if mcpx_protocol::jsonrpc::member(params, "inputResponses").is_some()
-            || mcpx_protocol::jsonrpc::member(params, "requestState").is_some()
+        let text = if params.member("inputResponses").is_some()
+            || params.member("requestState").is_some()
         {
             let mut v: Value = serde_json::from_str(params).unwrap_or(json!({}));
             if let Some(o) = v.as_object_mut() {
@@ -2612,14 +2611,14 @@ impl Backend for GatewayBackend {
                 "tools/call" | "prompts/get" | "resources/read"
                     if call
                         .params
-                        .as_deref()
-                        .and_then(|p| mcpx_protocol::jsonrpc::member(p, "requestState"))
+                        .as_ref()
+                        .and_then(|p| p.member("requestState"))
                         .is_some_and(|s| s.starts_with(&format!("\"{PARKED_PREFIX}"))) =>
                 {
                     let state: String = call
                         .params
-                        .as_deref()
-                        .and_then(|p| mcpx_protocol::jsonrpc::member(p, "requestState"))
+                        .as_ref()
+                        .and_then(|p| p.member("requestState"))
                         .and_then(|s| serde_json::from_str(s).ok())
                         .unwrap_or_default();
                     Box::pin(gw.resume(&call, &state)).await

@@ -833,7 +833,7 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
     } = gw.route_name(call, false)?;
     // The host's `task` is mcpx's to act on; upstreams get mcpx's own (E-17, H13).
     // Most calls carry none: their params go on as they are, without a parse.
-    let (asked, params) = if mcpx_protocol::jsonrpc::first_member(&params, "task").is_some() {
+    let (asked, params) = if params.member("task").is_some() {
         let mut p: Value = serde_json::from_str(&params).unwrap_or_else(|_| json!({}));
         let asked = p.get("task").filter(|t| t.is_object()).cloned();
         if let Some(o) = p.as_object_mut() {

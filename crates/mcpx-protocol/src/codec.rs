@@ -349,6 +349,8 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
     // then the cache is left to fill itself, as before).
     let mut meta_members: Option<Vec<(Spelled, Span)>> = Some(Vec::new());
     let mut meta_objects = 0usize;
+    // Whether a name with escapes was met among `params`' (`result`'s) members.
+    let mut escaped_names = [false; 2];
     let walked = crate::scan::walk_bounded(
         text,
         max_depth,
@@ -359,6 +361,9 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
             }
         },
         |which, name, escaped, value| {
+            if let Some(e) = escaped_names.get_mut(which) {
+                *e |= escaped;
+            }
             let name = text.get(name).unwrap_or_default();
             if name == "\"_meta\"" && text.as_bytes().get(value.start) == Some(&b'{') {
                 meta_objects += 1;
@@ -525,22 +530,32 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
     };
     // A message has `params` or `result`; one with both (a request is refused for it,
     // a response with stray params is not) gets no hints: its readers walk.
+    // Every member name of an object the walk looked into was seen (a message with two
+    // `params` is refused above).
+    let plain = |which: usize, outer: &Span| {
+        walked.is_ok()
+            && text.as_bytes().get(outer.start) == Some(&b'{')
+            && !escaped_names.get(which).copied().unwrap_or(true)
+    };
     let hints = match (&params, &result) {
         (Some(p), None) => crate::jsonrpc::Hints {
             of: HintsOf::Params,
             meta: hint(params_meta, p),
             key: hint(params_name, p),
+            plain_keys: plain(0, p),
         },
         (None, Some(r)) => crate::jsonrpc::Hints {
             of: HintsOf::Result,
             meta: hint(result_meta, r),
             key: hint(result_type, r),
+            plain_keys: plain(1, r),
         },
         // No params: no `params._meta` either.
         (None, None) => crate::jsonrpc::Hints {
             of: HintsOf::Params,
             meta: Hint::Absent,
             key: Hint::Absent,
+            plain_keys: false,
         },
         (Some(_), Some(_)) => crate::jsonrpc::Hints::default(),
     };

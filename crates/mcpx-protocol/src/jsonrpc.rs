@@ -307,6 +307,12 @@ pub(crate) struct Hints {
     pub(crate) meta: Hint,
     /// `params.name`, or `result.resultType`.
     pub(crate) key: Hint,
+    /// Whether the object is one whose every member name the decoder saw, none of them
+    /// written with escapes: then a member is there only if its name is in the text
+    /// between quotes as it is, and a lookup that does not find it there needs no walk
+    /// (a call's arguments, with their escaped newlines and quotes, can be most of the
+    /// params).
+    pub(crate) plain_keys: bool,
 }
 
 /// Which member [`Hints`] describe.
@@ -351,6 +357,7 @@ impl Hints {
             of: self.of,
             meta: self.meta.shifted(&shift),
             key: self.key.shifted(&shift),
+            plain_keys: self.plain_keys,
         }
     }
 }
@@ -685,6 +692,7 @@ impl Frame {
                 of: HintsOf::Params,
                 meta: p.meta.shifted(shift),
                 key: p.name.shifted(shift),
+                plain_keys: p.plain_keys,
             };
         }
         frame

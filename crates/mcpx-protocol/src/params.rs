@@ -40,6 +40,9 @@ pub struct Params {
     /// already (a request's `_meta` is read for its classification): `with_meta` then
     /// need not walk `_meta` again.
     meta_members: Option<Vec<(Spelled, Span)>>,
+    /// Whether every member name in `text` is written without escapes (the decoder saw
+    /// them all): see [`Params::member`].
+    pub(crate) plain_keys: bool,
 }
 
 /// The members `_meta` gets from mcpx, as the text of an object's members (`"k":v,…`,
@@ -120,6 +123,8 @@ impl Params {
             meta,
             name: rebase(&frame.ix.hints.params_name()),
             meta_members,
+            plain_keys: frame.ix.hints.of == crate::jsonrpc::HintsOf::Params
+                && frame.ix.hints.plain_keys,
         })
     }
 
@@ -140,6 +145,7 @@ impl Params {
             meta: Hint::Absent,
             name: Hint::Absent,
             meta_members: None,
+            plain_keys: true,
         }
     }
 
@@ -149,7 +155,21 @@ impl Params {
             meta: Hint::Unknown,
             name: Hint::Unknown,
             meta_members: None,
+            plain_keys: false,
         }
+    }
+
+    /// The raw JSON text of member `name` (the first of that name, as
+    /// [`first_member`](crate::jsonrpc::first_member) reads it); `None` when there is
+    /// none. Where every member name is known to be written without escapes, a name not
+    /// found in the text between quotes is not there, without a walk: the lookups a
+    /// call makes for members it seldom has (`task`, `requestState`, `inputResponses`)
+    /// cost a search, not a walk of params that may be mostly escaped strings.
+    pub fn member(&self, name: &str) -> Option<&str> {
+        if self.plain_keys && !quoted_in(&self.text, name) {
+            return None;
+        }
+        crate::jsonrpc::first_member(&self.text, name)
     }
 
     /// The text.
@@ -265,6 +285,8 @@ impl Params {
             // `name`, if known, lies before the end: where it was.
             name: self.name,
             meta_members: None,
+            // The one name added, `_meta`, has no escapes.
+            plain_keys: self.plain_keys,
         })
     }
 
@@ -291,8 +313,19 @@ impl Params {
             meta,
             name,
             meta_members: None,
+            // A value replaced: the names are the ones there were.
+            plain_keys: self.plain_keys,
         })
     }
+}
+
+/// Whether `name` occurs in `text` between quotes, as a name without escapes is written.
+fn quoted_in(text: &str, name: &str) -> bool {
+    let bytes = text.as_bytes();
+    text.match_indices(name).any(|(at, _)| {
+        at.checked_sub(1).and_then(|b| bytes.get(b)) == Some(&b'"')
+            && bytes.get(at + name.len()) == Some(&b'"')
+    })
 }
 
 /// The members whose place [`Params`] keep.
