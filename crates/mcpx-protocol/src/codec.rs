@@ -380,14 +380,7 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
                 let Some(found) = meta_members.as_mut() else {
                     return;
                 };
-                let spelled = if escaped {
-                    text.get(name)
-                        .and_then(|q| serde_json::from_str::<String>(q).ok())
-                        .map(Spelled::Decoded)
-                } else {
-                    Some(Spelled::At(name.start + 1..name.end - 1))
-                };
-                match spelled {
+                match Spelled::of_name(text, name, escaped) {
                     Some(k) => found.push((k, value)),
                     None => meta_members = None,
                 }

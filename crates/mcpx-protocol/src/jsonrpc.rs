@@ -447,9 +447,16 @@ impl Spelled {
     /// The name at `quoted` in `text` (a JSON string's span, quotes included): by
     /// position when it has no escapes, else decoded. `None` when it is not a string.
     pub(crate) fn of_string(text: &str, quoted: Span) -> Option<Spelled> {
+        let inner = text.get(quoted.start + 1..quoted.end.checked_sub(1)?)?;
+        Spelled::of_name(text, quoted, inner.contains('\\'))
+    }
+
+    /// [`Spelled::of_string`] for a name whose scan already told whether it has
+    /// escapes (`escaped`): the decoder's, which need not look through it again.
+    pub(crate) fn of_name(text: &str, quoted: Span, escaped: bool) -> Option<Spelled> {
         let raw = text.get(quoted.clone())?;
-        let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-        if inner.contains('\\') {
+        raw.strip_prefix('"')?.strip_suffix('"')?;
+        if escaped {
             serde_json::from_str::<String>(raw)
                 .ok()
                 .map(Spelled::Decoded)
@@ -549,20 +556,22 @@ impl Frame {
     /// `prompts/get` does), as [`first_member`] reads it; for a decoded frame, from where
     /// the decoder saw it, without a walk.
     pub fn params_name(&self) -> Option<&str> {
-        match &self.ix.hints.params_name() {
-            Hint::Absent => None,
-            at @ Hint::At(..) => self.text.get(at.span()?),
-            Hint::Unknown => first_member(self.params()?, "name"),
-        }
+        self.hinted(self.ix.hints.params_name(), self.params(), "name")
     }
 
     /// The raw JSON text of `result.resultType` (2026-07-28), as [`first_member`] reads
     /// it; for a decoded frame, from where the decoder saw it, without a walk.
     pub fn result_type(&self) -> Option<&str> {
-        match &self.ix.hints.result_type() {
+        self.hinted(self.ix.hints.result_type(), self.result(), "resultType")
+    }
+
+    /// Member `name` of `outer` (the frame's params or result), from where `hint` says
+    /// the decoder saw it, or, where it could not be sure, as [`first_member`] reads it.
+    fn hinted<'a>(&'a self, hint: Hint, outer: Option<&'a str>, name: &str) -> Option<&'a str> {
+        match hint {
             Hint::Absent => None,
             at @ Hint::At(..) => self.text.get(at.span()?),
-            Hint::Unknown => first_member(self.result()?, "resultType"),
+            Hint::Unknown => first_member(outer?, name),
         }
     }
 
@@ -572,11 +581,7 @@ impl Frame {
         // Without params the cache is a result's `_meta`, if anything.
         self.ix.params.as_ref()?;
         let members = self.ix.meta.0.get_or_init(|| {
-            let meta = match &self.ix.hints.params_meta() {
-                Hint::Absent => return None,
-                at @ Hint::At(..) => self.text.get(at.span()?)?,
-                Hint::Unknown => first_member(self.params()?, "_meta")?,
-            };
+            let meta = self.hinted(self.ix.hints.params_meta(), self.params(), "_meta")?;
             let base = meta.as_ptr() as usize - self.text.as_ptr() as usize;
             // The frame's own text: valid, so not checked again.
             let found = valid_members(meta)?;
