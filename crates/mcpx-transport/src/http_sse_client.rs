@@ -16,20 +16,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use hyper::Method;
 use mcpx_protocol::Frame;
 use mcpx_protocol::codec::{self, Decoded, Limits};
 use mcpx_protocol::jsonrpc::Kind;
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
-use reqwest::{Client, Url};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
+use url::Url;
 
 use crate::child::{exchange_for, peer_error};
 use crate::error::TransportError;
+use crate::http_client::{Endpoint, HttpClient};
 use crate::pending::Pending;
-use crate::streamable_http::client::{
-    http_client, http_error, media_type, parse_http_url, send_timed, sse_events,
-};
+use crate::streamable_http::client::{http_error, media_type, parse_http_url, sse_events};
 use crate::upstream::{Exchange, SentCount, Unsolicited, Upstream, unsolicited};
 
 /// How to reach a 2024-11-05 HTTP+SSE upstream.
@@ -77,7 +76,10 @@ impl SseClientConfig {
 
 #[derive(Debug)]
 struct Shared {
-    client: Client,
+    client: HttpClient,
+    /// Where messages are POSTed (the `endpoint` event's URI), with the configured
+    /// headers.
+    post_to: Endpoint,
     endpoint: Url,
     config: SseClientConfig,
     pending: Arc<Pending>,
@@ -119,15 +121,13 @@ impl Shared {
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        let mut rb = self
+        let request =
+            self.post_to
+                .request(Method::POST, None, &[], Some(frame.as_str().to_owned()))?;
+        let resp = self
             .client
-            .post(self.endpoint.clone())
-            .header(CONTENT_TYPE, "application/json");
-        for (k, v) in &self.config.headers {
-            rb = rb.header(k.as_str(), v.as_str());
-        }
-        let rb = rb.body(frame.as_str().to_owned());
-        let resp = send_timed(rb, self.config.request_timeout, "POST to the upstream").await?;
+            .send(request, self.config.request_timeout, "POST to the upstream")
+            .await?;
         if resp.status().is_success() {
             Ok(())
         } else {
@@ -166,12 +166,16 @@ impl SseUpstream {
         config: SseClientConfig,
     ) -> Result<(SseUpstream, Unsolicited), TransportError> {
         let url = parse_http_url(&config.url)?;
-        let client = http_client(config.connect_timeout)?;
-        let mut rb = client.get(url.clone()).header(ACCEPT, "text/event-stream");
-        for (k, v) in &config.headers {
-            rb = rb.header(k.as_str(), v.as_str());
-        }
-        let resp = send_timed(rb, config.request_timeout, "GET of the SSE stream").await?;
+        let client = HttpClient::new(config.connect_timeout);
+        let request = Endpoint::new(&url, &config.headers)?.request(
+            Method::GET,
+            Some("text/event-stream"),
+            &[],
+            None,
+        )?;
+        let resp = client
+            .send(request, config.request_timeout, "GET of the SSE stream")
+            .await?;
         if !resp.status().is_success() {
             return Err(http_error(resp, config.max_error_body_bytes).await);
         }
@@ -221,9 +225,11 @@ impl SseUpstream {
             )));
         }
 
+        let post_to = Endpoint::new(&endpoint, &config.headers)?;
         let (closed, _) = watch::channel(None);
         let shared = Arc::new(Shared {
             client,
+            post_to,
             endpoint,
             pending: Arc::new(Pending::new(config.max_pending.max(1))),
             config,

@@ -20,11 +20,13 @@
 //! * [`channel_pool`]: bounded channels kept for reuse by the per-call paths.
 //! * [`child`]: the stdio client (an upstream server as a child process).
 //! * [`http_sse_client`]: the 2024-11-05 HTTP+SSE client.
+//! * `http_client.rs`: the HTTP/1.1 client under both HTTP clients (hyper-util's pool).
 #![forbid(unsafe_code)]
 
 pub mod channel_pool;
 pub mod child;
 pub mod error;
+pub(crate) mod http_client;
 pub(crate) mod http_sse;
 pub mod http_sse_client;
 pub(crate) mod origin;

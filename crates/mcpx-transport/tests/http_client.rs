@@ -153,6 +153,12 @@ async fn handle(
             "id: g1\ndata: {}\n\n",
             serde_json::json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"})
         )]),
+        // A redirect to a path that answers: mcpx must not follow it.
+        ("POST", "/moved") => Response::builder()
+            .status(StatusCode::TEMPORARY_REDIRECT)
+            .header("location", "/json")
+            .body(Body::empty())
+            .unwrap(),
         _ => StatusCode::METHOD_NOT_ALLOWED.into_response(),
     }
 }
@@ -450,4 +456,72 @@ async fn https_is_refused_clearly() {
         msg.contains("https upstreams are not supported by this build"),
         "{msg}"
     );
+}
+
+#[tokio::test]
+async fn configured_headers_go_on_every_request_and_bad_ones_are_refused_up_front() {
+    let srv = server().await;
+    let mut cfg = HttpClientConfig::new(format!("{}/json", srv.base));
+    cfg.headers = vec![
+        ("Authorization".to_owned(), "Bearer t0k".to_owned()),
+        ("X-Trace".to_owned(), "a".to_owned()),
+        ("X-Trace".to_owned(), "b".to_owned()),
+    ];
+    let up = HttpUpstream::new(cfg).unwrap().0;
+    call(&up, init(1, "2025-06-18")).await.unwrap();
+    call(&up, req(2, "tools/list", "{}")).await.unwrap();
+    up.close().await;
+    let seen = srv.seen("/json");
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    for s in &seen {
+        assert_eq!(h(s, "authorization"), Some("Bearer t0k"), "{}", s.method);
+        let traces: Vec<_> = s.headers.get_all("x-trace").iter().collect();
+        assert_eq!(traces, ["a", "b"], "both values, in order");
+        assert_eq!(h(s, "host"), Some(srv.base.trim_start_matches("http://")));
+    }
+
+    // Not valid HTTP: refused when the upstream is built, naming the header, rather
+    // than failing every request.
+    for (name, value) in [("bad name", "v"), ("X-Ok", "line\nbreak")] {
+        let mut cfg = HttpClientConfig::new(format!("{}/json", srv.base));
+        cfg.headers = vec![(name.to_owned(), value.to_owned())];
+        let Err(TransportError::Io(msg)) = HttpUpstream::new(cfg) else {
+            panic!("{name:?}: {value:?} was accepted")
+        };
+        assert!(
+            msg.contains(&format!("configured header {name:?}")),
+            "{msg}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_redirect_is_an_answer_not_followed() {
+    let srv = server().await;
+    let up = client(format!("{}/moved", srv.base));
+    let err = call(&up, req(1, "tools/list", "{}")).await.unwrap_err();
+    assert!(
+        matches!(err, TransportError::Http { status: 307, .. }),
+        "{err:?}"
+    );
+    assert_eq!(srv.seen("/moved").len(), 1);
+    assert!(srv.seen("/json").is_empty(), "the redirect was followed");
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_named_in_the_error() {
+    // A port nothing listens on: bound, then closed.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    drop(listener);
+    let up = client(url.clone());
+    let err = call(&up, req(1, "tools/list", "{}")).await.unwrap_err();
+    let TransportError::Io(msg) = err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        msg.starts_with(&format!("POST to the upstream ({url}): ")),
+        "{msg}"
+    );
+    assert!(msg.contains("refused"), "{msg}");
 }

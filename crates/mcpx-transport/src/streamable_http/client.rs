@@ -36,17 +36,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
+use hyper::Method;
+use hyper::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
 use mcpx_protocol::codec::{self, Decoded, Limits};
 use mcpx_protocol::header::{self, ParamHeader};
 use mcpx_protocol::jsonrpc::{Kind, member};
 use mcpx_protocol::revision::VersionHeader;
 use mcpx_protocol::{Frame, Id, Revision, meta};
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
-use reqwest::{Client, RequestBuilder, Response, Url};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
+use url::Url;
 
 use crate::error::TransportError;
+use crate::http_client::{Endpoint, HttpClient, Response, body_stream, chain, read_bounded};
 use crate::upstream::{Exchange, Unsolicited, Upstream};
 
 /// How to reach a Streamable HTTP upstream.
@@ -101,8 +103,8 @@ struct Session {
 
 #[derive(Debug)]
 struct Inner {
-    client: Client,
-    url: Url,
+    client: HttpClient,
+    endpoint: Endpoint,
     config: HttpClientConfig,
     session: Mutex<Session>,
     tools: Mutex<HashMap<String, Vec<ParamHeader>>>,
@@ -140,55 +142,6 @@ pub(crate) fn parse_http_url(url: &str) -> Result<Url, TransportError> {
     }
 }
 
-/// An HTTP client with the connect timeout applied.
-pub(crate) fn http_client(connect_timeout: Duration) -> Result<Client, TransportError> {
-    Client::builder()
-        .connect_timeout(connect_timeout)
-        .build()
-        .map_err(|e| TransportError::Io(format!("cannot build the HTTP client: {}", chain(&e))))
-}
-
-/// An error and its sources, on one line.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(src) = cur {
-        s.push_str(": ");
-        s.push_str(&src.to_string());
-        cur = src.source();
-    }
-    s
-}
-
-/// Sends `rb`, bounding the wait for the status line and headers.
-pub(crate) async fn send_timed(
-    rb: RequestBuilder,
-    timeout: Duration,
-    what: &str,
-) -> Result<Response, TransportError> {
-    match tokio::time::timeout(timeout, rb.send()).await {
-        Err(_) => Err(TransportError::Timeout(timeout)),
-        Ok(Err(e)) => Err(TransportError::Io(format!("{what}: {}", chain(&e)))),
-        Ok(Ok(r)) => Ok(r),
-    }
-}
-
-/// Reads at most `max` bytes of a body; the flag says whether more was cut off.
-pub(crate) async fn read_bounded(resp: Response, max: usize) -> Result<(Vec<u8>, bool), String> {
-    let mut out = Vec::new();
-    let mut body = resp.bytes_stream();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| chain(&e))?;
-        let room = max.saturating_sub(out.len());
-        if chunk.len() > room {
-            out.extend_from_slice(chunk.get(..room).unwrap_or_default());
-            return Ok((out, true));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok((out, false))
-}
-
 /// The JSON-RPC error code of a body, if the body is a JSON-RPC error response.
 pub(crate) fn jsonrpc_error_code(body: &str) -> Option<i64> {
     let v: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
@@ -206,7 +159,7 @@ pub(crate) async fn http_error(resp: Response, max_body: usize) -> TransportErro
     let status = resp.status().as_u16();
     let challenge = resp
         .headers()
-        .get(reqwest::header::WWW_AUTHENTICATE)
+        .get(WWW_AUTHENTICATE)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     if status == 401 || (status == 403 && challenge.is_some()) {
         return TransportError::Auth { status, challenge };
@@ -240,7 +193,7 @@ pub(crate) fn sse_events(
     let mut run = 0usize;
     let mut last_was_eol = false;
     let mut prev_cr = false;
-    let bytes = resp.bytes_stream().map(move |chunk| {
+    let bytes = body_stream(resp).map(move |chunk| {
         let chunk = chunk.map_err(|e| std::io::Error::other(chain(&e)))?;
         for &b in chunk.iter() {
             if b == b'\n' && prev_cr {
@@ -293,13 +246,14 @@ impl HttpUpstream {
     /// A client for `config.url`; nothing is sent until the first request.
     pub fn new(config: HttpClientConfig) -> Result<(HttpUpstream, Unsolicited), TransportError> {
         let url = parse_http_url(&config.url)?;
-        let client = http_client(config.connect_timeout)?;
+        let endpoint = Endpoint::new(&url, &config.headers)?;
+        let client = HttpClient::new(config.connect_timeout);
         let (tx, rx) = mpsc::channel(config.unsolicited_queue.max(1));
         Ok((
             HttpUpstream {
                 inner: Arc::new(Inner {
                     client,
-                    url,
+                    endpoint,
                     config,
                     session: Mutex::new(Session::default()),
                     tools: Mutex::new(HashMap::new()),
@@ -447,22 +401,6 @@ impl Inner {
         )
     }
 
-    fn builder(
-        &self,
-        method: reqwest::Method,
-        accept: &str,
-        headers: &[(String, String)],
-    ) -> RequestBuilder {
-        let mut rb = self
-            .client
-            .request(method, self.url.clone())
-            .header(ACCEPT, accept);
-        for (k, v) in self.config.headers.iter().chain(headers) {
-            rb = rb.header(k.as_str(), v.as_str());
-        }
-        rb
-    }
-
     /// Turns a non-2xx answer into its error; a 404 to a legacy request that carried a
     /// session clears the session (2025-03-26..2025-11-25 basic/transports §Session
     /// Management, item 4).
@@ -487,15 +425,16 @@ impl Inner {
 
     async fn post(&self, frame: &Frame) -> Result<(Response, Mode), TransportError> {
         let (headers, mode) = self.post_headers(frame);
-        let rb = self
-            .builder(
-                reqwest::Method::POST,
-                "application/json, text/event-stream",
-                &headers,
-            )
-            .header(CONTENT_TYPE, "application/json")
-            .body(frame.as_str().to_owned());
-        let resp = send_timed(rb, self.config.request_timeout, "POST to the upstream").await?;
+        let request = self.endpoint.request(
+            Method::POST,
+            Some("application/json, text/event-stream"),
+            &headers,
+            Some(frame.as_str().to_owned()),
+        )?;
+        let resp = self
+            .client
+            .send(request, self.config.request_timeout, "POST to the upstream")
+            .await?;
         let resp = self.check(resp, &mode).await?;
         Ok((resp, mode))
     }
@@ -509,8 +448,17 @@ impl Inner {
         if let Some(id) = &state.last_event_id {
             headers.push(("Last-Event-ID".to_owned(), id.clone()));
         }
-        let rb = self.builder(reqwest::Method::GET, "text/event-stream", &headers);
-        let resp = send_timed(rb, self.config.request_timeout, "GET from the upstream").await?;
+        let request =
+            self.endpoint
+                .request(Method::GET, Some("text/event-stream"), &headers, None)?;
+        let resp = self
+            .client
+            .send(
+                request,
+                self.config.request_timeout,
+                "GET from the upstream",
+            )
+            .await?;
         let resp = self
             .check(
                 resp,
@@ -824,12 +772,21 @@ impl Upstream for HttpUpstream {
         }
         // 2025-03-26..2025-11-25 §Session Management, item 5: DELETE ends the session;
         // 405 means the server does not let clients end sessions.
-        let rb = self.inner.builder(
-            reqwest::Method::DELETE,
-            "application/json, text/event-stream",
+        let sent = match self.inner.endpoint.request(
+            Method::DELETE,
+            Some("application/json, text/event-stream"),
             &Inner::legacy_headers(&session),
-        );
-        match send_timed(rb, self.inner.config.request_timeout, "DELETE").await {
+            None,
+        ) {
+            Ok(request) => {
+                self.inner
+                    .client
+                    .send(request, self.inner.config.request_timeout, "DELETE")
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match sent {
             Ok(r) if r.status().is_success() || r.status().as_u16() == 405 => {}
             Ok(r) => tracing::debug!(
                 status = r.status().as_u16(),

@@ -1,0 +1,181 @@
+//! The HTTP/1.1 client under both HTTP upstream transports (Streamable HTTP and the
+//! 2024-11-05 HTTP+SSE client): hyper-util's pooled client, the one reqwest wraps.
+//!
+//! mcpx used reqwest until its per-request layers showed in the profile: its
+//! `FollowRedirect` layer (installed whatever the redirect policy) parses each request's
+//! `Uri` and each response's into a `url::Url`, and its retry and redirect futures wrap
+//! every send; together about a fifth of an HTTP → HTTP call's instructions
+//! (docs/performance.md, eleventh round). An MCP endpoint needs none of it, so this
+//! client does the rest of what reqwest did here and no more:
+//!
+//! * a connect timeout; `TCP_NODELAY` (a request is one write, and Nagle's algorithm
+//!   would hold a small one back); kept-alive, pooled connections, idle ones closed
+//!   after 90 s;
+//! * the endpoint's `Uri` and the configured headers are parsed once, when the
+//!   transport is built, and a header that is not valid HTTP is refused then, naming
+//!   it (reqwest refused it on every send).
+//!
+//! What it does not do, and reqwest did: follow redirects (a 3xx is a non-2xx answer
+//! like any other, reported with its status), and read proxy settings from the
+//! environment (`HTTP_PROXY`, `NO_PROXY`): upstreams are reached directly. Neither
+//! has a use on an MCP endpoint that this build can reach (`http://` only, no TLS).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyDataStream, BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use hyper::{Method, Request, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use url::Url;
+
+use crate::error::TransportError;
+
+/// A response; its body is read as it arrives.
+pub(crate) type Response = hyper::Response<Incoming>;
+
+/// How long an idle pooled connection is kept (reqwest's default).
+const POOL_IDLE: Duration = Duration::from_secs(90);
+
+/// A pooled HTTP/1.1 client (cheap to clone: the pool is shared).
+#[derive(Debug, Clone)]
+pub(crate) struct HttpClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl HttpClient {
+    /// A client whose connections are established within `connect_timeout`.
+    pub(crate) fn new(connect_timeout: Duration) -> HttpClient {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(connect_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .build(connector);
+        HttpClient { client }
+    }
+
+    /// Sends `request`, bounding the wait for the status line and headers by
+    /// `timeout` (the body is read later, unbounded here: an SSE stream may last).
+    /// `what` names the exchange in an error, with the target.
+    pub(crate) async fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<Response, TransportError> {
+        let target = request.uri().clone();
+        match tokio::time::timeout(timeout, self.client.request(request)).await {
+            Err(_) => Err(TransportError::Timeout(timeout)),
+            Ok(Err(e)) => Err(TransportError::Io(format!(
+                "{what} ({target}): {}",
+                chain(&e)
+            ))),
+            Ok(Ok(r)) => Ok(r),
+        }
+    }
+}
+
+/// An HTTP endpoint with the headers sent on every request to it, parsed once.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    uri: Uri,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Endpoint {
+    /// `url` (already checked to be `http://`) with the configured `headers`; a header
+    /// that is not valid HTTP is an error naming it.
+    pub(crate) fn new(url: &Url, headers: &[(String, String)]) -> Result<Endpoint, TransportError> {
+        let uri = Uri::try_from(url.as_str())
+            .map_err(|e| TransportError::Io(format!("invalid URL {url}: {e}")))?;
+        let headers = headers
+            .iter()
+            .map(|(k, v)| header(k, v).map_err(|e| format!("configured header {k:?}: {e}")))
+            .collect::<Result<_, _>>()
+            .map_err(TransportError::Io)?;
+        Ok(Endpoint { uri, headers })
+    }
+
+    /// A request to the endpoint: `Accept: accept` when given, the configured headers,
+    /// then `extra` (each appended, as given); with a body, `Content-Type:
+    /// application/json`.
+    pub(crate) fn request(
+        &self,
+        method: Method,
+        accept: Option<&'static str>,
+        extra: &[(String, String)],
+        body: Option<String>,
+    ) -> Result<Request<Full<Bytes>>, TransportError> {
+        let json = body.is_some();
+        let mut request = Request::new(Full::new(body.map_or_else(Bytes::new, Bytes::from)));
+        *request.method_mut() = method;
+        *request.uri_mut() = self.uri.clone();
+        let headers = request.headers_mut();
+        if let Some(accept) = accept {
+            headers.append(ACCEPT, HeaderValue::from_static(accept));
+        }
+        for (k, v) in &self.headers {
+            headers.append(k.clone(), v.clone());
+        }
+        for (k, v) in extra {
+            let (k, v) = header(k, v)
+                .map_err(|e| TransportError::Protocol(format!("request header {k:?}: {e}")))?;
+            headers.append(k, v);
+        }
+        if json {
+            headers.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        Ok(request)
+    }
+}
+
+/// A header from its name and value as text.
+fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| e.to_string())?;
+    let value = HeaderValue::from_str(value).map_err(|e| e.to_string())?;
+    Ok((name, value))
+}
+
+/// The body of `response` as a stream of its data chunks.
+pub(crate) fn body_stream(response: Response) -> BodyDataStream<Incoming> {
+    BodyDataStream::new(response.into_body())
+}
+
+/// Reads at most `max` bytes of a body; the flag says whether more was cut off.
+pub(crate) async fn read_bounded(
+    response: Response,
+    max: usize,
+) -> Result<(Vec<u8>, bool), String> {
+    let mut out = Vec::new();
+    let mut body = response.into_body();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| chain(&e))?;
+        let Ok(chunk) = frame.into_data() else {
+            continue; // trailers
+        };
+        let room = max.saturating_sub(out.len());
+        if chunk.len() > room {
+            out.extend_from_slice(chunk.get(..room).unwrap_or_default());
+            return Ok((out, true));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok((out, false))
+}
+
+/// An error and its sources, on one line.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(src) = cur {
+        s.push_str(": ");
+        s.push_str(&src.to_string());
+        cur = src.source();
+    }
+    s
+}
