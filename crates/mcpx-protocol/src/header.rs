@@ -10,6 +10,8 @@
 //! (§Value Encoding). A missing, malformed or mismatching header is a `HeaderMismatch`
 //! (-32020, HTTP 400, §Server Validation).
 
+use std::borrow::Cow;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::Value;
@@ -176,25 +178,43 @@ fn name_value(frame: &Frame) -> Option<std::borrow::Cow<'_, str>> {
     crate::jsonrpc::string_value(raw)
 }
 
-/// The headers a modern client sends with `frame` (a request written in `revision`),
-/// given the `x-mcp-header` annotations of the tool it calls (empty for other methods).
-pub fn build(frame: &Frame, revision: &str, params: &[ParamHeader]) -> Vec<(String, String)> {
-    let mut out = vec![(PROTOCOL_VERSION.to_owned(), revision.to_owned())];
-    if let Some(m) = frame.method() {
-        out.push((METHOD.to_owned(), m.to_owned()));
-    }
-    if let Some(name) = name_value(frame) {
-        out.push((NAME.to_owned(), encode_value(&name)));
-    }
+/// The headers a modern client sends with `frame` (a request written in `revision`).
+/// `tool_params` gives the `x-mcp-header` annotations of a called tool by its name: it
+/// is asked once, for a `tools/call`, with the name `Mcp-Name` carries (so the params
+/// are searched for it once). The standard names are static; only `Mcp-Param-*` names
+/// are made.
+pub fn build(
+    frame: &Frame,
+    revision: &str,
+    tool_params: impl FnOnce(&str) -> Vec<ParamHeader>,
+) -> Vec<(Cow<'static, str>, String)> {
+    let mut out = Vec::with_capacity(3);
+    out.push((Cow::Borrowed(PROTOCOL_VERSION), revision.to_owned()));
+    let Some(method) = frame.method() else {
+        return out;
+    };
+    out.push((Cow::Borrowed(METHOD), method.to_owned()));
+    let Some(name) = name_value(frame) else {
+        return out;
+    };
+    let params = if method == "tools/call" {
+        tool_params(&name)
+    } else {
+        Vec::new()
+    };
+    out.push((Cow::Borrowed(NAME), encode_value(&name)));
     if !params.is_empty() {
         let args = frame
             .params()
             .and_then(|p| member(p, "arguments"))
             .and_then(|a| serde_json::from_str::<Value>(a).ok())
             .unwrap_or(Value::Null);
-        for h in params {
+        for h in &params {
             if let Some(v) = lookup(&args, &h.path).and_then(arg_header_value) {
-                out.push((format!("{PARAM_PREFIX}{}", h.name), encode_value(&v)));
+                out.push((
+                    Cow::Owned(format!("{PARAM_PREFIX}{}", h.name)),
+                    encode_value(&v),
+                ));
             }
         }
     }

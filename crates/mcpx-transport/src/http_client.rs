@@ -20,6 +20,7 @@
 //! environment (`HTTP_PROXY`, `NO_PROXY`): upstreams are reached directly. Neither
 //! has a use on an MCP endpoint that this build can reach (`http://` only, no TLS).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -32,7 +33,13 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use url::Url;
 
+use mcpx_protocol::header;
+
 use crate::error::TransportError;
+
+/// Headers for one request, beside the configured ones: names as the protocol spells
+/// them (static, but for `Mcp-Param-*`), values as made for this request.
+pub(crate) type Headers = Vec<(Cow<'static, str>, String)>;
 
 /// A response; its body is read as it arrives.
 pub(crate) type Response = hyper::Response<Incoming>;
@@ -103,12 +110,12 @@ impl Endpoint {
 
     /// A request to the endpoint: `Accept: accept` when given, the configured headers,
     /// then `extra` (each appended, as given); with a body, `Content-Type:
-    /// application/json`.
+    /// application/json`. `extra`'s values become header values without a copy.
     pub(crate) fn request(
         &self,
         method: Method,
         accept: Option<&'static str>,
-        extra: &[(String, String)],
+        extra: Headers,
         body: Option<String>,
     ) -> Result<Request<Full<Bytes>>, TransportError> {
         let json = body.is_some();
@@ -123,15 +130,33 @@ impl Endpoint {
             headers.append(k.clone(), v.clone());
         }
         for (k, v) in extra {
-            let (k, v) = header(k, v)
-                .map_err(|e| TransportError::Protocol(format!("request header {k:?}: {e}")))?;
-            headers.append(k, v);
+            let invalid =
+                |e: String| TransportError::Protocol(format!("request header {k:?}: {e}"));
+            let name = protocol_name(&k).map_or_else(
+                || HeaderName::from_bytes(k.as_bytes()).map_err(|e| invalid(e.to_string())),
+                Ok,
+            )?;
+            let value = HeaderValue::try_from(v).map_err(|e| invalid(e.to_string()))?;
+            headers.append(name, value);
         }
         if json {
             headers.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         }
         Ok(request)
     }
+}
+
+/// The protocol's own header names, made without parsing or allocating (`http` keeps a
+/// parsed custom name in a buffer of its own; these are on every request).
+fn protocol_name(name: &str) -> Option<HeaderName> {
+    Some(HeaderName::from_static(match name {
+        header::PROTOCOL_VERSION => "mcp-protocol-version",
+        header::METHOD => "mcp-method",
+        header::NAME => "mcp-name",
+        header::SESSION_ID => "mcp-session-id",
+        "Last-Event-ID" => "last-event-id",
+        _ => return None,
+    }))
 }
 
 /// A header from its name and value as text.
@@ -178,4 +203,30 @@ pub(crate) fn chain(e: &dyn std::error::Error) -> String {
         cur = src.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The static names are what parsing the protocol's spelling gives.
+    #[test]
+    fn protocol_names_are_the_parsed_ones() {
+        for name in [
+            header::PROTOCOL_VERSION,
+            header::METHOD,
+            header::NAME,
+            header::SESSION_ID,
+            "Last-Event-ID",
+        ] {
+            let parsed = HeaderName::from_bytes(name.as_bytes()).ok();
+            assert_eq!(protocol_name(name), parsed, "{name}");
+        }
+        assert_eq!(protocol_name("Mcp-Param-Region"), None);
+        assert_eq!(
+            protocol_name("mcp-method"),
+            None,
+            "only the protocol's spelling"
+        );
+    }
 }

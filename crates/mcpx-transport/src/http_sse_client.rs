@@ -121,9 +121,12 @@ impl Shared {
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        let request =
-            self.post_to
-                .request(Method::POST, None, &[], Some(frame.as_str().to_owned()))?;
+        let request = self.post_to.request(
+            Method::POST,
+            None,
+            Vec::new(),
+            Some(frame.as_str().to_owned()),
+        )?;
         let resp = self
             .client
             .send(request, self.config.request_timeout, "POST to the upstream")
@@ -170,7 +173,7 @@ impl SseUpstream {
         let request = Endpoint::new(&url, &config.headers)?.request(
             Method::GET,
             Some("text/event-stream"),
-            &[],
+            Vec::new(),
             None,
         )?;
         let resp = client

@@ -194,8 +194,8 @@ impl Server {
         let text = body.to_string();
         let frame = parse_frame(text.clone(), &Limits::default()).unwrap();
         let mut b = self.post(text);
-        for (k, v) in mcpx_protocol::header::build(&frame, R2026.as_str(), &[]) {
-            b = b.header(k, v);
+        for (k, v) in mcpx_protocol::header::build(&frame, R2026.as_str(), |_| Vec::new()) {
+            b = b.header(k.as_ref(), v);
         }
         b
     }
@@ -936,7 +936,10 @@ fn still_waiting(tcp: &tokio::net::TcpStream, started: std::time::Instant) {
 /// `x-mcp-header` annotations.
 fn modern_headers(body: &Value, params: &[ParamHeader]) -> Vec<(String, String)> {
     let frame = parse_frame(body.to_string(), &Limits::default()).unwrap();
-    header::build(&frame, R2026.as_str(), params)
+    header::build(&frame, R2026.as_str(), |_| params.to_vec())
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), v))
+        .collect()
 }
 
 impl Server {

@@ -31,6 +31,7 @@
 //!
 //! TLS is not built in: `https://` URLs are refused at construction.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,7 +41,7 @@ use hyper::Method;
 use hyper::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
 use mcpx_protocol::codec::{self, Decoded, Limits};
 use mcpx_protocol::header::{self, ParamHeader};
-use mcpx_protocol::jsonrpc::{Kind, member};
+use mcpx_protocol::jsonrpc::{Kind, member, string_value};
 use mcpx_protocol::revision::VersionHeader;
 use mcpx_protocol::{Frame, Id, Revision, meta};
 use tokio::sync::mpsc;
@@ -48,7 +49,9 @@ use tokio::task::AbortHandle;
 use url::Url;
 
 use crate::error::TransportError;
-use crate::http_client::{Endpoint, HttpClient, Response, body_stream, chain, read_bounded};
+use crate::http_client::{
+    Endpoint, Headers, HttpClient, Response, body_stream, chain, read_bounded,
+};
 use crate::upstream::{Exchange, Unsolicited, Upstream};
 
 /// How to reach a Streamable HTTP upstream.
@@ -355,38 +358,35 @@ impl Inner {
     /// the negotiated revision defines it (2025-06-18 and 2025-11-25 basic/transports
     /// §Protocol Version Header; none in 2025-03-26, register B-C13). A revision this
     /// build does not know gets the header: every later revision has it.
-    fn legacy_headers(session: &Session) -> Vec<(String, String)> {
+    fn legacy_headers(session: &Session) -> Headers {
         let mut out = Vec::new();
         if let Some(id) = &session.id {
-            out.push((header::SESSION_ID.to_owned(), id.clone()));
+            out.push((Cow::Borrowed(header::SESSION_ID), id.clone()));
         }
         if let Some(v) = &session.version {
             let send = Revision::from_wire(v)
                 .is_none_or(|r| r.facts().version_header != VersionHeader::Undefined);
             if send {
-                out.push((header::PROTOCOL_VERSION.to_owned(), v.clone()));
+                out.push((Cow::Borrowed(header::PROTOCOL_VERSION), v.clone()));
             }
         }
         out
     }
 
     /// The headers and mode of a POST carrying `frame`.
-    fn post_headers(&self, frame: &Frame) -> (Vec<(String, String)>, Mode) {
+    fn post_headers(&self, frame: &Frame) -> (Headers, Mode) {
         let modern = frame
             .params_meta(meta::PROTOCOL_VERSION)
-            .and_then(|raw| serde_json::from_str::<String>(raw).ok());
+            .and_then(string_value);
         if let Some(version) = modern {
-            let params = if frame.method() == Some("tools/call") {
-                frame
-                    .params()
-                    .and_then(|p| member(p, "name"))
-                    .and_then(|n| serde_json::from_str::<String>(n).ok())
-                    .and_then(|n| self.tools.lock().ok().and_then(|t| t.get(&n).cloned()))
+            let tool_params = |name: &str| {
+                self.tools
+                    .lock()
+                    .ok()
+                    .and_then(|t| t.get(name).cloned())
                     .unwrap_or_default()
-            } else {
-                Vec::new()
             };
-            return (header::build(frame, &version, &params), Mode::Modern);
+            return (header::build(frame, &version, tool_params), Mode::Modern);
         }
         // A new `initialize` starts a new session: it carries none.
         if frame.method() == Some("initialize") {
@@ -428,7 +428,7 @@ impl Inner {
         let request = self.endpoint.request(
             Method::POST,
             Some("application/json, text/event-stream"),
-            &headers,
+            headers,
             Some(frame.as_str().to_owned()),
         )?;
         let resp = self
@@ -446,11 +446,11 @@ impl Inner {
         let session = self.session();
         let mut headers = Self::legacy_headers(&session);
         if let Some(id) = &state.last_event_id {
-            headers.push(("Last-Event-ID".to_owned(), id.clone()));
+            headers.push((Cow::Borrowed("Last-Event-ID"), id.clone()));
         }
         let request =
             self.endpoint
-                .request(Method::GET, Some("text/event-stream"), &headers, None)?;
+                .request(Method::GET, Some("text/event-stream"), headers, None)?;
         let resp = self
             .client
             .send(
@@ -775,7 +775,7 @@ impl Upstream for HttpUpstream {
         let sent = match self.inner.endpoint.request(
             Method::DELETE,
             Some("application/json, text/event-stream"),
-            &Inner::legacy_headers(&session),
+            Inner::legacy_headers(&session),
             None,
         ) {
             Ok(request) => {
