@@ -33,7 +33,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use url::Url;
 
-use mcpx_protocol::header;
+use mcpx_protocol::{Frame, header};
 
 use crate::error::TransportError;
 
@@ -84,6 +84,24 @@ impl HttpClient {
             ))),
             Ok(Ok(r)) => Ok(r),
         }
+    }
+}
+
+impl HttpClient {
+    /// POSTs a JSON-RPC message (`Content-Type: application/json`) to `endpoint`, with
+    /// `Accept: accept` when given and `headers`, bounding the wait for the answer's
+    /// head by `timeout`.
+    pub(crate) async fn post(
+        &self,
+        endpoint: &Endpoint,
+        accept: Option<&'static str>,
+        headers: Headers,
+        frame: &Frame,
+        timeout: Duration,
+    ) -> Result<Response, TransportError> {
+        let body = Some(frame.as_str().to_owned());
+        let request = endpoint.request(Method::POST, accept, headers, body)?;
+        self.send(request, timeout, "POST to the upstream").await
     }
 }
 

@@ -121,15 +121,9 @@ impl Shared {
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        let request = self.post_to.request(
-            Method::POST,
-            None,
-            Vec::new(),
-            Some(frame.as_str().to_owned()),
-        )?;
-        let resp = self
-            .client
-            .send(request, self.config.request_timeout, "POST to the upstream")
+        let timeout = self.config.request_timeout;
+        let resp = (self.client)
+            .post(&self.post_to, None, Vec::new(), frame, timeout)
             .await?;
         if resp.status().is_success() {
             Ok(())

@@ -425,15 +425,10 @@ impl Inner {
 
     async fn post(&self, frame: &Frame) -> Result<(Response, Mode), TransportError> {
         let (headers, mode) = self.post_headers(frame);
-        let request = self.endpoint.request(
-            Method::POST,
-            Some("application/json, text/event-stream"),
-            headers,
-            Some(frame.as_str().to_owned()),
-        )?;
-        let resp = self
-            .client
-            .send(request, self.config.request_timeout, "POST to the upstream")
+        let accept = Some("application/json, text/event-stream");
+        let timeout = self.config.request_timeout;
+        let resp = (self.client)
+            .post(&self.endpoint, accept, headers, frame, timeout)
             .await?;
         let resp = self.check(resp, &mode).await?;
         Ok((resp, mode))
