@@ -13,7 +13,10 @@
 //!   after 90 s;
 //! * the endpoint's `Uri` and the configured headers are parsed once, when the
 //!   transport is built, and a header that is not valid HTTP is refused then, naming
-//!   it (reqwest refused it on every send).
+//!   it (reqwest refused it on every send);
+//! * credentials in the URL (`http://user:pass@host/mcp`) are sent as `Authorization:
+//!   Basic …` (RFC 7617) and not in the request line; a configured `Authorization`
+//!   header wins over them (reqwest sent both).
 //!
 //! What it does not do, and reqwest did: follow redirects (a 3xx is a non-2xx answer
 //! like any other, reported with its status), and read proxy settings from the
@@ -23,14 +26,17 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use http_body_util::{BodyDataStream, BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use percent_encoding::percent_decode_str;
 use url::Url;
 
 use mcpx_protocol::{Frame, header};
@@ -114,15 +120,26 @@ pub(crate) struct Endpoint {
 
 impl Endpoint {
     /// `url` (already checked to be `http://`) with the configured `headers`; a header
-    /// that is not valid HTTP is an error naming it.
+    /// that is not valid HTTP is an error naming it. Credentials in `url` become an
+    /// `Authorization: Basic` header, unless `headers` has an `Authorization` of its own.
     pub(crate) fn new(url: &Url, headers: &[(String, String)]) -> Result<Endpoint, TransportError> {
+        let mut url = url.clone();
+        let credentials = take_credentials(&mut url);
         let uri = Uri::try_from(url.as_str())
             .map_err(|e| TransportError::Io(format!("invalid URL {url}: {e}")))?;
-        let headers = headers
+        let mut headers: Vec<(HeaderName, HeaderValue)> = headers
             .iter()
             .map(|(k, v)| header(k, v).map_err(|e| format!("configured header {k:?}: {e}")))
             .collect::<Result<_, _>>()
             .map_err(TransportError::Io)?;
+        if let Some(credentials) = credentials
+            && !headers.iter().any(|(k, _)| k == AUTHORIZATION)
+        {
+            let mut value = HeaderValue::try_from(format!("Basic {}", B64.encode(credentials)))
+                .map_err(|e| TransportError::Io(format!("the URL's credentials: {e}")))?;
+            value.set_sensitive(true);
+            headers.insert(0, (AUTHORIZATION, value));
+        }
         Ok(Endpoint { uri, headers })
     }
 
@@ -162,6 +179,22 @@ impl Endpoint {
         }
         Ok(request)
     }
+}
+
+/// Takes the user name and password out of `url`, percent-decoded and joined as Basic
+/// authentication writes them (`user:password`), if it has any.
+fn take_credentials(url: &mut Url) -> Option<Vec<u8>> {
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let mut credentials: Vec<u8> = percent_decode_str(url.username()).collect();
+    credentials.push(b':');
+    credentials.extend(percent_decode_str(url.password().unwrap_or_default()));
+    // An `http://` URL has a host, so neither can fail; if one did, the credentials
+    // would stay in the URL, and the request line (origin form) does not carry them.
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    Some(credentials)
 }
 
 /// The protocol's own header names, made without parsing or allocating (`http` keeps a

@@ -525,3 +525,28 @@ async fn an_unreachable_upstream_is_named_in_the_error() {
     );
     assert!(msg.contains("refused"), "{msg}");
 }
+
+#[tokio::test]
+async fn credentials_in_the_url_are_sent_as_basic_authorization() {
+    let srv = server().await;
+    let hostport = srv.base.trim_start_matches("http://").to_owned();
+    // Percent-encoded in the URL, sent decoded: "user:p@ss:w".
+    let up = client(format!("http://user:p%40ss%3Aw@{hostport}/json"));
+    call(&up, req(1, "tools/list", "{}")).await.unwrap();
+    let seen = srv.seen("/json");
+    assert_eq!(h(&seen[0], "authorization"), Some("Basic dXNlcjpwQHNzOnc="));
+    assert_eq!(
+        h(&seen[0], "host"),
+        Some(hostport.as_str()),
+        "no credentials in Host"
+    );
+
+    // A configured Authorization header wins: the request carries it alone.
+    let mut cfg = HttpClientConfig::new(format!("http://user:pw@{hostport}/json"));
+    cfg.headers = vec![("Authorization".to_owned(), "Bearer t0k".to_owned())];
+    let up = HttpUpstream::new(cfg).unwrap().0;
+    call(&up, req(2, "tools/list", "{}")).await.unwrap();
+    let seen = srv.seen("/json");
+    let auth: Vec<_> = seen[1].headers.get_all("authorization").iter().collect();
+    assert_eq!(auth, ["Bearer t0k"]);
+}
