@@ -18,20 +18,27 @@
 //!   Basic …` (RFC 7617) and not in the request line; a configured `Authorization`
 //!   header wins over them (reqwest sent both).
 //!
+//! The responses' helpers both clients share are here too: a non-2xx answer as its
+//! error, the media type, a bounded body, a bounded SSE event stream.
+//!
 //! What it does not do, and reqwest did: follow redirects (a 3xx is a non-2xx answer
 //! like any other, reported with its status), and read proxy settings from the
 //! environment (`HTTP_PROXY`, `NO_PROXY`): upstreams are reached directly. Neither
 //! has a use on an MCP endpoint that this build can reach (`http://` only, no TLS).
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
 use http_body_util::{BodyDataStream, BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
+use hyper::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE,
+};
 use hyper::{Method, Request, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -72,20 +79,21 @@ impl HttpClient {
         HttpClient { client }
     }
 
-    /// Sends `request`, bounding the wait for the status line and headers by
-    /// `timeout` (the body is read later, unbounded here: an SSE stream may last).
-    /// `what` names the exchange in an error, with the target.
+    /// Sends `request` (made by `to`), bounding the wait for the status line and
+    /// headers by `timeout` (the body is read later, unbounded here: an SSE stream may
+    /// last). `what` names the exchange in an error, with `to`'s address.
     pub(crate) async fn send(
         &self,
+        to: &Endpoint,
         request: Request<Full<Bytes>>,
         timeout: Duration,
         what: &str,
     ) -> Result<Response, TransportError> {
-        let target = request.uri().clone();
         match tokio::time::timeout(timeout, self.client.request(request)).await {
             Err(_) => Err(TransportError::Timeout(timeout)),
             Ok(Err(e)) => Err(TransportError::Io(format!(
-                "{what} ({target}): {}",
+                "{what} ({}): {}",
+                to.uri,
                 chain(&e)
             ))),
             Ok(Ok(r)) => Ok(r),
@@ -107,7 +115,8 @@ impl HttpClient {
     ) -> Result<Response, TransportError> {
         let body = Some(frame.as_str().to_owned());
         let request = endpoint.request(Method::POST, accept, headers, body)?;
-        self.send(request, timeout, "POST to the upstream").await
+        self.send(endpoint, request, timeout, "POST to the upstream")
+            .await
     }
 }
 
@@ -197,17 +206,29 @@ fn take_credentials(url: &mut Url) -> Option<Vec<u8>> {
     Some(credentials)
 }
 
-/// The protocol's own header names, made without parsing or allocating (`http` keeps a
-/// parsed custom name in a buffer of its own; these are on every request).
+/// The SSE resumption header (a legacy stream's GET).
+pub(crate) const LAST_EVENT_ID: &str = "Last-Event-ID";
+
+/// The protocol's own header names, parsed once from their spelling: they go on every
+/// request, and `http` keeps each parsed custom name in a buffer of its own (an
+/// allocation per parse), while a clone of one parsed here is a reference count.
 fn protocol_name(name: &str) -> Option<HeaderName> {
-    Some(HeaderName::from_static(match name {
-        header::PROTOCOL_VERSION => "mcp-protocol-version",
-        header::METHOD => "mcp-method",
-        header::NAME => "mcp-name",
-        header::SESSION_ID => "mcp-session-id",
-        "Last-Event-ID" => "last-event-id",
-        _ => return None,
-    }))
+    static NAMES: LazyLock<Vec<(&str, HeaderName)>> = LazyLock::new(|| {
+        let spelled = [
+            header::PROTOCOL_VERSION,
+            header::METHOD,
+            header::NAME,
+            header::SESSION_ID,
+            LAST_EVENT_ID,
+        ];
+        (spelled.into_iter())
+            .filter_map(|n| Some((n, HeaderName::from_bytes(n.as_bytes()).ok()?)))
+            .collect()
+    });
+    NAMES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, h)| h.clone())
 }
 
 /// A header from its name and value as text.
@@ -218,7 +239,7 @@ fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> 
 }
 
 /// The body of `response` as a stream of its data chunks.
-pub(crate) fn body_stream(response: Response) -> BodyDataStream<Incoming> {
+fn body_stream(response: Response) -> BodyDataStream<Incoming> {
     BodyDataStream::new(response.into_body())
 }
 
@@ -245,7 +266,7 @@ pub(crate) async fn read_bounded(
 }
 
 /// An error and its sources, on one line.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(src) = cur {
@@ -256,11 +277,106 @@ pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// Checks that `url` is one this build can reach (http only).
+pub(crate) fn parse_http_url(url: &str) -> Result<Url, TransportError> {
+    let parsed =
+        Url::parse(url).map_err(|e| TransportError::Io(format!("invalid URL {url:?}: {e}")))?;
+    match parsed.scheme() {
+        "http" => Ok(parsed),
+        "https" => Err(TransportError::Io(format!(
+            "https upstreams are not supported by this build (no TLS): {url}; use http:// or a TLS-terminating proxy"
+        ))),
+        other => Err(TransportError::Io(format!(
+            "unsupported URL scheme {other:?} in {url}; only http:// is supported"
+        ))),
+    }
+}
+
+/// The JSON-RPC error code of a body, if the body is a JSON-RPC error response.
+fn jsonrpc_error_code(body: &str) -> Option<i64> {
+    let v: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
+    if v.get("jsonrpc")?.as_str()? != "2.0" {
+        return None;
+    }
+    v.get("error")?.get("code")?.as_i64()
+}
+
+/// A non-2xx response as a [`TransportError::Http`], with a bounded body; a 401, or a
+/// 403 with a `WWW-Authenticate` challenge, as a [`TransportError::Auth`] carrying the
+/// challenge (mcpx reports it and does nothing else: no discovery, no retry; registers
+/// B-C15, B-C18).
+pub(crate) async fn http_error(resp: Response, max_body: usize) -> TransportError {
+    let status = resp.status().as_u16();
+    let challenge = resp
+        .headers()
+        .get(WWW_AUTHENTICATE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    if status == 401 || (status == 403 && challenge.is_some()) {
+        return TransportError::Auth { status, challenge };
+    }
+    let body = match read_bounded(resp, max_body).await {
+        Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => format!("(body unreadable: {e})"),
+    };
+    let code = jsonrpc_error_code(&body);
+    TransportError::Http { status, body, code }
+}
+
+/// The media type of a response, lowercased, without parameters.
+pub(crate) fn media_type(resp: &Response) -> String {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// The SSE events of a response body, each bounded to `max_event` bytes (an event
+/// over the bound ends the stream with an error).
+pub(crate) fn sse_events(
+    resp: Response,
+    max_event: usize,
+) -> impl Stream<Item = Result<sse_stream::Sse, String>> + Send + Unpin {
+    // Bytes since the last blank line (the end of an event). CR, LF and CRLF all end a
+    // line (the SSE grammar); two line ends in a row end an event.
+    let mut run = 0usize;
+    let mut last_was_eol = false;
+    let mut prev_cr = false;
+    let bytes = body_stream(resp).map(move |chunk| {
+        let chunk = chunk.map_err(|e| std::io::Error::other(chain(&e)))?;
+        for &b in chunk.iter() {
+            if b == b'\n' && prev_cr {
+                prev_cr = false;
+                continue;
+            }
+            if b == b'\r' || b == b'\n' {
+                if last_was_eol {
+                    run = 0;
+                }
+                last_was_eol = true;
+                prev_cr = b == b'\r';
+            } else {
+                last_was_eol = false;
+                prev_cr = false;
+                run += 1;
+                if run > max_event {
+                    return Err(std::io::Error::other(format!(
+                        "an SSE event exceeds the limit of {max_event} bytes"
+                    )));
+                }
+            }
+        }
+        Ok(chunk)
+    });
+    Box::pin(sse_stream::SseByteStream::new(bytes)).map(|r| r.map_err(|e| e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The static names are what parsing the protocol's spelling gives.
+    /// The names kept are what parsing the protocol's spelling gives.
     #[test]
     fn protocol_names_are_the_parsed_ones() {
         for name in [
@@ -268,7 +384,7 @@ mod tests {
             header::METHOD,
             header::NAME,
             header::SESSION_ID,
-            "Last-Event-ID",
+            LAST_EVENT_ID,
         ] {
             let parsed = HeaderName::from_bytes(name.as_bytes()).ok();
             assert_eq!(protocol_name(name), parsed, "{name}");

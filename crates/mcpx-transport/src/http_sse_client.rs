@@ -27,8 +27,8 @@ use url::Url;
 use crate::child::{exchange_for, peer_error};
 use crate::error::TransportError;
 use crate::http_client::{Endpoint, HttpClient};
+use crate::http_client::{http_error, media_type, parse_http_url, sse_events};
 use crate::pending::Pending;
-use crate::streamable_http::client::{http_error, media_type, parse_http_url, sse_events};
 use crate::upstream::{Exchange, SentCount, Unsolicited, Upstream, unsolicited};
 
 /// How to reach a 2024-11-05 HTTP+SSE upstream.
@@ -164,14 +164,15 @@ impl SseUpstream {
     ) -> Result<(SseUpstream, Unsolicited), TransportError> {
         let url = parse_http_url(&config.url)?;
         let client = HttpClient::new(config.connect_timeout);
-        let request = Endpoint::new(&url, &config.headers)?.request(
-            Method::GET,
-            Some("text/event-stream"),
-            Vec::new(),
-            None,
-        )?;
+        let stream = Endpoint::new(&url, &config.headers)?;
+        let request = stream.request(Method::GET, Some("text/event-stream"), Vec::new(), None)?;
         let resp = client
-            .send(request, config.request_timeout, "GET of the SSE stream")
+            .send(
+                &stream,
+                request,
+                config.request_timeout,
+                "GET of the SSE stream",
+            )
             .await?;
         if !resp.status().is_success() {
             return Err(http_error(resp, config.max_error_body_bytes).await);

@@ -20,7 +20,8 @@
 //! * [`channel_pool`]: bounded channels kept for reuse by the per-call paths.
 //! * [`child`]: the stdio client (an upstream server as a child process).
 //! * [`http_sse_client`]: the 2024-11-05 HTTP+SSE client.
-//! * `http_client.rs`: the HTTP/1.1 client under both HTTP clients (hyper-util's pool).
+//! * `http_client.rs`: the HTTP/1.1 client under both HTTP clients (hyper-util's pool),
+//!   and the response helpers they share.
 #![forbid(unsafe_code)]
 
 pub mod channel_pool;

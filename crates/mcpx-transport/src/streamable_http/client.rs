@@ -36,9 +36,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::StreamExt;
 use hyper::Method;
-use hyper::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
 use mcpx_protocol::codec::{self, Decoded, Limits};
 use mcpx_protocol::header::{self, ParamHeader};
 use mcpx_protocol::jsonrpc::{Kind, member, string_value};
@@ -46,11 +45,11 @@ use mcpx_protocol::revision::VersionHeader;
 use mcpx_protocol::{Frame, Id, Revision, meta};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
-use url::Url;
 
 use crate::error::TransportError;
 use crate::http_client::{
-    Endpoint, Headers, HttpClient, Response, body_stream, chain, read_bounded,
+    Endpoint, Headers, HttpClient, LAST_EVENT_ID, Response, http_error, media_type, parse_http_url,
+    read_bounded, sse_events,
 };
 use crate::upstream::{Exchange, Unsolicited, Upstream};
 
@@ -128,101 +127,6 @@ enum Mode {
 #[derive(Debug)]
 pub struct HttpUpstream {
     inner: Arc<Inner>,
-}
-
-/// Checks that `url` is one this build can reach (http only).
-pub(crate) fn parse_http_url(url: &str) -> Result<Url, TransportError> {
-    let parsed =
-        Url::parse(url).map_err(|e| TransportError::Io(format!("invalid URL {url:?}: {e}")))?;
-    match parsed.scheme() {
-        "http" => Ok(parsed),
-        "https" => Err(TransportError::Io(format!(
-            "https upstreams are not supported by this build (no TLS): {url}; use http:// or a TLS-terminating proxy"
-        ))),
-        other => Err(TransportError::Io(format!(
-            "unsupported URL scheme {other:?} in {url}; only http:// is supported"
-        ))),
-    }
-}
-
-/// The JSON-RPC error code of a body, if the body is a JSON-RPC error response.
-pub(crate) fn jsonrpc_error_code(body: &str) -> Option<i64> {
-    let v: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
-    if v.get("jsonrpc")?.as_str()? != "2.0" {
-        return None;
-    }
-    v.get("error")?.get("code")?.as_i64()
-}
-
-/// A non-2xx response as a [`TransportError::Http`], with a bounded body; a 401, or a
-/// 403 with a `WWW-Authenticate` challenge, as a [`TransportError::Auth`] carrying the
-/// challenge (mcpx reports it and does nothing else: no discovery, no retry; registers
-/// B-C15, B-C18).
-pub(crate) async fn http_error(resp: Response, max_body: usize) -> TransportError {
-    let status = resp.status().as_u16();
-    let challenge = resp
-        .headers()
-        .get(WWW_AUTHENTICATE)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    if status == 401 || (status == 403 && challenge.is_some()) {
-        return TransportError::Auth { status, challenge };
-    }
-    let body = match read_bounded(resp, max_body).await {
-        Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) => format!("(body unreadable: {e})"),
-    };
-    let code = jsonrpc_error_code(&body);
-    TransportError::Http { status, body, code }
-}
-
-/// The media type of a response, lowercased, without parameters.
-pub(crate) fn media_type(resp: &Response) -> String {
-    resp.headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(|v| v.trim().to_ascii_lowercase())
-        .unwrap_or_default()
-}
-
-/// The SSE events of a response body, each bounded to `max_event` bytes (an event
-/// over the bound ends the stream with an error).
-pub(crate) fn sse_events(
-    resp: Response,
-    max_event: usize,
-) -> impl Stream<Item = Result<sse_stream::Sse, String>> + Send + Unpin {
-    // Bytes since the last blank line (the end of an event). CR, LF and CRLF all end a
-    // line (the SSE grammar); two line ends in a row end an event.
-    let mut run = 0usize;
-    let mut last_was_eol = false;
-    let mut prev_cr = false;
-    let bytes = body_stream(resp).map(move |chunk| {
-        let chunk = chunk.map_err(|e| std::io::Error::other(chain(&e)))?;
-        for &b in chunk.iter() {
-            if b == b'\n' && prev_cr {
-                prev_cr = false;
-                continue;
-            }
-            if b == b'\r' || b == b'\n' {
-                if last_was_eol {
-                    run = 0;
-                }
-                last_was_eol = true;
-                prev_cr = b == b'\r';
-            } else {
-                last_was_eol = false;
-                prev_cr = false;
-                run += 1;
-                if run > max_event {
-                    return Err(std::io::Error::other(format!(
-                        "an SSE event exceeds the limit of {max_event} bytes"
-                    )));
-                }
-            }
-        }
-        Ok(chunk)
-    });
-    Box::pin(sse_stream::SseByteStream::new(bytes)).map(|r| r.map_err(|e| e.to_string()))
 }
 
 /// Where a response stream left off.
@@ -441,7 +345,7 @@ impl Inner {
         let session = self.session();
         let mut headers = Self::legacy_headers(&session);
         if let Some(id) = &state.last_event_id {
-            headers.push((Cow::Borrowed("Last-Event-ID"), id.clone()));
+            headers.push((Cow::Borrowed(LAST_EVENT_ID), id.clone()));
         }
         let request =
             self.endpoint
@@ -449,6 +353,7 @@ impl Inner {
         let resp = self
             .client
             .send(
+                &self.endpoint,
                 request,
                 self.config.request_timeout,
                 "GET from the upstream",
@@ -767,21 +672,17 @@ impl Upstream for HttpUpstream {
         }
         // 2025-03-26..2025-11-25 §Session Management, item 5: DELETE ends the session;
         // 405 means the server does not let clients end sessions.
-        let sent = match self.inner.endpoint.request(
-            Method::DELETE,
-            Some("application/json, text/event-stream"),
-            Inner::legacy_headers(&session),
-            None,
-        ) {
-            Ok(request) => {
-                self.inner
-                    .client
-                    .send(request, self.inner.config.request_timeout, "DELETE")
-                    .await
-            }
-            Err(e) => Err(e),
+        let inner = &self.inner;
+        let delete = async {
+            let accept = Some("application/json, text/event-stream");
+            let headers = Inner::legacy_headers(&session);
+            let request = (inner.endpoint).request(Method::DELETE, accept, headers, None)?;
+            let timeout = inner.config.request_timeout;
+            (inner.client)
+                .send(&inner.endpoint, request, timeout, "DELETE")
+                .await
         };
-        match sent {
+        match delete.await {
             Ok(r) if r.status().is_success() || r.status().as_u16() == 405 => {}
             Ok(r) => tracing::debug!(
                 status = r.status().as_u16(),
