@@ -170,11 +170,17 @@ fn lookup<'a>(args: &'a Value, path: &[String]) -> Option<&'a Value> {
     path.iter().try_fold(args, |v, k| v.get(k))
 }
 
-/// The value `Mcp-Name` mirrors, for methods that have one.
+/// The value `Mcp-Name` mirrors, for methods that have one. A `name` is read where
+/// the decoder saw it (or the request's builder put it), not found by a walk of the
+/// params: a host's request and mcpx's own request upstream each read it here.
 fn name_value(frame: &Frame) -> Option<std::borrow::Cow<'_, str>> {
     let method = frame.method()?;
     let (_, field) = NAMED_METHODS.iter().find(|(m, _)| *m == method)?;
-    let raw = crate::jsonrpc::first_member(frame.params()?, field)?;
+    let raw = if *field == "name" {
+        frame.params_name()?
+    } else {
+        crate::jsonrpc::first_member(frame.params()?, field)?
+    };
     crate::jsonrpc::string_value(raw)
 }
 

@@ -602,9 +602,27 @@ impl Frame {
                     .collect(),
             )
         });
-        // The first member of that name, as `member` reads it.
+        self.cached_meta(members.as_ref()?, key)
+    }
+
+    /// [`Frame::params_meta`] for a frame whose `_meta` is read once, if at all (the
+    /// request mcpx writes upstream, whose headers need its `protocolVersion`): the
+    /// members found so far are used, but none are collected, so that a single read
+    /// walks `_meta` only up to the member it finds and allocates nothing.
+    pub fn params_meta_once(&self, key: &str) -> Option<&str> {
+        self.ix.params.as_ref()?;
+        if let Some(members) = self.ix.meta.0.get() {
+            return self.cached_meta(members.as_ref()?, key);
+        }
+        let meta = self.hinted(self.ix.hints.params_meta(), self.params(), "_meta")?;
+        // The frame's own text: valid, so walked trustingly.
+        first_member(meta, key)
+    }
+
+    /// The first member of `_meta` named `key`, as [`member`] reads it, from the
+    /// members the cache holds.
+    fn cached_meta(&self, members: &[(Spelled, Span)], key: &str) -> Option<&str> {
         let (_, span) = members
-            .as_ref()?
             .iter()
             .find(|(k, _)| k.in_text(&self.text) == Some(key))?;
         self.text.get(span.clone())
@@ -1073,14 +1091,20 @@ mod tests {
             r#"{"name":"t"}"#,
             r#"{"_meta":{}}"#,
         ] {
-            let f = Frame::request(&Id::Number(1), "m", Some(&raw(params)));
-            let f = crate::codec::parse_frame(f.as_str().to_owned(), &limits).unwrap();
+            let built = Frame::request(&Id::Number(1), "m", Some(&raw(params)));
+            let f = crate::codec::parse_frame(built.as_str().to_owned(), &limits).unwrap();
             for key in ["a", "b", "key", "c", "_meta", "name"] {
                 let expected = member(params, "_meta").and_then(|m| member(m, key));
+                // A single read walks: a built frame (no hints), a decoded one (its
+                // hints), and one whose cache is filled (below) reads from it.
+                assert_eq!(built.params_meta_once(key), expected, "{params} {key}");
+                let fresh = crate::codec::parse_frame(built.as_str().to_owned(), &limits);
+                assert_eq!(fresh.unwrap().params_meta_once(key), expected);
                 assert_eq!(f.params_meta(key), expected, "{params} {key}");
                 // Twice: the second read is from the cache.
                 assert_eq!(f.params_meta(key), expected, "{params} {key}");
                 assert_eq!(f.with_id(&Id::Number(77)).params_meta(key), expected);
+                assert_eq!(f.params_meta_once(key), expected, "{params} {key}");
             }
         }
         assert_eq!(

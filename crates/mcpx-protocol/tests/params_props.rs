@@ -113,11 +113,20 @@ fn agrees_with_walks(p: &Params) -> Result<(), TestCaseError> {
         other => return Err(TestCaseError::fail(format!("{other:?}: {frame}"))),
     };
     prop_assert_eq!(&again, &frame);
-    for key in ["k", "x", "progressToken"] {
+    // The keys of every generated `_meta` and envelope, escaped names included.
+    for key in [
+        "k",
+        "x",
+        "progressToken",
+        "io.modelcontextprotocol/protocolVersion",
+        "y",
+        "y\"z",
+    ] {
         let walked = frame
             .params()
             .and_then(|t| first_member(t, "_meta"))
             .and_then(|m| first_member(m, key));
+        prop_assert_eq!(frame.params_meta_once(key), walked);
         prop_assert_eq!(frame.params_meta(key), walked);
     }
     Ok(())
@@ -147,7 +156,7 @@ proptest! {
     fn rewriting_meta_keeps_the_params_valid_and_their_meaning(
         text in params_text(),
         added in prop::collection::vec(
-            (prop::sample::select(vec!["io.modelcontextprotocol/protocolVersion", "progressToken", "y"]),
+            (prop::sample::select(vec!["io.modelcontextprotocol/protocolVersion", "progressToken", "y", "y\"z"]),
              common::json_value("[a-z]{0,3}", "[a-z]{0,2}")),
             0..3,
         ),

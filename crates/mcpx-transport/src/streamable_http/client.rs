@@ -279,8 +279,9 @@ impl Inner {
 
     /// The headers and mode of a POST carrying `frame`.
     fn post_headers(&self, frame: &Frame) -> (Headers, Mode) {
+        // Read once per request: not worth the frame's `_meta` cache.
         let modern = frame
-            .params_meta(meta::PROTOCOL_VERSION)
+            .params_meta_once(meta::PROTOCOL_VERSION)
             .and_then(string_value);
         if let Some(version) = modern {
             let tool_params = |name: &str| {
