@@ -1,22 +1,35 @@
 //! The HTTP/1.1 client under both HTTP upstream transports (Streamable HTTP and the
-//! 2024-11-05 HTTP+SSE client): hyper-util's pooled client, the one reqwest wraps.
+//! 2024-11-05 HTTP+SSE client): hyper's own client connections, kept alive in a small
+//! pool of mcpx's.
 //!
 //! mcpx used reqwest until its per-request layers showed in the profile: its
 //! `FollowRedirect` layer (installed whatever the redirect policy) parses each request's
 //! `Uri` and each response's into a `url::Url`, and its retry and redirect futures wrap
 //! every send; together about a fifth of an HTTP → HTTP call's instructions
-//! (docs/performance.md, eleventh round). An MCP endpoint needs none of it, so this
-//! client does the rest of what reqwest did here and no more:
+//! (docs/performance.md, eleventh round). hyper-util's pooled client, which reqwest
+//! wraps, came next: its pool hashes the request's scheme and authority a byte at a
+//! time (SipHash) to check a connection out and again to put it back, and re-derives
+//! the origin form and the `Host` header from every request's `Uri`, about 5 k
+//! instructions a call (twelfth round). An MCP upstream is one authority, reached by
+//! few connections at once, so the pool here is a short list searched by that
+//! authority, and the request target and `Host` are made once per endpoint. What this
+//! client does:
 //!
 //! * a connect timeout; `TCP_NODELAY` (a request is one write, and Nagle's algorithm
-//!   would hold a small one back); kept-alive, pooled connections, idle ones closed
-//!   after 90 s;
+//!   would hold a small one back); kept-alive connections, reused when their last
+//!   exchange is over (an SSE stream's connection is busy while it lasts), at most
+//!   [`MAX_KEPT`] of them, each dropped when the server closes it or, at the next
+//!   request, once idle for 90 s;
+//! * a request that a kept connection could not carry (closed before it was written:
+//!   the server's idle timeout, racing the request) is sent again on a new one, as
+//!   hyper-util and reqwest did; one that was written is not (it may have been acted on);
 //! * the endpoint's `Uri` and the configured headers are parsed once, when the
 //!   transport is built, and a header that is not valid HTTP is refused then, naming
 //!   it (reqwest refused it on every send);
 //! * credentials in the URL (`http://user:pass@host/mcp`) are sent as `Authorization:
 //!   Basic …` (RFC 7617) and not in the request line; a configured `Authorization`
-//!   header wins over them (reqwest sent both).
+//!   header wins over them (reqwest sent both); a configured `Host` header likewise
+//!   wins over the URL's.
 //!
 //! The responses' helpers both clients share are here too: a non-2xx answer as its
 //! error, the media type, a bounded body, a bounded SSE event stream.
@@ -27,8 +40,8 @@
 //! has a use on an MCP endpoint that this build can reach (`http://` only, no TLS).
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
-use std::time::Duration;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -36,14 +49,14 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use http_body_util::{BodyDataStream, BodyExt, Full};
 use hyper::body::Incoming;
+use hyper::client::conn::http1;
 use hyper::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, WWW_AUTHENTICATE,
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderName, HeaderValue, WWW_AUTHENTICATE,
 };
 use hyper::{Method, Request, Uri};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioIo;
 use percent_encoding::percent_decode_str;
+use tokio::net::TcpStream;
 use url::Url;
 
 use mcpx_protocol::{Frame, header};
@@ -57,26 +70,42 @@ pub(crate) type Headers = Vec<(Cow<'static, str>, String)>;
 /// A response; its body is read as it arrives.
 pub(crate) type Response = hyper::Response<Incoming>;
 
-/// How long an idle pooled connection is kept (reqwest's default).
+/// How long an idle connection is kept (reqwest's default).
 const POOL_IDLE: Duration = Duration::from_secs(90);
 
-/// A pooled HTTP/1.1 client (cheap to clone: the pool is shared).
+/// The most connections a client keeps alive: enough for as many calls in flight to
+/// one upstream as a gateway's sessions make at once; beyond it a connection carries
+/// one exchange and is closed.
+pub(crate) const MAX_KEPT: usize = 64;
+
+/// An HTTP/1.1 client with kept-alive connections (cheap to clone: they are shared).
 #[derive(Debug, Clone)]
 pub(crate) struct HttpClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    connect_timeout: Duration,
+    kept: Arc<Mutex<Vec<Kept>>>,
+}
+
+/// A kept-alive connection: where it goes, its sending half (its connection runs in a
+/// task of its own), and when it last carried a request.
+struct Kept {
+    to: Arc<str>,
+    sender: http1::SendRequest<Full<Bytes>>,
+    used: Instant,
+}
+
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kept").field("to", &self.to).finish()
+    }
 }
 
 impl HttpClient {
     /// A client whose connections are established within `connect_timeout`.
     pub(crate) fn new(connect_timeout: Duration) -> HttpClient {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(connect_timeout));
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(POOL_IDLE)
-            .build(connector);
-        HttpClient { client }
+        HttpClient {
+            connect_timeout,
+            kept: Arc::default(),
+        }
     }
 
     /// Sends `request` (made by `to`), bounding the wait for the status line and
@@ -89,15 +118,100 @@ impl HttpClient {
         timeout: Duration,
         what: &str,
     ) -> Result<Response, TransportError> {
-        match tokio::time::timeout(timeout, self.client.request(request)).await {
+        match tokio::time::timeout(timeout, self.exchange(to, request)).await {
             Err(_) => Err(TransportError::Timeout(timeout)),
-            Ok(Err(e)) => Err(TransportError::Io(format!(
-                "{what} ({}): {}",
-                to.uri,
-                chain(&e)
-            ))),
+            Ok(Err(e)) => Err(TransportError::Io(format!("{what} ({}): {e}", to.uri))),
             Ok(Ok(r)) => Ok(r),
         }
+    }
+
+    /// `request` on a kept connection to `to` that is free, else on a new one.
+    async fn exchange(
+        &self,
+        to: &Endpoint,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Response, String> {
+        let request = match self.send_kept(to, request) {
+            Err(request) => request,
+            Ok(sent) => match sent.await {
+                Ok(response) => return Ok(response),
+                // Not written: the connection closed first. Once more, on a new one.
+                Err(mut e) => match e.take_message() {
+                    Some(request) => request,
+                    None => return Err(chain(e.error())),
+                },
+            },
+        };
+        let mut sender = self.connect(to).await?;
+        let sent = sender.send_request(request);
+        self.keep(to, sender);
+        sent.await.map_err(|e| chain(&e))
+    }
+
+    /// Starts `request` on a kept connection to `to` that is free (its last exchange
+    /// over), dropping the closed and the long idle ones on the way; `request` back
+    /// when there is none.
+    #[allow(clippy::type_complexity, clippy::result_large_err)]
+    fn send_kept(
+        &self,
+        to: &Endpoint,
+        request: Request<Full<Bytes>>,
+    ) -> Result<
+        impl Future<Output = Result<Response, hyper::client::conn::TrySendError<Request<Full<Bytes>>>>>
+        + use<>,
+        Request<Full<Bytes>>,
+    > {
+        let now = Instant::now();
+        let Ok(mut kept) = self.kept.lock() else {
+            return Err(request);
+        };
+        kept.retain(|k| !k.sender.is_closed() && now.duration_since(k.used) < POOL_IDLE);
+        match kept
+            .iter_mut()
+            .find(|k| k.sender.is_ready() && *k.to == *to.authority)
+        {
+            Some(k) => {
+                k.used = now;
+                Ok(k.sender.try_send_request(request))
+            }
+            None => Err(request),
+        }
+    }
+
+    /// Keeps `sender` for later requests to `to`, unless [`MAX_KEPT`] are kept.
+    fn keep(&self, to: &Endpoint, sender: http1::SendRequest<Full<Bytes>>) {
+        if let Ok(mut kept) = self.kept.lock()
+            && kept.len() < MAX_KEPT
+        {
+            kept.push(Kept {
+                to: to.authority.clone(),
+                sender,
+                used: Instant::now(),
+            });
+        }
+    }
+
+    /// A new connection to `to`, its HTTP/1.1 exchanges run by a task of its own
+    /// (which ends when the connection closes, or when every sender is dropped and its
+    /// last exchange is over).
+    async fn connect(&self, to: &Endpoint) -> Result<http1::SendRequest<Full<Bytes>>, String> {
+        let (host, port) = (to.host.as_str(), to.port);
+        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect((host, port)))
+            .await
+            .map_err(|_| format!("connect timed out after {:?}", self.connect_timeout))?
+            .map_err(|e| format!("connect: {e}"))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| format!("connect: TCP_NODELAY: {e}"))?;
+        let (sender, connection) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| chain(&e))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("upstream HTTP connection ended: {}", chain(&e));
+            }
+        });
+        Ok(sender)
     }
 }
 
@@ -123,7 +237,18 @@ impl HttpClient {
 /// An HTTP endpoint with the headers sent on every request to it, parsed once.
 #[derive(Debug, Clone)]
 pub(crate) struct Endpoint {
+    /// The URL, credentials taken out (for error messages).
     uri: Uri,
+    /// The request target (origin form: the path and query).
+    target: Uri,
+    /// Where connections go: the authority as a kept connection is known by, and the
+    /// host (an IPv6 address without its brackets) and port to connect to.
+    authority: Arc<str>,
+    host: String,
+    port: u16,
+    /// `Host`, unless it is configured.
+    host_header: Option<HeaderValue>,
+    /// The configured headers.
     headers: Vec<(HeaderName, HeaderValue)>,
 }
 
@@ -134,8 +259,22 @@ impl Endpoint {
     pub(crate) fn new(url: &Url, headers: &[(String, String)]) -> Result<Endpoint, TransportError> {
         let mut url = url.clone();
         let credentials = take_credentials(&mut url);
-        let uri = Uri::try_from(url.as_str())
-            .map_err(|e| TransportError::Io(format!("invalid URL {url}: {e}")))?;
+        let invalid =
+            |e: &dyn std::fmt::Display| TransportError::Io(format!("invalid URL {url}: {e}"));
+        let uri = Uri::try_from(url.as_str()).map_err(|e| invalid(&e))?;
+        let target =
+            Uri::try_from(url[url::Position::BeforePath..url::Position::AfterQuery].to_owned())
+                .map_err(|e| invalid(&e))?;
+        let Some(authority) = uri.authority().cloned() else {
+            return Err(invalid(&"no host"));
+        };
+        let host = authority.host();
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host)
+            .to_owned();
+        let port = authority.port_u16().unwrap_or(80);
         let mut headers: Vec<(HeaderName, HeaderValue)> = headers
             .iter()
             .map(|(k, v)| header(k, v).map_err(|e| format!("configured header {k:?}: {e}")))
@@ -149,11 +288,24 @@ impl Endpoint {
             value.set_sensitive(true);
             headers.insert(0, (AUTHORIZATION, value));
         }
-        Ok(Endpoint { uri, headers })
+        // RFC 9112 §3.2: every request carries `Host`, the target URI's authority.
+        let host_header = match headers.iter().any(|(k, _)| k == HOST) {
+            true => None,
+            false => Some(HeaderValue::try_from(authority.as_str()).map_err(|e| invalid(&e))?),
+        };
+        Ok(Endpoint {
+            uri,
+            target,
+            authority: authority.as_str().into(),
+            host,
+            port,
+            host_header,
+            headers,
+        })
     }
 
-    /// A request to the endpoint: `Accept: accept` when given, the configured headers,
-    /// then `extra` (each appended, as given); with a body, `Content-Type:
+    /// A request to the endpoint: `Host`, `Accept: accept` when given, the configured
+    /// headers, then `extra` (each appended, as given); with a body, `Content-Type:
     /// application/json`. `extra`'s values become header values without a copy.
     pub(crate) fn request(
         &self,
@@ -165,8 +317,11 @@ impl Endpoint {
         let json = body.is_some();
         let mut request = Request::new(Full::new(body.map_or_else(Bytes::new, Bytes::from)));
         *request.method_mut() = method;
-        *request.uri_mut() = self.uri.clone();
+        *request.uri_mut() = self.target.clone();
         let headers = request.headers_mut();
+        if let Some(host) = &self.host_header {
+            headers.append(HOST, host.clone());
+        }
         if let Some(accept) = accept {
             headers.append(ACCEPT, HeaderValue::from_static(accept));
         }
