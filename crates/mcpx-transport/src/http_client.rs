@@ -17,9 +17,9 @@
 //!
 //! * a connect timeout; `TCP_NODELAY` (a request is one write, and Nagle's algorithm
 //!   would hold a small one back); kept-alive connections, reused when their last
-//!   exchange is over (an SSE stream's connection is busy while it lasts), at most
-//!   [`MAX_KEPT`] of them, each dropped when the server closes it or, at the next
-//!   request, once idle for 90 s;
+//!   exchange is over (an SSE stream's connection is busy while it lasts), at most 64
+//!   of them, each closed when the server closes it or once idle for 90 s (both
+//!   configurable: `max_idle_connections`, `idle_timeout`);
 //! * a request that a kept connection could not carry (closed before it was written:
 //!   the server's idle timeout, racing the request) is sent again on a new one, as
 //!   hyper-util and reqwest did; one that was written is not (it may have been acted on);
@@ -40,7 +40,7 @@
 //! has a use on an MCP endpoint that this build can reach (`http://` only, no TLS).
 
 use std::borrow::Cow;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -70,19 +70,44 @@ pub(crate) type Headers = Vec<(Cow<'static, str>, String)>;
 /// A response; its body is read as it arrives.
 pub(crate) type Response = hyper::Response<Incoming>;
 
-/// How long an idle connection is kept (reqwest's default).
-const POOL_IDLE: Duration = Duration::from_secs(90);
-
-/// The most connections a client keeps alive: enough for as many calls in flight to
-/// one upstream as a gateway's sessions make at once; beyond it a connection carries
-/// one exchange and is closed.
-pub(crate) const MAX_KEPT: usize = 64;
-
 /// An HTTP/1.1 client with kept-alive connections (cheap to clone: they are shared).
 #[derive(Debug, Clone)]
 pub(crate) struct HttpClient {
     connect_timeout: Duration,
-    kept: Arc<Mutex<Vec<Kept>>>,
+    /// How long an idle connection is kept.
+    idle_timeout: Duration,
+    /// The most connections kept alive; beyond them a connection carries one exchange
+    /// and is closed.
+    max_kept: usize,
+    pool: Arc<Mutex<Pool>>,
+}
+
+/// The kept connections, and whether the task that closes the idle ones is running.
+#[derive(Debug, Default)]
+struct Pool {
+    kept: Vec<Kept>,
+    reaping: bool,
+}
+
+impl Pool {
+    /// Drops the connections that are closed or have been idle for `idle`.
+    fn prune(&mut self, now: Instant, idle: Duration) {
+        (self.kept).retain(|k| !k.sender.is_closed() && now.duration_since(k.used) < idle);
+    }
+}
+
+/// Closes the connections idle for `idle` while the client lives (`pool` is its
+/// pool), so that a client nothing is sent through any more does not hold them: every
+/// third of `idle`, as hyper-util's pool did.
+async fn reap(pool: Weak<Mutex<Pool>>, idle: Duration) {
+    let mut every = tokio::time::interval(idle / 3);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        let Some(pool) = pool.upgrade() else { return };
+        let Ok(mut pool) = pool.lock() else { return };
+        pool.prune(Instant::now(), idle);
+    }
 }
 
 /// A kept-alive connection: where it goes, its sending half (its connection runs in a
@@ -100,11 +125,20 @@ impl std::fmt::Debug for Kept {
 }
 
 impl HttpClient {
-    /// A client whose connections are established within `connect_timeout`.
-    pub(crate) fn new(connect_timeout: Duration) -> HttpClient {
+    /// A client whose connections are established within `connect_timeout`, kept
+    /// while idle for `idle_timeout`, at most `max_kept` of them.
+    pub(crate) fn new(
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+        max_kept: usize,
+    ) -> HttpClient {
         HttpClient {
             connect_timeout,
-            kept: Arc::default(),
+            // `Duration::ZERO` would make the reaper's interval panic; and a connection
+            // idle for no time at all is one not kept.
+            idle_timeout: idle_timeout.max(Duration::from_millis(3)),
+            max_kept: if idle_timeout.is_zero() { 0 } else { max_kept },
+            pool: Arc::default(),
         }
     }
 
@@ -162,11 +196,11 @@ impl HttpClient {
         Request<Full<Bytes>>,
     > {
         let now = Instant::now();
-        let Ok(mut kept) = self.kept.lock() else {
+        let Ok(mut pool) = self.pool.lock() else {
             return Err(request);
         };
-        kept.retain(|k| !k.sender.is_closed() && now.duration_since(k.used) < POOL_IDLE);
-        match kept
+        pool.prune(now, self.idle_timeout);
+        match (pool.kept)
             .iter_mut()
             .find(|k| k.sender.is_ready() && *k.to == *to.authority)
         {
@@ -180,14 +214,22 @@ impl HttpClient {
 
     /// Keeps `sender` for later requests to `to`, unless [`MAX_KEPT`] are kept.
     fn keep(&self, to: &Endpoint, sender: http1::SendRequest<Full<Bytes>>) {
-        if let Ok(mut kept) = self.kept.lock()
-            && kept.len() < MAX_KEPT
-        {
-            kept.push(Kept {
-                to: to.authority.clone(),
-                sender,
-                used: Instant::now(),
-            });
+        let Ok(mut pool) = self.pool.lock() else {
+            return;
+        };
+        if pool.kept.len() >= self.max_kept {
+            return;
+        }
+        pool.kept.push(Kept {
+            to: to.authority.clone(),
+            sender,
+            used: Instant::now(),
+        });
+        // Started with the first connection kept: inside the runtime, which the
+        // client's construction need not be.
+        if !pool.reaping {
+            pool.reaping = true;
+            tokio::spawn(reap(Arc::downgrade(&self.pool), self.idle_timeout));
         }
     }
 

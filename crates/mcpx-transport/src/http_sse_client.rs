@@ -40,6 +40,12 @@ pub struct SseClientConfig {
     pub headers: Vec<(String, String)>,
     /// Bound on establishing a TCP connection (default 10 s).
     pub connect_timeout: Duration,
+    /// How long an idle connection is kept alive for the next request (default 90 s;
+    /// zero keeps none).
+    pub idle_timeout: Duration,
+    /// The most connections kept alive (default 64): enough for as many requests in
+    /// flight at once; beyond them a connection carries one exchange and is closed.
+    pub max_idle_connections: usize,
     /// Bound on waiting for a response's status and headers (default 30 s).
     pub request_timeout: Duration,
     /// Bound on waiting for the `endpoint` event after the stream opened (default 10 s).
@@ -63,6 +69,8 @@ impl SseClientConfig {
             url: url.into(),
             headers: Vec::new(),
             connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(90),
+            max_idle_connections: 64,
             request_timeout: Duration::from_secs(30),
             endpoint_timeout: Duration::from_secs(10),
             limits: Limits::default(),
@@ -163,7 +171,11 @@ impl SseUpstream {
         config: SseClientConfig,
     ) -> Result<(SseUpstream, Unsolicited), TransportError> {
         let url = parse_http_url(&config.url)?;
-        let client = HttpClient::new(config.connect_timeout);
+        let client = HttpClient::new(
+            config.connect_timeout,
+            config.idle_timeout,
+            config.max_idle_connections,
+        );
         let stream = Endpoint::new(&url, &config.headers)?;
         let request = stream.request(Method::GET, Some("text/event-stream"), Vec::new(), None)?;
         let resp = client

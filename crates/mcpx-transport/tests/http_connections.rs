@@ -115,9 +115,22 @@ async fn serve(
 }
 
 fn client(url: &str) -> HttpUpstream {
+    client_with(url, |_| {})
+}
+
+fn client_with(url: &str, set: impl FnOnce(&mut HttpClientConfig)) -> HttpUpstream {
     let mut cfg = HttpClientConfig::new(url.to_owned());
     cfg.request_timeout = Duration::from_secs(10);
+    set(&mut cfg);
     HttpUpstream::new(cfg).unwrap().0
+}
+
+/// Waits (boundedly) for the server to see a connection closed.
+async fn closed(srv: &mut RawServer) {
+    tokio::time::timeout(Duration::from_secs(10), srv.closed.recv())
+        .await
+        .expect("no connection was closed")
+        .unwrap();
 }
 
 async fn call(up: &HttpUpstream, id: i64) -> Frame {
@@ -177,8 +190,34 @@ async fn a_connection_the_server_closed_is_not_used_again() {
     for id in 1..=3 {
         call(&up, id).await;
         // The server has closed it; the client reads that close as it comes.
-        srv.closed.recv().await.unwrap();
+        closed(&mut srv).await;
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(srv.accepted.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn an_idle_connection_is_closed_by_the_client_after_its_idle_timeout() {
+    let mut srv = raw_server(After::KeepAlive, None).await;
+    let up = client_with(&srv.url, |c| c.idle_timeout = Duration::from_millis(300));
+    call(&up, 1).await;
+    // Nothing more is sent, and the client lives on: its pool closes the connection.
+    closed(&mut srv).await;
+    assert_eq!(srv.accepted.load(Ordering::SeqCst), 1);
+    // The next request opens a new one.
+    call(&up, 2).await;
+    assert_eq!(srv.accepted.load(Ordering::SeqCst), 2);
+    drop(up);
+}
+
+#[tokio::test]
+async fn with_no_idle_connections_allowed_each_exchange_has_its_own() {
+    let mut srv = raw_server(After::KeepAlive, None).await;
+    let up = client_with(&srv.url, |c| c.max_idle_connections = 0);
+    for id in 1..=3 {
+        call(&up, id).await;
+        // Closed by the client once its exchange is over.
+        closed(&mut srv).await;
     }
     assert_eq!(srv.accepted.load(Ordering::SeqCst), 3);
 }

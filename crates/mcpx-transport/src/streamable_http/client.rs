@@ -62,6 +62,12 @@ pub struct HttpClientConfig {
     pub headers: Vec<(String, String)>,
     /// Bound on establishing a TCP connection (default 10 s).
     pub connect_timeout: Duration,
+    /// How long an idle connection is kept alive for the next request (default 90 s;
+    /// zero keeps none).
+    pub idle_timeout: Duration,
+    /// The most connections kept alive (default 64): enough for as many requests in
+    /// flight at once; beyond them a connection carries one exchange and is closed.
+    pub max_idle_connections: usize,
     /// Bound on waiting for a response's status and headers (default 30 s). The body
     /// (an SSE stream may last long) is not bounded here; the layer above times out
     /// requests.
@@ -86,6 +92,8 @@ impl HttpClientConfig {
             url: url.into(),
             headers: Vec::new(),
             connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(90),
+            max_idle_connections: 64,
             request_timeout: Duration::from_secs(30),
             limits: Limits::default(),
             max_sse_event_bytes: 16 * 1024 * 1024,
@@ -154,7 +162,11 @@ impl HttpUpstream {
     pub fn new(config: HttpClientConfig) -> Result<(HttpUpstream, Unsolicited), TransportError> {
         let url = parse_http_url(&config.url)?;
         let endpoint = Endpoint::new(&url, &config.headers)?;
-        let client = HttpClient::new(config.connect_timeout);
+        let client = HttpClient::new(
+            config.connect_timeout,
+            config.idle_timeout,
+            config.max_idle_connections,
+        );
         let (tx, rx) = mpsc::channel(config.unsolicited_queue.max(1));
         Ok((
             HttpUpstream {
