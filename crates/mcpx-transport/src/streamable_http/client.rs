@@ -539,7 +539,10 @@ impl Inner {
                     .await;
                 return;
             }
-            let text = String::from_utf8_lossy(&bytes).into_owned();
+            // Valid UTF-8 (every real body) is taken as it is, not copied; invalid
+            // bytes are replaced, as before, and the decoder decides.
+            let text = String::from_utf8(bytes)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
             for frame in self.decode(text) {
                 match frame.kind() {
                     Kind::Result | Kind::Error if frame.id() == Some(&id) => {
