@@ -91,6 +91,9 @@ pub struct Exchange {
 enum Source {
     /// A stream of frames, the response last (HTTP: the POST's SSE stream).
     Stream(mpsc::Receiver<Result<Frame, TransportError>>),
+    /// The response, already read (a Streamable HTTP `application/json` answer): taken
+    /// by the first `next`.
+    Answered(Option<Result<Frame, TransportError>>),
     /// The response alone, awaited by id (stdio, HTTP+SSE): read straight from the
     /// dispatcher's oneshot, with no task in between.
     Once {
@@ -106,6 +109,7 @@ impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Source::Stream(_) => f.write_str("Stream"),
+            Source::Answered(_) => f.write_str("Answered"),
             Source::Once { .. } => f.write_str("Once"),
         }
     }
@@ -127,6 +131,15 @@ impl Exchange {
     pub fn new(rx: mpsc::Receiver<Result<Frame, TransportError>>) -> Self {
         Exchange {
             source: Source::Stream(rx),
+            done: false,
+        }
+    }
+
+    /// An exchange whose only frame is `response`, already at hand (or the error that
+    /// took its place).
+    pub fn answered(response: Result<Frame, TransportError>) -> Self {
+        Exchange {
+            source: Source::Answered(Some(response)),
             done: false,
         }
     }
@@ -157,6 +170,7 @@ impl Exchange {
         }
         let item = match &mut self.source {
             Source::Stream(rx) => rx.recv().await,
+            Source::Answered(response) => response.take(),
             Source::Once { rx, closed, forget } => {
                 let r = rx.await;
                 // Answered (or the connection is gone): nothing left to forget.

@@ -153,6 +153,19 @@ async fn handle(
             "id: g1\ndata: {}\n\n",
             serde_json::json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"})
         )]),
+        // A JSON body holding a notification before the response (a batch).
+        ("POST", "/json-batch") => Response::builder()
+            .header("content-type", "application/json; charset=utf-8")
+            .body(Body::from(
+                serde_json::json!([
+                    {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}},
+                    result(&id, serde_json::json!({"ok": 2})),
+                ])
+                .to_string(),
+            ))
+            .unwrap(),
+        // A JSON body answering some other request.
+        ("POST", "/json-other") => json(result(&serde_json::json!(999), serde_json::json!({}))),
         // A redirect to a path that answers: mcpx must not follow it.
         ("POST", "/moved") => Response::builder()
             .status(StatusCode::TEMPORARY_REDIRECT)
@@ -549,4 +562,35 @@ async fn credentials_in_the_url_are_sent_as_basic_authorization() {
     let seen = srv.seen("/json");
     let auth: Vec<_> = seen[1].headers.get_all("authorization").iter().collect();
     assert_eq!(auth, ["Bearer t0k"]);
+}
+
+#[tokio::test]
+async fn a_json_answer_is_read_whole_and_what_else_it_holds_is_unsolicited() {
+    let srv = server().await;
+    let mut cfg = HttpClientConfig::new(format!("{}/json-batch", srv.base));
+    cfg.request_timeout = Duration::from_secs(5);
+    let (up, mut unsolicited) = HttpUpstream::new(cfg).unwrap();
+    let r = call(&up, req(7, "tools/list", "{}")).await.unwrap();
+    assert_eq!(r.id(), Some(&Id::Number(7)));
+    assert_eq!(r.result(), Some(r#"{"ok":2}"#));
+    let note = unsolicited.recv().await.unwrap();
+    assert_eq!(note.method(), Some("notifications/message"));
+
+    // A body without the response is an error, not a wait.
+    let up = client(format!("{}/json-other", srv.base));
+    let err = call(&up, req(8, "tools/list", "{}")).await.unwrap_err();
+    assert!(
+        matches!(&err, TransportError::Protocol(m) if m.contains("holds no response")),
+        "{err:?}"
+    );
+
+    // A body over the frame limit is refused, not decoded.
+    let mut cfg = HttpClientConfig::new(format!("{}/json", srv.base));
+    cfg.limits.max_frame_bytes = 16;
+    let up = HttpUpstream::new(cfg).unwrap().0;
+    let err = call(&up, req(9, "tools/list", "{}")).await.unwrap_err();
+    assert!(
+        matches!(&err, TransportError::Protocol(m) if m.contains("exceeds the limit of 16 bytes")),
+        "{err:?}"
+    );
 }

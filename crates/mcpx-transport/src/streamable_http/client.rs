@@ -508,60 +508,54 @@ impl Inner {
         None
     }
 
-    /// Carries the body of a request's response into its exchange.
+    /// The response in an `application/json` answer to request `id`: the body read
+    /// (bounded) and decoded, any other message in it delivered as unsolicited.
+    async fn read_json(
+        &self,
+        resp: Response,
+        id: &Id,
+        init_session: Option<Option<String>>,
+    ) -> Result<Frame, TransportError> {
+        let (bytes, cut) = read_bounded(resp, self.config.limits.max_frame_bytes)
+            .await
+            .map_err(|e| TransportError::Io(format!("reading the response failed: {e}")))?;
+        if cut {
+            return Err(TransportError::Protocol(format!(
+                "the response exceeds the limit of {} bytes",
+                self.config.limits.max_frame_bytes
+            )));
+        }
+        // Valid UTF-8 (every real body) is taken as it is, not copied; invalid bytes
+        // are replaced, as before, and the decoder decides.
+        let text = String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        for frame in self.decode(text) {
+            match frame.kind() {
+                Kind::Result | Kind::Error if frame.id() == Some(id) => {
+                    if let Some(sid) = init_session {
+                        self.initialized(sid, &frame);
+                    }
+                    return Ok(frame);
+                }
+                _ => self.unsolicited(frame).await,
+            }
+        }
+        Err(TransportError::Protocol(
+            "the JSON response body holds no response to the request".to_owned(),
+        ))
+    }
+
+    /// Carries a streamed answer to a request (`text/event-stream`, resumed where the
+    /// revision allows) into its exchange; any other `media` type is an error.
     async fn run_exchange(
         self: Arc<Self>,
         resp: Response,
+        media: &str,
         mode: Mode,
         id: Id,
         init_session: Option<Option<String>>,
         tx: mpsc::Sender<Result<Frame, TransportError>>,
     ) {
-        let media = media_type(&resp);
-        if media == "application/json" {
-            let (bytes, cut) = match read_bounded(resp, self.config.limits.max_frame_bytes).await {
-                Ok(b) => b,
-                Err(e) => {
-                    let _ = tx
-                        .send(Err(TransportError::Io(format!(
-                            "reading the response failed: {e}"
-                        ))))
-                        .await;
-                    return;
-                }
-            };
-            if cut {
-                let _ = tx
-                    .send(Err(TransportError::Protocol(format!(
-                        "the response exceeds the limit of {} bytes",
-                        self.config.limits.max_frame_bytes
-                    ))))
-                    .await;
-                return;
-            }
-            // Valid UTF-8 (every real body) is taken as it is, not copied; invalid
-            // bytes are replaced, as before, and the decoder decides.
-            let text = String::from_utf8(bytes)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-            for frame in self.decode(text) {
-                match frame.kind() {
-                    Kind::Result | Kind::Error if frame.id() == Some(&id) => {
-                        if let Some(sid) = &init_session {
-                            self.initialized(sid.clone(), &frame);
-                        }
-                        let _ = tx.send(Ok(frame)).await;
-                        return;
-                    }
-                    _ => self.unsolicited(frame).await,
-                }
-            }
-            let _ = tx
-                .send(Err(TransportError::Protocol(
-                    "the JSON response body holds no response to the request".to_owned(),
-                )))
-                .await;
-            return;
-        }
         if media != "text/event-stream" {
             let _ = tx
                 .send(Err(TransportError::Protocol(format!(
@@ -652,6 +646,14 @@ impl Upstream for HttpUpstream {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         });
+        // A JSON answer is one body holding the response: read here, with no task and
+        // no channel in between (most calls). Dropping this future drops the body, as
+        // dropping the exchange would: the connection closes.
+        let media = media_type(&resp);
+        if media == "application/json" {
+            let response = self.inner.read_json(resp, &id, init_session).await;
+            return Ok(Exchange::answered(response));
+        }
         let (tx, rx) = mpsc::channel(16);
         let inner = self.inner.clone();
         tokio::spawn(async move {
@@ -659,7 +661,7 @@ impl Upstream for HttpUpstream {
             // Dropping the exchange drops the response body: the connection closes,
             // which on modern HTTP cancels the request (2026-07-28 §Cancellation).
             tokio::select! {
-                () = inner.run_exchange(resp, mode, id, init_session, tx) => {}
+                () = inner.run_exchange(resp, &media, mode, id, init_session, tx) => {}
                 () = closed.closed() => {}
             }
         });
