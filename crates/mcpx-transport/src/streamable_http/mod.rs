@@ -7,9 +7,9 @@
 //!   modern requests (2026-07-28) are stateless and closing their stream cancels them.
 //!   See `server.rs` for the rules and the choices taken.
 //! * `GET {sse_path}` and `POST {messages_path}?sessionId=…` (defaults `/sse`,
-//!   `/messages`): the 2024-11-05 HTTP+SSE transport ([`crate::http_sse`]).
+//!   `/messages`): the 2024-11-05 HTTP+SSE transport (`http_sse.rs`).
 //!
-//! Every request first passes the edge guards ([`crate::origin`]): `Origin`/`Host`
+//! Every request first passes the edge guards (`origin.rs`): `Origin`/`Host`
 //! allow-lists (403), the body size limit (413), the body read timeout (408). The
 //! header read timeout is enforced by the connection itself ([`serve`]).
 
