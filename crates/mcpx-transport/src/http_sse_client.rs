@@ -125,7 +125,7 @@ impl Shared {
 
     /// POSTs `frame` to the endpoint; 200 and 202 are both taken as accepted
     /// (2024-11-05 leaves the status open; servers answer 202).
-    async fn post(&self, frame: &Frame) -> Result<(), TransportError> {
+    async fn post(&self, frame: Frame) -> Result<(), TransportError> {
         if self.is_closed() {
             return Err(self.closed_error());
         }
@@ -314,7 +314,7 @@ impl Upstream for SseUpstream {
             .pending
             .register(id.clone())
             .map_err(peer_error)?;
-        if let Err(e) = self.shared.post(&frame).await {
+        if let Err(e) = self.shared.post(frame).await {
             self.shared.pending.forget(&id);
             return Err(e);
         }
@@ -328,7 +328,7 @@ impl Upstream for SseUpstream {
     }
 
     async fn send(&self, frame: Frame) -> Result<(), TransportError> {
-        self.shared.post(&frame).await
+        self.shared.post(frame).await
     }
 
     async fn close(&self) {

@@ -340,8 +340,8 @@ impl Inner {
         Err(http_error(resp, self.config.max_error_body_bytes).await)
     }
 
-    async fn post(&self, frame: &Frame) -> Result<(Response, Mode), TransportError> {
-        let (headers, mode) = self.post_headers(frame);
+    async fn post(&self, frame: Frame) -> Result<(Response, Mode), TransportError> {
+        let (headers, mode) = self.post_headers(&frame);
         let accept = Some("application/json, text/event-stream");
         let timeout = self.config.request_timeout;
         let resp = (self.client)
@@ -637,10 +637,9 @@ impl Upstream for HttpUpstream {
                 "Upstream::request needs a request frame with an id".to_owned(),
             ));
         };
-        let (resp, mode) = self.inner.post(&frame).await?;
-        let init_session = (matches!(mode, Mode::Legacy { .. })
-            && frame.method() == Some("initialize"))
-        .then(|| {
+        let initialize = frame.method() == Some("initialize");
+        let (resp, mode) = self.inner.post(frame).await?;
+        let init_session = (matches!(mode, Mode::Legacy { .. }) && initialize).then(|| {
             resp.headers()
                 .get(header::SESSION_ID)
                 .and_then(|v| v.to_str().ok())
@@ -649,11 +648,11 @@ impl Upstream for HttpUpstream {
         // A JSON answer is one body holding the response: read here, with no task and
         // no channel in between (most calls). Dropping this future drops the body, as
         // dropping the exchange would: the connection closes.
-        let media = media_type(&resp);
-        if media == "application/json" {
+        if media_type(&resp) == "application/json" {
             let response = self.inner.read_json(resp, &id, init_session).await;
             return Ok(Exchange::answered(response));
         }
+        let media = media_type(&resp).into_owned();
         let (tx, rx) = mpsc::channel(16);
         let inner = self.inner.clone();
         tokio::spawn(async move {
@@ -671,7 +670,7 @@ impl Upstream for HttpUpstream {
     async fn send(&self, frame: Frame) -> Result<(), TransportError> {
         // 202 Accepted is the expected answer (2025-03-26..2025-11-25 §Sending
         // Messages, item 4; 2026-07-28 §Sending Messages, item 5); any 2xx is taken.
-        let (_resp, _mode) = self.inner.post(&frame).await?;
+        let (_resp, _mode) = self.inner.post(frame).await?;
         Ok(())
     }
 
