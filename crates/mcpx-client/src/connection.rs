@@ -440,13 +440,15 @@ impl Connection {
             return None;
         }
         let mut members = MetaMembers::default();
-        let mut keys = Vec::with_capacity(5);
+        // Made only past the cached envelope's early return (no allocation there).
+        let mut keys = Vec::new();
         if facts.era == Era::Modern {
             // 2026-07-28 basic/index §_meta: required on every request (A-C12).
             let envelope = self.modern_envelope(facts.revision, &opts.client_capabilities);
             if opts.log_level.is_none() && progress_token.is_none() {
                 return Some((envelope, Cow::Borrowed(&MODERN_KEYS)));
             }
+            keys.reserve(5);
             members.extend(&envelope);
             keys.extend(MODERN_KEYS);
             if let Some(l) = &opts.log_level {

@@ -50,8 +50,9 @@ pub fn encode_value(v: &str) -> String {
     }
 }
 
-/// Decodes a header value, undoing the Base64 sentinel form.
-pub fn decode_value(v: &str) -> Result<String, String> {
+/// Decodes a header value, undoing the Base64 sentinel form; a plain value (nearly
+/// every one) is borrowed.
+pub fn decode_value(v: &str) -> Result<Cow<'_, str>, String> {
     match v
         .strip_prefix(SENTINEL_START)
         .and_then(|r| r.strip_suffix(SENTINEL_END))
@@ -60,11 +61,13 @@ pub fn decode_value(v: &str) -> Result<String, String> {
             let bytes = B64
                 .decode(b64)
                 .map_err(|e| format!("invalid Base64 in header value: {e}"))?;
-            String::from_utf8(bytes).map_err(|_| "Base64 header value is not UTF-8".to_owned())
+            String::from_utf8(bytes)
+                .map(Cow::Owned)
+                .map_err(|_| "Base64 header value is not UTF-8".to_owned())
         }
         None => {
             if v.bytes().all(|b| (0x20..=0x7e).contains(&b) || b == b'\t') {
-                Ok(v.to_owned())
+                Ok(Cow::Borrowed(v))
             } else {
                 Err("header value contains invalid characters".to_owned())
             }
@@ -295,7 +298,7 @@ pub fn validate<'h>(
                             .ok()
                             .zip(n.as_f64())
                             .is_some_and(|(x, y)| x == y),
-                        other => arg_header_value(other).as_deref() == Some(decoded.as_str()),
+                        other => arg_header_value(other).as_deref() == Some(&*decoded),
                     };
                     if !equal {
                         return Err(mismatch(format!(
