@@ -44,7 +44,9 @@ use tokio_util::codec::FramedRead;
 use crate::error::TransportError;
 use crate::pending::{PeerError, Pending};
 use crate::stdio::{Line, LineCodec, one_line};
-use crate::upstream::{Exchange, SentCount, Unsolicited, UnsolicitedSender, Upstream, unsolicited};
+use crate::upstream::{
+    Awaited, Exchange, SentCount, Unsolicited, UnsolicitedSender, Upstream, unsolicited,
+};
 
 /// How to start an upstream server process.
 #[derive(Debug, Clone)]
@@ -147,6 +149,20 @@ struct Shared {
     unsolicited_sent: SentCount,
 }
 
+impl Awaited for Shared {
+    fn closed_error(&self) -> TransportError {
+        TransportError::Closed {
+            detail: self
+                .closed_detail()
+                .unwrap_or_else(|| "the upstream process is gone".to_owned()),
+        }
+    }
+
+    fn forget(&self, id: &Id) {
+        self.pending.forget(id);
+    }
+}
+
 impl Shared {
     fn stderr_tail(&self) -> String {
         self.stderr.lock().map(|r| r.tail()).unwrap_or_default()
@@ -181,14 +197,6 @@ impl Shared {
             detail.push_str(&tail);
         }
         detail
-    }
-
-    fn closed_error(&self) -> TransportError {
-        TransportError::Closed {
-            detail: self
-                .closed_detail()
-                .unwrap_or_else(|| "the upstream process is gone".to_owned()),
-        }
     }
 
     fn signal(&self, sig: Signal) {
@@ -531,21 +539,6 @@ async fn route(shared: &Shared, unsolicited: &UnsolicitedSender, frame: Frame) {
     }
 }
 
-/// An exchange fed by a response awaited in `pending` under `id`. The exchange ends
-/// with the response, or with `closed()` when the connection closes first. Dropping the
-/// exchange forgets the id.
-pub(crate) fn exchange_for<C>(
-    pending: Arc<Pending>,
-    id: Id,
-    rx: tokio::sync::oneshot::Receiver<Frame>,
-    closed: C,
-) -> Exchange
-where
-    C: FnOnce() -> TransportError + Send + Sync + 'static,
-{
-    Exchange::once(rx, closed, move || pending.forget(&id))
-}
-
 /// `Pending` errors as transport errors.
 pub(crate) fn peer_error(e: PeerError) -> TransportError {
     match e {
@@ -582,13 +575,7 @@ impl Upstream for ChildUpstream {
             self.shared.pending.forget(&id);
             return Err(e);
         }
-        let shared = self.shared.clone();
-        Ok(exchange_for(
-            self.shared.pending.clone(),
-            id,
-            rx,
-            move || shared.closed_error(),
-        ))
+        Ok(Exchange::once(rx, self.shared.clone(), id))
     }
 
     async fn send(&self, frame: Frame) -> Result<(), TransportError> {

@@ -17,19 +17,19 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use hyper::Method;
-use mcpx_protocol::Frame;
 use mcpx_protocol::codec::{self, Decoded, Limits};
 use mcpx_protocol::jsonrpc::Kind;
+use mcpx_protocol::{Frame, Id};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use url::Url;
 
-use crate::child::{exchange_for, peer_error};
+use crate::child::peer_error;
 use crate::error::TransportError;
 use crate::http_client::{Endpoint, HttpClient};
 use crate::http_client::{http_error, media_type, parse_http_url, sse_events};
 use crate::pending::Pending;
-use crate::upstream::{Exchange, SentCount, Unsolicited, Upstream, unsolicited};
+use crate::upstream::{Awaited, Exchange, SentCount, Unsolicited, Upstream, unsolicited};
 
 /// How to reach a 2024-11-05 HTTP+SSE upstream.
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ struct Shared {
     unsolicited_sent: SentCount,
 }
 
-impl Shared {
+impl Awaited for Shared {
     fn closed_error(&self) -> TransportError {
         TransportError::Closed {
             detail: self
@@ -107,6 +107,12 @@ impl Shared {
         }
     }
 
+    fn forget(&self, id: &Id) {
+        self.pending.forget(id);
+    }
+}
+
+impl Shared {
     fn is_closed(&self) -> bool {
         self.closed.borrow().is_some()
     }
@@ -318,13 +324,7 @@ impl Upstream for SseUpstream {
             self.shared.pending.forget(&id);
             return Err(e);
         }
-        let shared = self.shared.clone();
-        Ok(exchange_for(
-            self.shared.pending.clone(),
-            id,
-            rx,
-            move || shared.closed_error(),
-        ))
+        Ok(Exchange::once(rx, self.shared.clone(), id))
     }
 
     async fn send(&self, frame: Frame) -> Result<(), TransportError> {

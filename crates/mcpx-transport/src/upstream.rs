@@ -18,8 +18,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use mcpx_protocol::Frame;
 use mcpx_protocol::jsonrpc::Kind;
+use mcpx_protocol::{Frame, Id};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::TransportError;
@@ -98,10 +98,10 @@ enum Source {
     /// dispatcher's oneshot, with no task in between.
     Once {
         rx: oneshot::Receiver<Frame>,
-        /// The error when the connection closes before the response.
-        closed: Option<Box<dyn FnOnce() -> TransportError + Send + Sync>>,
-        /// Forgets the awaited id when the exchange is dropped before its response.
-        forget: Option<Box<dyn FnOnce() + Send + Sync>>,
+        /// The connection (for its error when it closes before the response), and the
+        /// id to forget when the exchange is dropped before its response; `None` once
+        /// the response (or the error) is in.
+        awaited: Option<(Arc<dyn Awaited>, Id)>,
     },
 }
 
@@ -115,12 +115,21 @@ impl std::fmt::Debug for Source {
     }
 }
 
+/// A connection whose responses are awaited by id ([`Exchange::once`]): shared by its
+/// exchanges (a reference count each, no allocation per request).
+pub(crate) trait Awaited: Send + Sync {
+    /// The error an exchange ends with when the connection closed before its response.
+    fn closed_error(&self) -> TransportError;
+    /// Stops awaiting `id` (its exchange was dropped).
+    fn forget(&self, id: &Id);
+}
+
 impl Drop for Exchange {
     fn drop(&mut self) {
-        if let Source::Once { forget, .. } = &mut self.source
-            && let Some(forget) = forget.take()
+        if let Source::Once { awaited, .. } = &mut self.source
+            && let Some((connection, id)) = awaited.take()
         {
-            forget();
+            connection.forget(&id);
         }
     }
 }
@@ -144,19 +153,14 @@ impl Exchange {
         }
     }
 
-    /// An exchange whose only frame is the response delivered on `rx`. `closed` gives
-    /// the error when `rx`'s sender goes away first; `forget` runs when the exchange is
-    /// dropped before the response arrived.
-    pub fn once(
-        rx: oneshot::Receiver<Frame>,
-        closed: impl FnOnce() -> TransportError + Send + Sync + 'static,
-        forget: impl FnOnce() + Send + Sync + 'static,
-    ) -> Self {
+    /// An exchange whose only frame is the response to `id` delivered on `rx`, by
+    /// `connection`: its error when `rx`'s sender goes away first, and it forgets `id`
+    /// when the exchange is dropped before the response arrived.
+    pub(crate) fn once(rx: oneshot::Receiver<Frame>, connection: Arc<dyn Awaited>, id: Id) -> Self {
         Exchange {
             source: Source::Once {
                 rx,
-                closed: Some(Box::new(closed)),
-                forget: Some(Box::new(forget)),
+                awaited: Some((connection, id)),
             },
             done: false,
         }
@@ -171,12 +175,12 @@ impl Exchange {
         let item = match &mut self.source {
             Source::Stream(rx) => rx.recv().await,
             Source::Answered(response) => response.take(),
-            Source::Once { rx, closed, forget } => {
+            Source::Once { rx, awaited } => {
                 let r = rx.await;
                 // Answered (or the connection is gone): nothing left to forget.
-                forget.take();
-                Some(r.map_err(|_| match closed.take() {
-                    Some(c) => c(),
+                let connection = awaited.take();
+                Some(r.map_err(|_| match connection {
+                    Some((c, _)) => c.closed_error(),
                     None => TransportError::Closed {
                         detail: "the connection closed before the response".to_owned(),
                     },

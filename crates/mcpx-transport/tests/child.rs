@@ -241,3 +241,44 @@ async fn spawn_failure_is_io() {
     .unwrap_err();
     assert!(matches!(err, TransportError::Io(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_dropped_exchange_stops_awaiting_its_id() {
+    // A server that reads everything and answers nothing, allowed two requests awaited
+    // at once: each dropped exchange must give its place back.
+    let mut cfg = sh("cat > /dev/null");
+    cfg.max_pending = 2;
+    let (up, _un) = ChildUpstream::spawn(cfg).unwrap();
+    for id in 1..=5 {
+        let exchange = up.request(req(id, "tools/list", "{}")).await.unwrap();
+        drop(exchange);
+    }
+    // Two kept: the third is refused, and names the bound.
+    let _a = up.request(req(6, "tools/list", "{}")).await.unwrap();
+    let _b = up.request(req(7, "tools/list", "{}")).await.unwrap();
+    let err = up.request(req(8, "tools/list", "{}")).await.unwrap_err();
+    assert!(
+        matches!(&err, TransportError::Protocol(m) if m.contains("limit 2")),
+        "{err:?}"
+    );
+    // The same id again once its exchange is gone is fine too.
+    drop(_a);
+    let again = up.request(req(6, "tools/list", "{}")).await;
+    assert!(again.is_ok(), "{again:?}");
+}
+
+#[tokio::test]
+async fn an_exchange_ends_with_the_connections_error_when_the_child_exits() {
+    // Reads one line, says why on stderr, exits without answering.
+    let (up, _un) =
+        ChildUpstream::spawn(sh("read -r line; echo 'out of cheese' >&2; exit 3")).unwrap();
+    let exchange = up.request(req(1, "tools/list", "{}")).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(10), exchange.response(|_| {}))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(&err, TransportError::Closed { detail } if detail.contains("out of cheese")),
+        "{err:?}"
+    );
+}
