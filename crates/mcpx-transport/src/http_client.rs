@@ -183,8 +183,9 @@ impl HttpClient {
     }
 
     /// Starts `request` on a kept connection to `to` that is free (its last exchange
-    /// over), dropping the closed and the long idle ones on the way; `request` back
-    /// when there is none.
+    /// over); `request` back when there is none. A closed connection is never free;
+    /// closed and idle ones are dropped by `keep` and by the reaper, not on every
+    /// request.
     #[allow(clippy::type_complexity, clippy::result_large_err)]
     fn send_kept(
         &self,
@@ -195,35 +196,36 @@ impl HttpClient {
         + use<>,
         Request<Full<Bytes>>,
     > {
-        let now = Instant::now();
         let Ok(mut pool) = self.pool.lock() else {
             return Err(request);
         };
-        pool.prune(now, self.idle_timeout);
         match (pool.kept)
             .iter_mut()
             .find(|k| k.sender.is_ready() && *k.to == *to.authority)
         {
             Some(k) => {
-                k.used = now;
+                k.used = Instant::now();
                 Ok(k.sender.try_send_request(request))
             }
             None => Err(request),
         }
     }
 
-    /// Keeps `sender` for later requests to `to`, unless [`MAX_KEPT`] are kept.
+    /// Keeps `sender` for later requests to `to`, unless `max_kept` connections that
+    /// are still open and not idle too long are kept already.
     fn keep(&self, to: &Endpoint, sender: http1::SendRequest<Full<Bytes>>) {
         let Ok(mut pool) = self.pool.lock() else {
             return;
         };
+        let now = Instant::now();
+        pool.prune(now, self.idle_timeout);
         if pool.kept.len() >= self.max_kept {
             return;
         }
         pool.kept.push(Kept {
             to: to.authority.clone(),
             sender,
-            used: Instant::now(),
+            used: now,
         });
         // Started with the first connection kept: inside the runtime, which the
         // client's construction need not be.

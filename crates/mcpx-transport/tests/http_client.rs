@@ -153,13 +153,15 @@ async fn handle(
             "id: g1\ndata: {}\n\n",
             serde_json::json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"})
         )]),
-        // A JSON body holding a notification before the response (a batch).
+        // A JSON body holding a notification before the response and one after it (a
+        // batch).
         ("POST", "/json-batch") => Response::builder()
             .header("content-type", "application/json; charset=utf-8")
             .body(Body::from(
                 serde_json::json!([
                     {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}},
                     result(&id, serde_json::json!({"ok": 2})),
+                    {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"after"}},
                 ])
                 .to_string(),
             ))
@@ -575,6 +577,9 @@ async fn a_json_answer_is_read_whole_and_what_else_it_holds_is_unsolicited() {
     assert_eq!(r.result(), Some(r#"{"ok":2}"#));
     let note = unsolicited.recv().await.unwrap();
     assert_eq!(note.method(), Some("notifications/message"));
+    // The one after the response is not dropped either.
+    let after = unsolicited.try_recv().unwrap();
+    assert!(after.params().unwrap().contains("after"), "{after}");
 
     // A body without the response is an error, not a wait.
     let up = client(format!("{}/json-other", srv.base));

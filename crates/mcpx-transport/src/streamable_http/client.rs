@@ -509,7 +509,8 @@ impl Inner {
     }
 
     /// The response in an `application/json` answer to request `id`: the body read
-    /// (bounded) and decoded, any other message in it delivered as unsolicited.
+    /// (bounded) and decoded, every other message in it, before or after the response,
+    /// delivered as unsolicited (none is dropped).
     async fn read_json(
         &self,
         resp: Response,
@@ -529,20 +530,24 @@ impl Inner {
         // are replaced, as before, and the decoder decides.
         let text = String::from_utf8(bytes)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        let mut response = None;
+        let mut init_session = init_session;
         for frame in self.decode(text) {
             match frame.kind() {
-                Kind::Result | Kind::Error if frame.id() == Some(id) => {
-                    if let Some(sid) = init_session {
+                Kind::Result | Kind::Error if response.is_none() && frame.id() == Some(id) => {
+                    if let Some(sid) = init_session.take() {
                         self.initialized(sid, &frame);
                     }
-                    return Ok(frame);
+                    response = Some(frame);
                 }
                 _ => self.unsolicited(frame).await,
             }
         }
-        Err(TransportError::Protocol(
-            "the JSON response body holds no response to the request".to_owned(),
-        ))
+        response.ok_or_else(|| {
+            TransportError::Protocol(
+                "the JSON response body holds no response to the request".to_owned(),
+            )
+        })
     }
 
     /// Carries a streamed answer to a request (`text/event-stream`, resumed where the
