@@ -57,7 +57,7 @@
 //! | http-header-validation | transport (needs any tool for `Mcp-Name`) |
 //! | http-custom-header-server-validation | tool `test_custom_headers` (`region` → `x-mcp-header: Region`; 2026-07-28 only) |
 //! | tasks-lifecycle, -capability-negotiation, -wire-fields, -request-state-removal, -dispatch-and-envelope, -required-task-error, -status-notifications | tools `greet`, `slow_compute`, `failing_job` (`required`), `protocol_error_job` (see `tasks`) |
-//! | tasks-mrtr-input, tasks-mrtr-composition | not implemented (`confirm_delete`, `multi_input`, `test_tool_with_task`: task input rounds) |
+//! | tasks-mrtr-input, tasks-mrtr-composition | tools `confirm_delete`, `multi_input` (a task's `inputRequests`, answered by `tasks/update`), `test_tool_with_task` (`required`; an `input_required` round, then the task) (see `tasks`) |
 //!
 //! Beyond the suite, for mcpx's own tests: `test_add` (input validation), `test_resource_link`,
 //! `test_structured_content`, `test_structured_value` (non-object, 2026-07-28),

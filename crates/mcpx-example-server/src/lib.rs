@@ -897,6 +897,25 @@ impl ExampleServer {
                 Err(RpcError::params(&message))
             };
         }
+        let mut args = args;
+        // `test_tool_with_task` gathers its input on the request (MRTR) and only then
+        // becomes a task (SEP-2663 451f5e1); a request without the extension is refused
+        // by the tasks layer (-32021) before anything is asked.
+        if name == "test_tool_with_task"
+            && c.modern()
+            && mcpx_protocol::task::declares_extension(&c.caps)
+        {
+            match self.modern_inputs(c, vec![("user_name", name_question())], None)? {
+                Round::Ask(v) => return Ok(v),
+                Round::Ready(a) => {
+                    args["user_name"] = a
+                        .get("user_name")
+                        .and_then(|r| r.pointer("/content/name"))
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                }
+            }
+        }
         if let Some(r) = self.tasks.tool_call(&self.task_req(c), name, &args).await {
             return r;
         }
@@ -1209,6 +1228,22 @@ impl ExampleServer {
                     }
                 }
             }
+            // Without a task (the extension undeclared), the questions these ask as a
+            // task's inputRequests are asked on the request.
+            "confirm_delete" => {
+                let file = tasks::filename(&args);
+                let q = tasks::confirm_delete_request(file);
+                match self.inputs(c, vec![("confirm", q)]).await? {
+                    Asked::Ask(v) => return Ok(v),
+                    Asked::Failed(m) => return Ok(tool_error(&m)),
+                    Asked::Got(a) => vec![text(&tasks::confirm_delete_text(file, &a))],
+                }
+            }
+            "multi_input" => match self.inputs(c, tasks::multi_input_requests()).await? {
+                Asked::Ask(v) => return Ok(v),
+                Asked::Failed(m) => return Ok(tool_error(&m)),
+                Asked::Got(a) => vec![text(&tasks::multi_input_text(&a))],
+            },
             "test_input_required_result_multiple_inputs" => {
                 match self.modern_inputs(
                     c,

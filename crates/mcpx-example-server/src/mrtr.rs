@@ -155,7 +155,7 @@ pub(crate) fn missing_capabilities(caps: &Value, reqs: &[(&str, Value)]) -> Opti
 }
 
 /// Checks that a response has the shape its request's result type needs.
-fn response_ok(req: &Value, resp: &Value) -> bool {
+pub(crate) fn response_ok(req: &Value, resp: &Value) -> bool {
     let Some(o) = resp.as_object() else {
         return false;
     };

@@ -17,6 +17,14 @@
 //! Fixtures (names from the suite): `greet` (never a task), `slow_compute`
 //! (`optional`; sleeps `seconds`, cancellable), `failing_job` (`required`; a tool error
 //! after 300 ms), `protocol_error_job` (`optional`; a -32603 JSON-RPC error after 200 ms).
+//! Extension only, tasks that need input (ext-tasks §Input Requests: the task is
+//! `input_required` with its open `inputRequests` on `tasks/get` until `tasks/update`
+//! answers them; keys not outstanding are ignored, a partial answer leaves the rest
+//! open): `confirm_delete` (`optional`; asks to confirm deleting `filename`) and
+//! `multi_input` (`optional`; asks two questions at once). Called without the
+//! extension, both ask on the request instead (MRTR). `test_tool_with_task`
+//! (`required`) asks for `user_name` on the request (MRTR) and only then creates its
+//! task, whose result greets the name (SEP-2663 451f5e1: MRTR before task creation).
 //! Core only: `task_augmented_ask` (see [`task_augmented_ask`]) and `confirm_job`
 //! (`optional`; asks `elicitation/create` and reports the answer: called plainly, on the
 //! request; run as a task, the task is `input_required` while the ask, carrying
@@ -35,8 +43,8 @@ use mcpx_protocol::error::{
 };
 use mcpx_protocol::revision::TasksFlavor;
 use mcpx_protocol::task::{Status, TaskSupport, declares_extension, iso8601};
-use serde_json::{Value, json};
-use tokio::sync::watch;
+use serde_json::{Map, Value, json};
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::RpcError;
@@ -55,7 +63,8 @@ pub(crate) fn support(name: &str) -> Option<TaskSupport> {
         "slow_compute" | "protocol_error_job" => TaskSupport::Optional,
         "failing_job" => TaskSupport::Required,
         "task_augmented_ask" => TaskSupport::Forbidden,
-        "confirm_job" => TaskSupport::Optional,
+        "confirm_job" | "confirm_delete" | "multi_input" => TaskSupport::Optional,
+        "test_tool_with_task" => TaskSupport::Required,
         _ => return None,
     })
 }
@@ -102,12 +111,34 @@ pub(crate) fn tools(rev: Revision) -> Vec<Value> {
         "Asks the client to confirm (elicitation/create) and reports the answer; may run as a task.",
         obj(json!({}), &[]),
     );
-    let extra = (flavor == TasksFlavor::Core)
+    let extension = [
+        (
+            "confirm_delete",
+            "Asks to confirm deleting `filename`; as a task, the task waits for the answer (tasks/update).",
+            obj(json!({"filename": {"type": "string"}}), &[]),
+        ),
+        (
+            "multi_input",
+            "Asks two questions at once; as a task, both wait on tasks/update.",
+            obj(json!({}), &[]),
+        ),
+        (
+            "test_tool_with_task",
+            "Must run as a task; asks for user_name on the request (input_required) first.",
+            obj(json!({}), &[]),
+        ),
+    ];
+    let core = (flavor == TasksFlavor::Core)
         .then_some([ask, confirm])
         .into_iter()
         .flatten();
+    let extension = (flavor == TasksFlavor::Extension)
+        .then_some(extension)
+        .into_iter()
+        .flatten();
     defs.into_iter()
-        .chain(extra)
+        .chain(core)
+        .chain(extension)
         .map(|(name, description, input)| {
             let mut t = json!({"name": name, "description": description, "inputSchema": input});
             // 2025-11-25 schema ToolExecution; 2026-07-28's Tool has no `execution`.
@@ -152,6 +183,13 @@ struct Entry {
     outcome: Option<Outcome>,
     cancel: CancellationToken,
     changed: watch::Sender<Status>,
+    /// ext-tasks: the work's open input requests, by key (surfaced on `tasks/get`
+    /// while the task is `input_required`).
+    inputs: Map<String, Value>,
+    /// Answers `tasks/update` delivered, by key, not yet taken by the work.
+    answers: Map<String, Value>,
+    /// Wakes the work when an answer arrives (a stored permit: none is missed).
+    answered: Arc<Notify>,
 }
 
 /// The task store.
@@ -204,6 +242,13 @@ async fn run_body(name: &str, args: &Value, cancel: &CancellationToken) -> Optio
             Ok(
                 json!({"content": [{"type": "text", "text": "failing_job failed, as it always does"}],
                 "isError": true}),
+            ),
+        ),
+        "test_tool_with_task" => (
+            Duration::from_millis(100),
+            Ok(
+                json!({"content": [{"type": "text", "text": format!("Hello, {}! (from a task)",
+                args.get("user_name").and_then(Value::as_str).unwrap_or("?"))}]}),
             ),
         ),
         "protocol_error_job" => (
@@ -333,6 +378,9 @@ impl Tasks {
             outcome: None,
             cancel: cancel.clone(),
             changed: watch::channel(Status::Working).0,
+            inputs: Map::new(),
+            answers: Map::new(),
+            answered: Arc::new(Notify::new()),
         };
         let task = Self::task_json(&id, &entry);
         {
@@ -352,10 +400,28 @@ impl Tasks {
         let me = self.clone();
         let name = name.to_owned();
         tokio::spawn(async move {
-            let outcome = if name == "confirm_job" {
-                me.confirm_task(&id, peer, &cancel).await
-            } else {
-                run_body(&name, &args, &cancel).await
+            let outcome = match name.as_str() {
+                "confirm_job" => me.confirm_task(&id, peer, &cancel).await,
+                "confirm_delete" => {
+                    let file = filename(&args);
+                    me.ask(
+                        &id,
+                        vec![("confirm".to_owned(), confirm_delete_request(file))],
+                        &cancel,
+                    )
+                    .await
+                    .map(|a| Ok(tool_text(&confirm_delete_text(file, &a))))
+                }
+                "multi_input" => {
+                    let reqs = multi_input_requests()
+                        .into_iter()
+                        .map(|(k, r)| (k.to_owned(), r))
+                        .collect();
+                    me.ask(&id, reqs, &cancel)
+                        .await
+                        .map(|a| Ok(tool_text(&multi_input_text(&a))))
+                }
+                _ => run_body(&name, &args, &cancel).await,
             };
             me.finish(&id, outcome);
         });
@@ -376,6 +442,39 @@ impl Tasks {
             };
             e.updated = now_ms();
             e.changed.send_replace(e.status);
+        }
+    }
+
+    /// ext-tasks §Input Requests: opens `reqs` on task `id` (which is `input_required`
+    /// until every one is answered by `tasks/update`) and returns the answers, or `None`
+    /// when the task is cancelled or gone.
+    async fn ask(
+        &self,
+        id: &str,
+        reqs: Vec<(String, Value)>,
+        cancel: &CancellationToken,
+    ) -> Option<Map<String, Value>> {
+        let answered = {
+            let mut map = self.inner.lock().ok()?;
+            let e = map.get_mut(id).filter(|e| !e.status.is_terminal())?;
+            e.inputs.extend(reqs);
+            e.status = Status::InputRequired;
+            e.updated = now_ms();
+            e.changed.send_replace(e.status);
+            e.answered.clone()
+        };
+        loop {
+            {
+                let mut map = self.inner.lock().ok()?;
+                let e = map.get_mut(id)?;
+                if e.inputs.is_empty() {
+                    return Some(std::mem::take(&mut e.answers));
+                }
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return None,
+                () = answered.notified() => {}
+            }
         }
     }
 
@@ -460,6 +559,23 @@ impl Tasks {
             }
             TasksFlavor::Extension => false,
         };
+        if !wants_task && matches!(name, "confirm_delete" | "multi_input") {
+            // Without a task they ask on the request itself (MRTR): the caller's job.
+            return None;
+        }
+        if wants_task {
+            // ext-tasks §Input Requests are subject to the same rules as the requests
+            // they stand for: nothing the client did not declare is asked
+            // (basic/patterns/mrtr).
+            let reqs = match name {
+                "confirm_delete" => vec![("confirm", confirm_delete_request(filename(args)))],
+                "multi_input" => multi_input_requests(),
+                _ => Vec::new(),
+            };
+            if let Some(e) = crate::mrtr::missing_capabilities(r.caps, &reqs) {
+                return Some(Err(e));
+            }
+        }
         if !wants_task {
             return Some(match run_body(name, args, r.cancel).await {
                 Some(o) => o,
@@ -494,6 +610,47 @@ impl Tasks {
             INVALID_PARAMS,
             &format!("Failed to retrieve task: Task not found: {id}"),
         )
+    }
+
+    /// ext-tasks §Task Update Requests: the answers to outstanding keys go to the work
+    /// (a malformed one is -32602 and nothing is taken); keys not outstanding (never
+    /// issued, answered before, or of a finished task) are ignored; the ack is empty.
+    fn update(e: &mut Entry, params: &Value) -> Outcome {
+        let Some(responses) = params.get("inputResponses").and_then(Value::as_object) else {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                "params.inputResponses must be an object mapping input keys to responses",
+            ));
+        };
+        for (key, resp) in responses {
+            if let Some(req) = e.inputs.get(key)
+                && !crate::mrtr::response_ok(req, resp)
+            {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    &format!(
+                        "inputResponses[{key:?}] is not a valid response to its input request"
+                    ),
+                ));
+            }
+        }
+        let mut took = false;
+        for (key, resp) in responses {
+            if e.inputs.remove(key).is_some() {
+                e.answers.insert(key.clone(), resp.clone());
+                took = true;
+            }
+        }
+        if took {
+            // A partial answer leaves the task input_required for the rest.
+            if e.inputs.is_empty() && e.status == Status::InputRequired {
+                e.status = Status::Working;
+                e.updated = now_ms();
+                e.changed.send_replace(e.status);
+            }
+            e.answered.notify_one();
+        }
+        Ok(json!({}))
     }
 
     /// `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel`, `tasks/update`.
@@ -545,6 +702,10 @@ impl Tasks {
                                 t["error"] = json!({"code": err.code, "message": err.message});
                             }
                             (Status::Failed, Some(Ok(res))) => t["result"] = res.clone(),
+                            // §Task Polling: every outstanding request.
+                            (Status::InputRequired, _) if !e.inputs.is_empty() => {
+                                t["inputRequests"] = Value::Object(e.inputs.clone());
+                            }
                             _ => {}
                         }
                     }
@@ -575,9 +736,7 @@ impl Tasks {
                         _ => json!({}),
                     });
                 }
-                // ext-tasks tasks/update: the fixtures never ask for input, so every
-                // response is for a key that is not outstanding: ignored, acked.
-                "tasks/update" => return Ok(json!({})),
+                "tasks/update" => return Self::update(e, r.params),
                 "tasks/result" => e.changed.subscribe(),
                 other => {
                     return Err(RpcError::new(
@@ -688,4 +847,76 @@ fn confirm_text(answer: Result<mcpx_protocol::Frame, String>) -> Value {
             _ => text("empty answer".to_owned(), true),
         },
     }
+}
+
+/// `confirm_delete`'s file (argument `filename`).
+pub(crate) fn filename(args: &Value) -> &str {
+    args.get("filename")
+        .and_then(Value::as_str)
+        .unwrap_or("the file")
+}
+
+/// `confirm_delete`'s question.
+pub(crate) fn confirm_delete_request(file: &str) -> Value {
+    crate::elicit_request(
+        &format!("Delete {file}?"),
+        json!({"confirm": {"type": "boolean"}}),
+        &["confirm"],
+    )
+}
+
+/// `confirm_delete`'s answer: deleted only on an accepted `confirm: true`.
+pub(crate) fn confirm_delete_text(file: &str, answers: &Map<String, Value>) -> String {
+    let a = answers.get("confirm");
+    let action = a
+        .and_then(|a| a.get("action"))
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    let yes = a.and_then(|a| a.pointer("/content/confirm")) == Some(&Value::Bool(true));
+    if action == "accept" && yes {
+        format!("Deleted {file}")
+    } else {
+        format!("Kept {file} ({action})")
+    }
+}
+
+/// `multi_input`'s two questions, asked at once.
+pub(crate) fn multi_input_requests() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "name",
+            crate::elicit_request(
+                "What is your name?",
+                json!({"name": {"type": "string"}}),
+                &["name"],
+            ),
+        ),
+        (
+            "confirm",
+            crate::elicit_request(
+                "Proceed?",
+                json!({"confirm": {"type": "boolean"}}),
+                &["confirm"],
+            ),
+        ),
+    ]
+}
+
+/// `multi_input`'s answer: what each question got.
+pub(crate) fn multi_input_text(answers: &Map<String, Value>) -> String {
+    let field = |k: &str, f: &str| {
+        answers
+            .get(k)
+            .and_then(|a| a.pointer(&format!("/content/{f}")))
+            .map_or_else(|| "?".to_owned(), Value::to_string)
+    };
+    format!(
+        "name = {}, confirm = {}",
+        field("name", "name"),
+        field("confirm", "confirm")
+    )
+}
+
+fn tool_text(t: &str) -> Value {
+    json!({"content": [{"type": "text", "text": t}]})
 }

@@ -439,6 +439,27 @@ fn ask_permit(
 /// E-10: puts `label` ("[<namespace>] ") before an elicitation's message. 2025-11-25
 /// client/elicitation §Security Considerations: clients MUST make clear which server
 /// asks; behind mcpx the host sees only mcpx, so the message names the upstream.
+/// Labels the elicitations of `inputRequests` (E-10) and removes their
+/// `elicitationId`, which 2026 lacks (E-12); whether anything changed.
+fn relabel_input_requests(label: Option<&str>, requests: &mut Map<String, Value>) -> bool {
+    let mut changed = false;
+    for req in requests.values_mut() {
+        if req.get("method").and_then(Value::as_str) != Some("elicitation/create") {
+            continue;
+        }
+        if let Some(params) = req.get_mut("params") {
+            if let Some(o) = params.as_object_mut() {
+                changed |= o.remove("elicitationId").is_some();
+            }
+            if label.is_some() && params.get("message").is_some_and(Value::is_string) {
+                label_elicitation(label, params);
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
 fn label_elicitation(label: Option<&str>, params: &mut Value) {
     if let (Some(label), Some(Value::String(m))) = (label, params.get_mut("message")) {
         *m = format!("{label}{m}");
@@ -2114,26 +2135,16 @@ impl Gateway {
         if v.get("resultType").and_then(Value::as_str) != Some("input_required") {
             return None;
         }
-        let mut changed = false;
-        for req in v
-            .get_mut("inputRequests")
-            .and_then(Value::as_object_mut)?
-            .values_mut()
-        {
-            if req.get("method").and_then(Value::as_str) != Some("elicitation/create") {
-                continue;
-            }
-            if let Some(params) = req.get_mut("params") {
-                if let Some(o) = params.as_object_mut() {
-                    changed |= o.remove("elicitationId").is_some();
-                }
-                if label.is_some() && params.get("message").is_some_and(Value::is_string) {
-                    label_elicitation(label.as_deref(), params);
-                    changed = true;
-                }
-            }
-        }
-        changed.then(|| Json::of_value(&v))
+        let requests = v.get_mut("inputRequests").and_then(Value::as_object_mut)?;
+        relabel_input_requests(label.as_deref(), requests).then(|| Json::of_value(&v))
+    }
+
+    /// Shapes a 2026-07-28 upstream's `inputRequests` for a modern host, in place, as
+    /// [`Self::relabel_input_required`] does (an upstream task's, ext-tasks §Input
+    /// Requests, are the same requests).
+    pub(super) fn relabel_requests(&self, name: &str, requests: &mut Map<String, Value>) {
+        let label = self.slot_index(name).and_then(|i| self.label(i));
+        relabel_input_requests(label.as_deref(), requests);
     }
 
     fn next_elicitation(&self) -> u64 {

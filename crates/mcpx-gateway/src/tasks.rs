@@ -41,7 +41,7 @@
 //! an upstream's sampling/elicitation ask is removed and the ask relayed as a normal
 //! request (E-17).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -54,7 +54,7 @@ use mcpx_protocol::revision::TasksFlavor;
 use mcpx_protocol::task::{Status, TaskSupport, declares_extension, iso8601, strip_task_support};
 use mcpx_protocol::{Params, Revision, meta};
 use mcpx_server::{Call, Fault, Reply};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -180,6 +180,24 @@ struct Entry {
     /// Asks of the work waiting on the host (while any does, the task is
     /// `input_required`).
     asks: usize,
+    /// ext-tasks: the upstream task's outstanding input requests, as the host sees
+    /// them, by key (on `tasks/get` while `input_required`).
+    inputs: Map<String, Value>,
+    /// Keys whose answers went upstream: never surfaced again (ext-tasks §Input
+    /// Requests: keys are unique over a task's life), though a poll may still list
+    /// them before the upstream has taken the answer in (its ack is eventually
+    /// consistent).
+    answered: HashSet<String>,
+    /// ext-tasks: the upstream task behind this one, where `tasks/update` goes.
+    upstream: Option<UpstreamTask>,
+}
+
+/// An upstream's 2026-07-28 task that a gateway task stands for.
+#[derive(Debug, Clone)]
+struct UpstreamTask {
+    slot: usize,
+    id: String,
+    conn: Connection,
 }
 
 /// An open ask of a 2025-11-25 gateway task's work: the task is `input_required` until
@@ -324,6 +342,54 @@ impl Store {
         })
     }
 
+    /// The extension-owned gateway task `call` is the work of, if any.
+    fn extension_task<'m>(
+        map: &'m mut HashMap<String, Entry>,
+        call: &Call,
+    ) -> Option<&'m mut Entry> {
+        let id = call.related_task.as_ref()?;
+        map.get_mut(id)
+            .filter(|e| e.owner == Owner::Extension && !e.status.is_terminal())
+    }
+
+    /// Records the upstream task behind `call`'s extension task (where its
+    /// `tasks/update` goes); false when there is no such task.
+    fn attach(&self, call: &Call, upstream: UpstreamTask) -> bool {
+        let Ok(mut map) = self.map.lock() else {
+            return false;
+        };
+        Self::extension_task(&mut map, call).is_some_and(|e| {
+            e.upstream = Some(upstream);
+            true
+        })
+    }
+
+    /// The upstream task is `input_required` with `requests` outstanding: `call`'s
+    /// extension task shows the ones not yet answered (ext-tasks §Task Polling: all of
+    /// them, as a snapshot) and is `input_required` while any is left.
+    fn surface(&self, call: &Call, requests: Map<String, Value>) {
+        let Ok(mut map) = self.map.lock() else {
+            return;
+        };
+        let Some(e) = Self::extension_task(&mut map, call) else {
+            return;
+        };
+        e.inputs = requests
+            .into_iter()
+            .filter(|(k, _)| !e.answered.contains(k))
+            .collect();
+        let status = if e.inputs.is_empty() {
+            Status::Working
+        } else {
+            Status::InputRequired
+        };
+        if e.status != status {
+            e.status = status;
+            e.updated = now_ms();
+            e.changed.send_replace(status);
+        }
+    }
+
     /// Forgets expired tasks, cancelling their work.
     fn purge(map: &mut HashMap<String, Entry>) {
         map.retain(|_, e| {
@@ -359,6 +425,9 @@ impl Store {
             cancel: cancel.clone(),
             changed: watch::channel(Status::Working).0,
             asks: 0,
+            inputs: Map::new(),
+            answered: HashSet::new(),
+            upstream: None,
         };
         let task = task_json(&id, &e, poll);
         let mut map = self.map.lock().map_err(|_| poisoned(host))?;
@@ -475,6 +544,15 @@ impl Gateway {
             timeout: self.slots[i].config.mcpx.call_timeout,
             max_time: self.config.global.max_call_time,
             ..CallOptions::default()
+        }
+    }
+
+    /// How upstream `i` runs tasks (none when it cannot be reached now: the call will
+    /// report that).
+    async fn upstream_tasks(self: &Arc<Self>, i: usize) -> TasksFlavor {
+        match self.connection(i).await {
+            Ok(c) => upstream_flavor(&c.facts()),
+            Err(_) => TasksFlavor::None,
         }
     }
 
@@ -629,6 +707,17 @@ impl Gateway {
         let name = self.slots[i].name.clone();
         let params = Params::of_value(&json!({ "taskId": id }));
         let mut cancel_sent = false;
+        // ext-tasks §Input Requests: an extension host answers the upstream task's
+        // questions itself, through its gateway task (tasks/get, tasks/update).
+        let relays_input = flavor == TasksFlavor::Extension
+            && self.tasks.attach(
+                call,
+                UpstreamTask {
+                    slot: i,
+                    id: id.clone(),
+                    conn: conn.clone(),
+                },
+            );
         let deadline = Instant::now() + self.config.global.task_ttl;
         loop {
             if cancel.is_cancelled() && !cancel_sent {
@@ -705,6 +794,14 @@ impl Gateway {
                         input_validation: false,
                     }));
                 }
+                (_, Some(Status::InputRequired)) if relays_input => {
+                    let mut requests = match task.get("inputRequests") {
+                        Some(Value::Object(r)) => r.clone(),
+                        _ => Map::new(),
+                    };
+                    self.relabel_requests(&name, &mut requests);
+                    self.tasks.surface(call, requests);
+                }
                 (_, Some(Status::InputRequired)) => {
                     let _ = conn
                         .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
@@ -717,7 +814,11 @@ impl Gateway {
                         call.host,
                     )));
                 }
-                (_, Some(Status::Working)) => {}
+                (_, Some(Status::Working)) => {
+                    if relays_input {
+                        self.tasks.surface(call, Map::new());
+                    }
+                }
                 (_, None) => {
                     return Some(Err(fault(
                         INTERNAL_ERROR,
@@ -882,7 +983,12 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
         }
         // C-C13: handles only for a request that declared the extension.
         TasksFlavor::Extension if declares_extension(&call.client_capabilities) => {
-            if support.allows_task() {
+            // A 2026-07-28 upstream decides itself whether a call becomes a task
+            // (ext-tasks: server-directed creation), possibly after input_required
+            // rounds on the request (SEP-2663 451f5e1): the call goes to it as it is
+            // and a handle it returns is adopted below. For the others, mcpx makes the
+            // task.
+            if support.allows_task() && gw.upstream_tasks(i).await != TasksFlavor::Extension {
                 let work = Work::Start {
                     i,
                     // A task outlives the call: it owns its params.
@@ -985,6 +1091,9 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
         .and_then(Value::as_str)
         .ok_or_else(|| fault(INVALID_PARAMS, "params.taskId is required".into(), host))?
         .to_owned();
+    if call.method == "tasks/update" {
+        return update(gw, call, &id, &params, &owner).await;
+    }
     let mut changed = {
         let mut map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
         Store::purge(&mut map);
@@ -1013,6 +1122,10 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
                                 err["data"] = d.clone();
                             }
                             t["error"] = err;
+                        }
+                        // §Task Polling: all outstanding requests (MUST).
+                        _ if e.status == Status::InputRequired && !e.inputs.is_empty() => {
+                            t["inputRequests"] = Value::Object(e.inputs.clone());
                         }
                         _ => {}
                     }
@@ -1045,9 +1158,7 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
                 e.changed.send_replace(Status::Cancelled);
                 return reply(task_json(&id, e, poll));
             }
-            // ext-tasks §Task Update Requests: mcpx's tasks never wait for input, so no
-            // key is outstanding and every response is ignored; the ack is owed.
-            "tasks/update" => return reply(json!({})),
+
             "tasks/result" => e.changed.subscribe(),
             other => {
                 return Err(fault(
@@ -1099,6 +1210,81 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
             host,
         )),
     }
+}
+
+/// ext-tasks §Task Update Requests: the host's answers to the outstanding requests of
+/// its task go to the upstream task they came from; responses to keys not outstanding
+/// (never issued, answered before, or of a task that never asked) are ignored (SHOULD).
+/// The upstream's refusal is the host's error; once it acknowledges, the keys are
+/// answered and the task is `working` again when none is left (the ack is empty).
+async fn update(
+    gw: &Arc<Gateway>,
+    call: &Call,
+    id: &str,
+    params: &Value,
+    owner: &Owner,
+) -> Result<Reply, Fault> {
+    let host = call.host;
+    let ack = || {
+        Ok(Reply {
+            result: Json::of_value(&json!({})),
+            revision: host,
+        })
+    };
+    let Some(responses) = params.get("inputResponses").and_then(Value::as_object) else {
+        return Err(fault(
+            INVALID_PARAMS,
+            "params.inputResponses must be an object mapping input keys to responses".into(),
+            host,
+        ));
+    };
+    let (up, open) = {
+        let mut map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
+        Store::purge(&mut map);
+        let e = map
+            .get(id)
+            .filter(|e| &e.owner == owner)
+            .ok_or_else(|| not_found(id, host))?;
+        let open: Map<String, Value> = responses
+            .iter()
+            .filter(|(k, _)| e.inputs.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        match &e.upstream {
+            Some(up) if !open.is_empty() => (up.clone(), open),
+            _ => return ack(),
+        }
+    };
+    let keys: Vec<String> = open.keys().cloned().collect();
+    let name = gw.slots[up.slot].name.clone();
+    let p = Params::of_value(&json!({ "taskId": up.id, "inputResponses": open }));
+    let frame = up
+        .conn
+        .call(
+            "tasks/update",
+            Some(&p),
+            gw.upstream_opts(up.slot, TasksFlavor::Extension),
+        )
+        .await
+        .map_err(|e| gw.client_fault(up.slot, e, host))?;
+    if frame.error().is_some() {
+        // The upstream's refusal (an error frame is always one), for the host.
+        gw.answer(call, &up.conn.facts(), &name, "tasks/update", frame)?;
+    }
+    let mut map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
+    if let Some(e) = map.get_mut(id) {
+        for k in keys {
+            e.inputs.remove(&k);
+            e.answered.insert(k);
+        }
+        if e.inputs.is_empty() && e.status == Status::InputRequired {
+            e.status = Status::Working;
+            e.updated = now_ms();
+            e.changed.send_replace(Status::Working);
+        }
+    }
+    drop(map);
+    ack()
 }
 
 #[cfg(test)]

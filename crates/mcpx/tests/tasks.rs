@@ -28,14 +28,19 @@ fn meta_with(ext: bool) -> Value {
 impl Host {
     /// A 2026-07-28 request with (or without) the extension, its result checked
     /// against the ext-tasks definition `def` when one is given.
-    async fn modern(
+    async fn modern(&mut self, method: &str, params: Value, ext: bool, def: Option<&str>) -> Value {
+        self.modern_as(method, params, meta_with(ext), def).await
+    }
+
+    /// [`Self::modern`] with the request's whole `_meta`.
+    async fn modern_as(
         &mut self,
         method: &str,
         mut params: Value,
-        ext: bool,
+        meta: Value,
         def: Option<&str>,
     ) -> Value {
-        params["_meta"] = meta_with(ext);
+        params["_meta"] = meta;
         let id = self.next_id;
         self.next_id += 1;
         let frame = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
@@ -576,6 +581,170 @@ async fn modern_upstream_tasks() {
         !containing(&wire, &["\"tasks/cancel\""]).is_empty(),
         "cancellation reached the upstream"
     );
+}
+
+/// H13, C-C13 (ext-tasks §Input Requests, §Task Update Requests; SEP-2663 451f5e1): a
+/// 2026-07-28 upstream's task that needs input shows its outstanding requests on the
+/// declaring host's gateway task; the host's `tasks/update` answers go to the upstream
+/// task (responses to keys not outstanding are ignored, a partial answer leaves the rest
+/// open); a tool that asks on the request before it makes a task reaches the host as an
+/// `input_required` round first, then as a task.
+#[tokio::test]
+async fn extension_host_answers_an_upstream_tasks_questions() {
+    let mut h = Host::start("taskinput", &example(R2026), R2026).await;
+    let mut meta = meta_with(true);
+    meta["io.modelcontextprotocol/clientCapabilities"]["elicitation"] = json!({});
+    let v = h
+        .modern_as(
+            "tools/call",
+            json!({"name": "confirm_delete", "arguments": {"filename": "a.txt"}}),
+            meta.clone(),
+            Some("CreateTaskResult"),
+        )
+        .await;
+    let id = result(&v, "confirm_delete")["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut host_ids = vec![id.clone()];
+    let waiting = h.poll_ext(&id, &["input_required"]).await;
+    let ask = &waiting["inputRequests"]["confirm"];
+    assert_eq!(ask["method"], "elicitation/create", "{waiting}");
+    assert_eq!(ask["params"]["message"], "Delete a.txt?", "{waiting}");
+
+    let update = |responses: Value| json!({"taskId": id, "inputResponses": responses});
+    // A key that is not outstanding is ignored; the task still waits.
+    let ack = h
+        .modern(
+            "tasks/update",
+            update(json!({"unknown-key": {"ignored": true}})),
+            true,
+            Some("UpdateTaskResult"),
+        )
+        .await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    for envelope in ["taskId", "status", "inputRequests"] {
+        assert!(ack["result"].get(envelope).is_none(), "{ack}");
+    }
+    let bad = h
+        .modern(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": [1]}),
+            true,
+            None,
+        )
+        .await;
+    assert_eq!(error_code(&bad, "inputResponses not an object"), -32602);
+    let again = h.poll_ext(&id, &["input_required"]).await;
+    assert_eq!(again["inputRequests"], waiting["inputRequests"]);
+
+    let ack = h
+        .modern(
+            "tasks/update",
+            update(json!({"confirm": {"action": "accept", "content": {"confirm": true}}})),
+            true,
+            Some("UpdateTaskResult"),
+        )
+        .await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let done = h.poll_ext(&id, &["completed", "failed"]).await;
+    assert_eq!(text(&done["result"]), "Deleted a.txt", "{done}");
+    assert!(done.get("inputRequests").is_none(), "{done}");
+
+    // Two questions at once, answered one at a time.
+    let v = h
+        .modern_as(
+            "tools/call",
+            json!({"name": "multi_input", "arguments": {}}),
+            meta.clone(),
+            Some("CreateTaskResult"),
+        )
+        .await;
+    let id = result(&v, "multi_input")["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    host_ids.push(id.clone());
+    let mut waiting = h.poll_ext(&id, &["input_required"]).await;
+    for _ in 0..100 {
+        if waiting["inputRequests"].as_object().map(|o| o.len()) == Some(2) {
+            break;
+        }
+        waiting = h.poll_ext(&id, &["input_required"]).await;
+    }
+    let mut keys: Vec<&String> = waiting["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["confirm", "name"], "{waiting}");
+    h.modern(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {"name": {"action": "accept", "content": {"name": "Ann"}}}}),
+        true,
+        Some("UpdateTaskResult"),
+    )
+    .await;
+    let half = h.poll_ext(&id, &["input_required"]).await;
+    let left: Vec<&String> = half["inputRequests"].as_object().unwrap().keys().collect();
+    assert_eq!(left, ["confirm"], "the answered key is gone: {half}");
+    h.modern(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": false}}}}),
+        true,
+        Some("UpdateTaskResult"),
+    )
+    .await;
+    let done = h.poll_ext(&id, &["completed", "failed"]).await;
+    assert_eq!(text(&done["result"]), r#"name = "Ann", confirm = false"#);
+
+    // Input on the request first (no task yet), then the task.
+    let round1 = h
+        .modern_as(
+            "tools/call",
+            json!({"name": "test_tool_with_task", "arguments": {}}),
+            meta.clone(),
+            None,
+        )
+        .await;
+    let r1 = result(&round1, "round 1");
+    assert_eq!(r1["resultType"], "input_required", "{round1}");
+    assert!(r1.get("taskId").is_none(), "{round1}");
+    assert_eq!(
+        r1["inputRequests"]["user_name"]["method"],
+        "elicitation/create"
+    );
+    let mut retry = json!({"name": "test_tool_with_task", "arguments": {},
+        "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Alice"}}}});
+    if let Some(state) = r1.get("requestState") {
+        retry["requestState"] = state.clone();
+    }
+    let round2 = h
+        .modern_as("tools/call", retry, meta, Some("CreateTaskResult"))
+        .await;
+    let r2 = result(&round2, "round 2");
+    assert_eq!(r2["resultType"], "task", "{round2}");
+    assert!(r2.get("requestState").is_none(), "{round2}");
+    let id = r2["taskId"].as_str().unwrap().to_owned();
+    host_ids.push(id.clone());
+    let done = h.poll_ext(&id, &["completed", "failed"]).await;
+    assert_eq!(text(&done["result"]), "Hello, Alice! (from a task)");
+
+    let wire = h.finish().await;
+    let updates = containing(&wire, &["\"tasks/update\"", "inputResponses"]);
+    assert_eq!(
+        updates.len(),
+        3,
+        "one upstream tasks/update per answer that counted"
+    );
+    for u in updates {
+        let up_id = u["params"]["taskId"].as_str().unwrap();
+        assert!(
+            !host_ids.iter().any(|h| h == up_id),
+            "the upstream is told its own task's id, not mcpx's: {u}"
+        );
+    }
 }
 
 /// H13 for a 2025-11-25 host in front of a 2026-07-28 upstream: the required tool's
