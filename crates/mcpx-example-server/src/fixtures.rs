@@ -61,7 +61,8 @@
 //!
 //! Beyond the suite, for mcpx's own tests: `test_add` (input validation), `test_resource_link`,
 //! `test_structured_content`, `test_structured_value` (non-object, 2026-07-28),
-//! `test_elicitation_url`, `test_list_roots`, `test_trigger_resource_change`,
+//! `test_elicitation_url`, `test_list_roots`, `approval_task` (a `required` task that asks
+//! while it runs, 2026-07-28), `test_trigger_resource_change`,
 //! `test_trigger_resource_update`, the resource `test://confirm-resource` (`input_required`
 //! on `resources/read`, 2026-07-28) and the toggled `test_dynamic_*` items.
 

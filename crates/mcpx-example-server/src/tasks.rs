@@ -25,6 +25,8 @@
 //! extension, both ask on the request instead (MRTR). `test_tool_with_task`
 //! (`required`) asks for `user_name` on the request (MRTR) and only then creates its
 //! task, whose result greets the name (SEP-2663 451f5e1: MRTR before task creation).
+//! Beyond the suite, `approval_task` (`required`) asks for approval while it runs: what
+//! a gateway in front must relay to hosts that cannot see a task's `inputRequests`.
 //! Core only: `task_augmented_ask` (see [`task_augmented_ask`]) and `confirm_job`
 //! (`optional`; asks `elicitation/create` and reports the answer: called plainly, on the
 //! request; run as a task, the task is `input_required` while the ask, carrying
@@ -64,7 +66,7 @@ pub(crate) fn support(name: &str) -> Option<TaskSupport> {
         "failing_job" => TaskSupport::Required,
         "task_augmented_ask" => TaskSupport::Forbidden,
         "confirm_job" | "confirm_delete" | "multi_input" => TaskSupport::Optional,
-        "test_tool_with_task" => TaskSupport::Required,
+        "test_tool_with_task" | "approval_task" => TaskSupport::Required,
         _ => return None,
     })
 }
@@ -125,6 +127,11 @@ pub(crate) fn tools(rev: Revision) -> Vec<Value> {
         (
             "test_tool_with_task",
             "Must run as a task; asks for user_name on the request (input_required) first.",
+            obj(json!({}), &[]),
+        ),
+        (
+            "approval_task",
+            "Must run as a task; asks for approval (inputRequests) while it runs.",
             obj(json!({}), &[]),
         ),
     ];
@@ -412,6 +419,14 @@ impl Tasks {
                     .await
                     .map(|a| Ok(tool_text(&confirm_delete_text(file, &a))))
                 }
+                "approval_task" => me
+                    .ask(
+                        &id,
+                        vec![("approve".to_owned(), approval_request())],
+                        &cancel,
+                    )
+                    .await
+                    .map(|a| Ok(tool_text(&approval_text(&a)))),
                 "multi_input" => {
                     let reqs = multi_input_requests()
                         .into_iter()
@@ -570,6 +585,7 @@ impl Tasks {
             let reqs = match name {
                 "confirm_delete" => vec![("confirm", confirm_delete_request(filename(args)))],
                 "multi_input" => multi_input_requests(),
+                "approval_task" => vec![("approve", approval_request())],
                 _ => Vec::new(),
             };
             if let Some(e) = crate::mrtr::missing_capabilities(r.caps, &reqs) {
@@ -878,6 +894,26 @@ pub(crate) fn confirm_delete_text(file: &str, answers: &Map<String, Value>) -> S
     } else {
         format!("Kept {file} ({action})")
     }
+}
+
+/// `approval_task`'s question.
+fn approval_request() -> Value {
+    crate::elicit_request(
+        "Approve the job?",
+        json!({"approve": {"type": "boolean"}}),
+        &["approve"],
+    )
+}
+
+/// `approval_task`'s answer: the action and content it got.
+fn approval_text(answers: &Map<String, Value>) -> String {
+    let a = answers.get("approve");
+    let action = a
+        .and_then(|a| a.get("action"))
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    let content = a.and_then(|a| a.get("content")).unwrap_or(&Value::Null);
+    format!("approval_task: {action} {content}")
 }
 
 /// `multi_input`'s two questions, asked at once.

@@ -1918,7 +1918,7 @@ impl Gateway {
 
     /// Asks a legacy host, with a wire request in its revision, what a modern
     /// upstream's `inputRequests` entry asks (register E-1, E-11).
-    async fn ask_legacy_host(
+    pub(super) async fn ask_legacy_host(
         &self,
         call: &Call,
         upstream: &str,
@@ -2008,7 +2008,7 @@ impl Gateway {
     /// Required Error, read as a MUST: E-19), else with -32603 whose message carries
     /// the URL (2026-07-28 basic/index §Error Codes: -32042 MUST NOT be emitted).
     /// Hosts that declared no elicitation are refused as for any undeclared ask.
-    fn url_refusal(
+    pub(super) fn url_refusal(
         &self,
         call: &Call,
         name: &str,

@@ -709,6 +709,9 @@ impl Gateway {
         let mut cancel_sent = false;
         // ext-tasks §Input Requests: an extension host answers the upstream task's
         // questions itself, through its gateway task (tasks/get, tasks/update).
+        // Keys asked of the host and answered upstream (keys are unique over a task's
+        // life; a poll may list them again before the upstream takes the answer in).
+        let mut asked = HashSet::new();
         let relays_input = flavor == TasksFlavor::Extension
             && self.tasks.attach(
                 call,
@@ -802,6 +805,19 @@ impl Gateway {
                     self.relabel_requests(&name, &mut requests);
                     self.tasks.surface(call, requests);
                 }
+                (TasksFlavor::Extension, Some(Status::InputRequired)) => {
+                    // A host that cannot see the task is asked its questions itself.
+                    if let Err(f) =
+                        Box::pin(self.ask_for_task(call, i, &conn, &id, &task, &mut asked)).await
+                    {
+                        let _ = conn
+                            .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
+                            .await;
+                        return Some(Err(f));
+                    }
+                }
+                // A 2025-11-25 upstream's task asks with requests of its own on its
+                // session, which mcpx does not relay outside a call.
                 (_, Some(Status::InputRequired)) => {
                     let _ = conn
                         .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
@@ -809,7 +825,7 @@ impl Gateway {
                     return Some(Err(fault(
                         INTERNAL_ERROR,
                         format!(
-                            "upstream {name}'s task needs input from the client, which mcpx does not relay for tasks yet"
+                            "upstream {name}'s task needs input from the client, which mcpx does not relay for a 2025-11-25 upstream's tasks"
                         ),
                         call.host,
                     )));
@@ -828,6 +844,72 @@ impl Gateway {
                 }
             }
         }
+    }
+
+    /// A 2026-07-28 upstream task is `input_required` and `call`'s host cannot see its
+    /// requests (the host did not declare the extension, so mcpx drives the task for
+    /// its call): a legacy host is asked each request not asked before, as a request of
+    /// its own revision on that call, and the answers go to the upstream task with
+    /// `tasks/update` (ext-tasks §Task Update Requests). A 2026-07-28 host cannot be
+    /// asked in the middle of a call: the call fails. (A 2025-11-25 host's own tasks
+    /// never reach here: a 2026-07-28 upstream's tools declare no task support, so such
+    /// a host calls them plainly.)
+    async fn ask_for_task(
+        self: &Arc<Self>,
+        call: &Call,
+        i: usize,
+        conn: &Connection,
+        id: &str,
+        task: &Value,
+        asked: &mut HashSet<String>,
+    ) -> Result<(), Fault> {
+        let name = &self.slots[i].name;
+        if call.host.era() == mcpx_protocol::Era::Modern {
+            return Err(fault(
+                INTERNAL_ERROR,
+                format!(
+                    "upstream {name}'s task needs input from the client; a {} client is asked a task's questions only when it declares {TASKS_EXTENSION}",
+                    call.host
+                ),
+                call.host,
+            ));
+        }
+        let mut responses = Map::new();
+        if let Some(Value::Object(requests)) = task.get("inputRequests") {
+            for (key, req) in requests.iter().filter(|(k, _)| !asked.contains(*k)) {
+                let method = req
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let params = req.get("params").cloned();
+                if let Some(f) = self.url_refusal(call, name, method, params.as_ref()) {
+                    return Err(f);
+                }
+                let answer = self
+                    .ask_legacy_host(call, name, method, params)
+                    .await
+                    .map_err(|(code, msg)| fault(code, msg, call.host))?;
+                responses.insert(key.clone(), answer);
+            }
+        }
+        if responses.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<String> = responses.keys().cloned().collect();
+        let p = Params::of_value(&json!({ "taskId": id, "inputResponses": responses }));
+        let frame = conn
+            .call(
+                "tasks/update",
+                Some(&p),
+                self.upstream_opts(i, TasksFlavor::Extension),
+            )
+            .await
+            .map_err(|e| self.client_fault(i, e, call.host))?;
+        if frame.error().is_some() {
+            self.answer(call, &conn.facts(), name, "tasks/update", frame)?;
+        }
+        asked.extend(keys);
+        Ok(())
     }
 
     /// Creates a gateway task whose work is `work`, and answers with its handle.

@@ -747,6 +747,95 @@ async fn extension_host_answers_an_upstream_tasks_questions() {
     }
 }
 
+/// H13: a host that cannot see a 2026-07-28 upstream task's `inputRequests` (it did not
+/// declare the extension) is asked them itself when it is a legacy host, as requests of
+/// its revision, and the answers go to the upstream task with `tasks/update`; a 2026-07-28 host cannot be asked in the middle
+/// of a call, so its call fails clearly and the upstream task is cancelled.
+#[tokio::test]
+async fn other_hosts_and_an_upstream_tasks_questions() {
+    let approve = |q: &Value| {
+        vec![json!({"jsonrpc":"2.0","id":q["id"],"result":{
+            "action":"accept","content":{"approve":true}}})]
+    };
+    // A 2025-06-18 host: the driven call's question on the call.
+    let mut h = Host::start("taskask0618", &example(R2026), R0618).await;
+    h.initialize(json!({"elicitation": {}})).await;
+    let (v, asks, _) = h
+        .exchange(
+            "tools/call",
+            json!({"name": "approval_task", "arguments": {}}),
+            &mut |q| approve(q),
+        )
+        .await;
+    assert_eq!(
+        text(result(&v, "approval_task")),
+        r#"approval_task: accept {"approve":true}"#,
+        "{v}"
+    );
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    assert_eq!(asks[0]["method"], "elicitation/create");
+    assert_eq!(asks[0]["params"]["message"], "Approve the job?");
+    let wire = h.finish().await;
+    let updates = containing(&wire, &["\"tasks/update\"", "\"approve\":true"]);
+    assert_eq!(updates.len(), 1, "{wire:?}");
+
+    // A 2025-11-25 host: the tool shows no task support (a 2026-07-28 upstream's tools
+    // say none), so it is called plainly and driven the same way.
+    let mut h = Host::start("taskask1125", &example(R2026), R1125).await;
+    h.initialize(json!({"elicitation": {}})).await;
+    let (list, _) = h.request("tools/list", json!({})).await;
+    assert!(
+        tool(result(&list, "tools/list"), "approval_task")
+            .get("execution")
+            .is_none(),
+        "{list}"
+    );
+    let (v, asks, _) = h
+        .exchange(
+            "tools/call",
+            json!({"name": "approval_task", "arguments": {}}),
+            &mut |q| vec![json!({"jsonrpc":"2.0","id":q["id"],"result":{"action":"decline"}})],
+        )
+        .await;
+    assert_eq!(
+        text(result(&v, "approval_task")),
+        "approval_task: decline null",
+        "{v}"
+    );
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    assert!(
+        asks[0]["params"]["_meta"].get(RELATED).is_none(),
+        "{}",
+        asks[0]
+    );
+    h.finish().await;
+
+    // A 2026-07-28 host without the extension: a clear failure, the task cancelled.
+    let mut h = Host::start("taskask2026", &example(R2026), R2026).await;
+    let mut meta = meta_with(false);
+    meta["io.modelcontextprotocol/clientCapabilities"]["elicitation"] = json!({});
+    let v = h
+        .modern_as(
+            "tools/call",
+            json!({"name": "approval_task", "arguments": {}}),
+            meta,
+            None,
+        )
+        .await;
+    assert_eq!(
+        error_code(&v, "approval_task without the extension"),
+        -32603
+    );
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains(EXT), "{msg}");
+    let wire = h.finish().await;
+    assert_eq!(
+        containing(&wire, &["\"tasks/cancel\""]).len(),
+        1,
+        "{wire:?}"
+    );
+}
+
 /// H13 for a 2025-11-25 host in front of a 2026-07-28 upstream: the required tool's
 /// upstream task is driven to completion; the host gets the final result.
 #[tokio::test]
