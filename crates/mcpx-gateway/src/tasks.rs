@@ -547,15 +547,6 @@ impl Gateway {
         }
     }
 
-    /// How upstream `i` runs tasks (none when it cannot be reached now: the call will
-    /// report that).
-    async fn upstream_tasks(self: &Arc<Self>, i: usize) -> TasksFlavor {
-        match self.connection(i).await {
-            Ok(c) => upstream_flavor(&c.facts()),
-            Err(_) => TasksFlavor::None,
-        }
-    }
-
     /// The upstream fault of a client error.
     fn client_fault(&self, i: usize, e: ClientError, host: Revision) -> Fault {
         fault(
@@ -1065,12 +1056,7 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
         }
         // C-C13: handles only for a request that declared the extension.
         TasksFlavor::Extension if declares_extension(&call.client_capabilities) => {
-            // A 2026-07-28 upstream decides itself whether a call becomes a task
-            // (ext-tasks: server-directed creation), possibly after input_required
-            // rounds on the request (SEP-2663 451f5e1): the call goes to it as it is
-            // and a handle it returns is adopted below. For the others, mcpx makes the
-            // task.
-            if support.allows_task() && gw.upstream_tasks(i).await != TasksFlavor::Extension {
+            if support.allows_task() {
                 let work = Work::Start {
                     i,
                     // A task outlives the call: it owns its params.
