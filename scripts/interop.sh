@@ -17,6 +17,8 @@
 #     modern modes) through `mcpx serve` to npm's server-everything over stdio; and the
 #     conformance suite through `mcpx serve --http` fronting the example server over
 #     stdio, Streamable HTTP and HTTP+SSE.
+#  5. mcpx as a client: the conformance suite's client scenarios against mcpx serve's
+#     upstream side (scripts/interop/conformance_client.py drives it as a host).
 #
 # Each check prints one line, PASS or FAIL; the last line is "N passed, M failed".
 # Exit status 0 only when nothing failed. Everything listens on 127.0.0.1 only.
@@ -206,6 +208,24 @@ for transport in stdio http sse; do
       env CONF_EXPECTED_FAILURES="$repo/scripts/interop/gateway-expected-failures.yml" \
       "${conformance_020[@]}" "$url" --suite all
   fi
+done
+
+# The suite's client scenarios, with mcpx's upstream client as the client under test:
+# each scenario server is mcpx serve's one Streamable HTTP upstream, and
+# scripts/interop/conformance_client.py is the host driving it. Not run: auth/* (mcpx
+# runs no authorization flow; it reports a 401/403 and its challenge: B-C15, B-C18) and
+# the skills extension's sep-2640-client-* (mcpx does not fetch skills).
+check_timeout=120
+echo "== conformance suite (client scenarios) -> mcpx serve's upstream client"
+conf_cli=$(peers_conformance 0.2.0-alpha.12) || bail install-conformance-0.2.0-alpha.12
+for scenario in initialize tools_call request-metadata sse-retry http-standard-headers \
+  http-custom-headers http-invalid-tool-headers json-schema-ref-no-deref \
+  json-schema-2020-12-preservation sep-2322-client-request-state \
+  elicitation-sep1034-client-defaults; do
+  check "conformance-client-$scenario" 'OVERALL: PASSED' \
+    env MCPX_BIN="$mcpx" "$node22" "$conf_cli" client \
+    --command "$py $repo/scripts/interop/conformance_client.py" --scenario "$scenario" \
+    -o "$log_dir/conformance-client"
 done
 
 echo "$passed passed, $failed failed"

@@ -302,13 +302,118 @@ enum Discovered {
     Legacy,
 }
 
-async fn discover(target: &Target, up: &AnyUpstream, id: i64) -> Result<Discovered, ClientError> {
+/// The versions a -32022 answer lists as supported (2026-07-28 schema
+/// `UnsupportedProtocolVersionError`: `error.data.supported`), from the error's `data`
+/// on a JSON-RPC frame or from the whole error response an HTTP 400 carried.
+fn supported_versions(refusal: &Value) -> Vec<String> {
+    refusal
+        .get("supported")
+        .or_else(|| refusal.pointer("/error/data/supported"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What a `server/discover` answer refusing the version asked for (-32022) lists as
+/// supported; `None` for any other answer.
+fn refused_version(outcome: &Result<Frame, Probe>) -> Option<Vec<String>> {
+    use mcpx_protocol::error::UNSUPPORTED_PROTOCOL_VERSION;
+    let text = match outcome {
+        Ok(f) => {
+            let e = f
+                .error()
+                .filter(|e| e.code == UNSUPPORTED_PROTOCOL_VERSION)?;
+            e.data.clone().unwrap_or_default()
+        }
+        Err(Probe::Transport(TransportError::Http {
+            code: Some(UNSUPPORTED_PROTOCOL_VERSION),
+            body,
+            ..
+        })) => body.clone(),
+        _ => return None,
+    };
+    let refusal: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Some(supported_versions(&refusal))
+}
+
+/// Probes with `server/discover`, taking request ids from `ids`. A refusal of the
+/// version asked for (-32022) is answered as 2026-07-28 basic/versioning §Protocol
+/// Version Negotiation says, by retrying with a mutually supported version: once, with
+/// the newest modern revision the refusal lists; a refusal listing only legacy
+/// revisions means legacy; one listing none mcpx speaks ends the connection.
+async fn discover(
+    target: &Target,
+    up: &AnyUpstream,
+    ids: &mut i64,
+) -> Result<Discovered, ClientError> {
+    let mut version = Revision::NEWEST;
+    let mut retried = false;
+    loop {
+        let outcome = discover_as(target, up, *ids, version).await;
+        *ids += 1;
+        let Some(supported) = refused_version(&outcome) else {
+            return discovered(target, outcome);
+        };
+        let known: Vec<Revision> = supported
+            .iter()
+            .filter_map(|v| Revision::from_wire(v))
+            .collect();
+        match known.iter().filter(|r| r.era() == Era::Modern).max() {
+            Some(&r) if !retried => {
+                tracing::debug!(upstream = %target.name, "{version} refused; retrying with {r}");
+                retried = true;
+                version = r;
+            }
+            Some(_) => {
+                return Err(handshake_err(
+                    target,
+                    format!(
+                        "the server refused protocol version {version} again, though it lists it as supported"
+                    ),
+                ));
+            }
+            None if !known.is_empty() => return Ok(Discovered::Legacy),
+            None => {
+                return Err(handshake_err(
+                    target,
+                    format!(
+                        "the server refused protocol version {version} and supports {}; mcpx supports {}",
+                        if supported.is_empty() {
+                            "no version it named".to_owned()
+                        } else {
+                            supported.join(", ")
+                        },
+                        Revision::wire_names_newest_first().join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// One `server/discover` request asking for `version`.
+async fn discover_as(
+    target: &Target,
+    up: &AnyUpstream,
+    id: i64,
+    version: Revision,
+) -> Result<Frame, Probe> {
     let params = json!({ "_meta": {
-        meta::PROTOCOL_VERSION: Revision::NEWEST.as_str(),
+        meta::PROTOCOL_VERSION: version.as_str(),
         meta::CLIENT_CAPABILITIES: {},
         meta::CLIENT_INFO: target.client_info,
     }});
-    match exchange(up, id, "server/discover", &params, target.probe_timeout).await {
+    exchange(up, id, "server/discover", &params, target.probe_timeout).await
+}
+
+/// What a `server/discover` answer (other than a version refusal) says of the server.
+fn discovered(target: &Target, outcome: Result<Frame, Probe>) -> Result<Discovered, ClientError> {
+    match outcome {
         Ok(f) if f.kind() == Kind::Result => {
             let r: Value = f
                 .result()
@@ -348,20 +453,6 @@ async fn discover(target: &Target, up: &AnyUpstream, id: i64) -> Result<Discover
                     ),
                 )),
             }
-        }
-        // A recognised modern error: the server is modern but refused this version.
-        Ok(f)
-            if f.error()
-                .is_some_and(|e| e.code == mcpx_protocol::error::UNSUPPORTED_PROTOCOL_VERSION) =>
-        {
-            let e = f.error().map(|e| e.message.clone()).unwrap_or_default();
-            Err(handshake_err(
-                target,
-                format!(
-                    "the server refused protocol version {}: {e}",
-                    Revision::NEWEST
-                ),
-            ))
         }
         // Any other error, or no answer: legacy (2026-07-28 basic/versioning: "Do not
         // key on one error code").
@@ -532,24 +623,27 @@ async fn try_era(
 ) -> Result<(AnyUpstream, Unsolicited, ServerFacts), ClientError> {
     let (up, rx) = open(target).await?;
     match era {
-        Era::Modern => match discover(target, &up, 1).await? {
-            Discovered::Modern(facts) => Ok((up, rx, facts)),
-            Discovered::Legacy if target.preference == ProtocolPreference::Modern => {
-                up.close().await;
-                Err(handshake_err(
-                    target,
-                    "the server is not a modern (2026-07-28) server, and protocol is \"modern\"",
-                ))
+        Era::Modern => {
+            let mut ids = 1;
+            match discover(target, &up, &mut ids).await? {
+                Discovered::Modern(facts) => Ok((up, rx, facts)),
+                Discovered::Legacy if target.preference == ProtocolPreference::Modern => {
+                    up.close().await;
+                    Err(handshake_err(
+                        target,
+                        "the server is not a modern (2026-07-28) server, and protocol is \"modern\"",
+                    ))
+                }
+                Discovered::Legacy => legacy(target, up, rx, ids).await,
             }
-            Discovered::Legacy => legacy(target, up, rx, 2).await,
-        },
+        }
         Era::Legacy => match legacy(target, up, rx, 1).await {
             Ok(x) => Ok(x),
             Err(e) if target.preference == ProtocolPreference::Legacy => Err(e),
             Err(_) => {
                 // PreferLegacy: initialize failed; a modern-only server refuses it.
                 let (up, rx) = open(target).await?;
-                match discover(target, &up, 1).await? {
+                match discover(target, &up, &mut 1).await? {
                     Discovered::Modern(facts) => Ok((up, rx, facts)),
                     Discovered::Legacy => {
                         up.close().await;

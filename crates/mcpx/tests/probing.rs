@@ -142,6 +142,73 @@ async fn an_unsupported_counter_offer_ends_the_connection() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A stdio upstream whose first `server/discover` is refused with -32022 listing
+/// `supported`; a later one is answered as a 2026-07-28 server; `initialize` as a
+/// 2025-06-18 server; `tools/list` with one tool.
+fn refusing_upstream(supported: &str) -> Value {
+    let script = format!(
+        r#"out() {{ printf '%s\n' "$1"; }}
+n=0
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | grep -o '"id":[0-9][0-9]*' | head -n 1 | cut -d: -f2)
+  [ -z "$id" ] && continue
+  case "$line" in
+    *'"method":"server/discover"'*)
+      n=$((n + 1))
+      if [ "$n" = 1 ]; then
+        out '{{"jsonrpc":"2.0","id":'"$id"',"error":{{"code":-32022,"message":"Unsupported protocol version","data":{{"supported":{supported},"requested":"2026-07-28"}}}}}}'
+      else
+        out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{"supportedVersions":["2026-07-28"],"capabilities":{{"tools":{{}}}},"ttlMs":0,"cacheScope":"private","resultType":"complete"}}}}'
+      fi ;;
+    *'"method":"initialize"'*)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"fake","version":"1"}}}}}}' ;;
+    *'"method":"tools/list"'*)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{"tools":[{{"name":"t","inputSchema":{{"type":"object"}}}}],"ttlMs":0,"cacheScope":"private","resultType":"complete"}}}}' ;;
+    *)
+      out '{{"jsonrpc":"2.0","id":'"$id"',"result":{{"resultType":"complete"}}}}' ;;
+  esac
+done
+"#
+    );
+    json!({"mcpServers": {"up": {"command": "sh", "args": ["-c", script]}}})
+}
+
+/// D-C10 (2026-07-28 basic/versioning §Protocol Version Negotiation: the client retries
+/// with a mutually supported version): a `server/discover` refused with -32022 is
+/// retried once with the newest modern revision the refusal lists, under a new id; a
+/// refusal listing only legacy revisions leads to `initialize`; one listing nothing
+/// mcpx speaks ends the connection.
+#[tokio::test]
+async fn a_refused_version_is_retried_with_a_supported_one() {
+    let d = dir("discover-32022");
+    let (tools, wire) = run(&d, &refusing_upstream(r#"["2026-07-28"]"#), &d.join("c1")).await;
+    assert_eq!(tools, ["t"], "{wire:?}");
+    let m = methods(&wire);
+    assert_eq!(
+        m[..3],
+        ["server/discover", "server/discover", "tools/list"],
+        "{m:?}"
+    );
+    let ids: Vec<Value> = wire
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["method"] == "server/discover")
+        .map(|v| v["id"].clone())
+        .collect();
+    assert_ne!(ids[0], ids[1], "a new id for the retry");
+
+    let (tools, wire) = run(&d, &refusing_upstream(r#"["2025-06-18"]"#), &d.join("c2")).await;
+    assert_eq!(tools, ["t"], "{wire:?}");
+    let m = methods(&wire);
+    assert_eq!(m[..2], ["server/discover", "initialize"], "{m:?}");
+
+    let (tools, wire) = run(&d, &refusing_upstream(r#"["1999-01-01"]"#), &d.join("c3")).await;
+    assert!(tools.is_empty(), "{tools:?}");
+    let m = methods(&wire);
+    assert_eq!(m, ["server/discover"], "{m:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// H1 and C-C15, client side: a 2026-07-28 upstream that ends mcpx's listen stream
 /// with `notifications/cancelled` (its stdio teardown) ends that listen; mcpx, still
 /// connected, opens it again.
