@@ -1016,7 +1016,7 @@ impl Drop for RouteGuard {
     }
 }
 
-/// The client request an upstream's ask says it serves (`_meta` key
+/// The client request an upstream's ask or log says it serves (`_meta` key
 /// [`mcpx_protocol::meta::RELATED_REQUEST`]; mcpx's own request ids are integers).
 fn related_request(frame: &Frame) -> Option<i64> {
     let meta = mcpx_protocol::jsonrpc::member(frame.params()?, "_meta")?;
@@ -1039,9 +1039,12 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
                     .and_then(|p| mcpx_protocol::jsonrpc::member(p, "progressToken"))
                     .and_then(|t| serde_json::from_str::<String>(t).ok())
                     .and_then(|t| routes.progress.get(&t).cloned()),
-                // An ask naming the request it serves (mcpx's extension, see
-                // `meta::RELATED_REQUEST`) goes to that request.
-                (Kind::Request, _) if related_request(&frame).is_some() => {
+                // An ask or a log naming the request it serves (mcpx's extension,
+                // see `meta::RELATED_REQUEST`) goes to that request, however many are
+                // in flight.
+                (Kind::Request, _) | (Kind::Notification, Some("notifications/message"))
+                    if related_request(&frame).is_some() =>
+                {
                     related_request(&frame).and_then(|id| routes.calls.get(&id).cloned())
                 }
                 // stdio cannot tie logs or asks to a request; when exactly one call is

@@ -430,7 +430,11 @@ impl ExampleServer {
         if level < min {
             return;
         }
-        let params = json!({"level": LEVELS[level], "logger": SERVER_NAME, "data": data});
+        // The request it is about, named for clients on stdio and HTTP+SSE, where nothing
+        // else says which of several requests in flight a log belongs to (mcpx's
+        // extension: meta::RELATED_REQUEST).
+        let params = json!({"level": LEVELS[level], "logger": SERVER_NAME, "data": data,
+            "_meta": {meta::RELATED_REQUEST: c.id}});
         let _ = c
             .ctx
             .notify(Frame::notification(

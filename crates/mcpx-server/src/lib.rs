@@ -200,6 +200,10 @@ impl ProgressSink {
 pub struct LogSink {
     ctx: RequestCtx,
     threshold: Level,
+    /// The host's request id, named in each message's `_meta`
+    /// ([`meta::RELATED_REQUEST`]): on stdio and HTTP+SSE nothing else tells a host with
+    /// several requests in flight which one a log is about.
+    id: Id,
 }
 
 impl LogSink {
@@ -213,7 +217,8 @@ impl LogSink {
         if level < self.threshold {
             return;
         }
-        let mut p = json!({ "level": level.as_str(), "data": data });
+        let mut p = json!({ "level": level.as_str(), "data": data,
+            "_meta": { meta::RELATED_REQUEST: self.id } });
         if let Some(l) = logger {
             p["logger"] = json!(l);
         }
@@ -607,6 +612,7 @@ impl<B: Backend> Seam<B> {
         let log = threshold.map(|threshold| LogSink {
             ctx: ctx.clone(),
             threshold,
+            id: id.clone(),
         });
         let call = Call {
             id: id.clone(),

@@ -297,6 +297,54 @@ async fn logs_only_where_the_host_asked() {
     }
 }
 
+/// H9 with several calls in flight on stdio, where nothing in the transport ties a log
+/// to a request: an upstream log naming the request it is about
+/// (`_meta["mcpx/relatedRequestId"]`, mcpx's extension, as the example server does)
+/// reaches that call's host request, and mcpx names the host's request the same way.
+/// Before, a log was attributed only when a single call was in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_reach_their_call_with_several_in_flight() {
+    let mut h = host("h9-inflight", &example(R1125), R1125).await;
+    let (v, _) = h
+        .request("logging/setLevel", json!({"level": "info"}))
+        .await;
+    result(&v, "setLevel");
+    // A call that stays in flight, then one that logs meanwhile.
+    let (slow, logging) = (h.next_id, h.next_id + 1);
+    h.next_id += 2;
+    h.send(&json!({"jsonrpc":"2.0","id":slow,"method":"tools/call",
+        "params":{"name":"slow_compute","arguments":{"seconds":1}}}))
+        .await;
+    h.send(&json!({"jsonrpc":"2.0","id":logging,"method":"tools/call",
+        "params":{"name":"test_tool_with_logging","arguments":{}}}))
+        .await;
+    let mut logs = Vec::new();
+    let mut answered = Vec::new();
+    while answered.len() < 2 {
+        let v = h.next_frame("two calls").await;
+        if v["method"] == "notifications/message" {
+            logs.push(v);
+        } else if v.get("id").is_some() {
+            result(&v, "tools/call");
+            answered.push(v["id"].clone());
+        }
+    }
+    assert_eq!(
+        answered,
+        [json!(logging), json!(slow)],
+        "the logging call ends first"
+    );
+    // The eight levels from debug up; info and above pass the threshold.
+    assert_eq!(logs.len(), 7, "{logs:?}");
+    for l in &logs {
+        assert_eq!(
+            l["params"]["_meta"]["mcpx/relatedRequestId"], logging,
+            "{l}"
+        );
+    }
+    h.finish().await;
+}
+
 /// H4, A-C5: a legacy initialize naming an unsupported version is counter-offered the
 /// newest legacy version; -32022 only for a modern request with an unsupported
 /// `_meta` protocolVersion.
