@@ -698,11 +698,13 @@ impl Gateway {
         let name = self.slots[i].name.clone();
         let params = Params::of_value(&json!({ "taskId": id }));
         let mut cancel_sent = false;
-        // ext-tasks §Input Requests: an extension host answers the upstream task's
-        // questions itself, through its gateway task (tasks/get, tasks/update).
-        // Keys asked of the host and answered upstream (keys are unique over a task's
-        // life; a poll may list them again before the upstream takes the answer in).
+        // Keys asked of a host that cannot see the task, and answered upstream (keys
+        // are unique over a task's life; a poll may list them again before the
+        // upstream takes the answer in).
         let mut asked = HashSet::new();
+        // ext-tasks §Input Requests: a host that declared the extension answers the
+        // upstream task's questions itself, through its gateway task (tasks/get,
+        // tasks/update).
         let relays_input = flavor == TasksFlavor::Extension
             && self.tasks.attach(
                 call,
