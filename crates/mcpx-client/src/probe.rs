@@ -302,43 +302,41 @@ enum Discovered {
     Legacy,
 }
 
-/// The versions a -32022 answer lists as supported (2026-07-28 schema
-/// `UnsupportedProtocolVersionError`: `error.data.supported`), from the error's `data`
-/// on a JSON-RPC frame or from the whole error response an HTTP 400 carried.
-fn supported_versions(refusal: &Value) -> Vec<String> {
-    refusal
-        .get("supported")
-        .or_else(|| refusal.pointer("/error/data/supported"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// What a `server/discover` answer refusing the version asked for (-32022) lists as
-/// supported; `None` for any other answer.
+/// supported (2026-07-28 schema `UnsupportedProtocolVersionError`:
+/// `error.data.supported`), from a JSON-RPC error frame or the error response an HTTP
+/// 400 carried; `None` for any other answer.
 fn refused_version(outcome: &Result<Frame, Probe>) -> Option<Vec<String>> {
     use mcpx_protocol::error::UNSUPPORTED_PROTOCOL_VERSION;
-    let text = match outcome {
+    let data: Value = match outcome {
         Ok(f) => {
             let e = f
                 .error()
                 .filter(|e| e.code == UNSUPPORTED_PROTOCOL_VERSION)?;
-            e.data.clone().unwrap_or_default()
+            e.data
+                .as_deref()
+                .and_then(|d| serde_json::from_str(d).ok())
+                .unwrap_or(Value::Null)
         }
         Err(Probe::Transport(TransportError::Http {
             code: Some(UNSUPPORTED_PROTOCOL_VERSION),
             body,
             ..
-        })) => body.clone(),
+        })) => serde_json::from_str::<Value>(body)
+            .ok()
+            .and_then(|r| r.pointer("/error/data").cloned())
+            .unwrap_or(Value::Null),
         _ => return None,
     };
-    let refusal: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Some(supported_versions(&refusal))
+    let supported = data.get("supported").and_then(Value::as_array);
+    Some(
+        supported
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+    )
 }
 
 /// Probes with `server/discover`, taking request ids from `ids`. A refusal of the

@@ -409,34 +409,18 @@ impl Tasks {
         tokio::spawn(async move {
             let outcome = match name.as_str() {
                 "confirm_job" => me.confirm_task(&id, peer, &cancel).await,
-                "confirm_delete" => {
-                    let file = filename(&args);
-                    me.ask(
-                        &id,
-                        vec![("confirm".to_owned(), confirm_delete_request(file))],
-                        &cancel,
-                    )
-                    .await
-                    .map(|a| Ok(tool_text(&confirm_delete_text(file, &a))))
-                }
-                "approval_task" => me
-                    .ask(
-                        &id,
-                        vec![("approve".to_owned(), approval_request())],
-                        &cancel,
-                    )
-                    .await
-                    .map(|a| Ok(tool_text(&approval_text(&a)))),
-                "multi_input" => {
-                    let reqs = multi_input_requests()
-                        .into_iter()
-                        .map(|(k, r)| (k.to_owned(), r))
-                        .collect();
-                    me.ask(&id, reqs, &cancel)
-                        .await
-                        .map(|a| Ok(tool_text(&multi_input_text(&a))))
-                }
-                _ => run_body(&name, &args, &cancel).await,
+                _ => match task_questions(&name, &args) {
+                    questions if questions.is_empty() => run_body(&name, &args, &cancel).await,
+                    questions => {
+                        let reqs = questions
+                            .into_iter()
+                            .map(|(k, r)| (k.to_owned(), r))
+                            .collect();
+                        me.ask(&id, reqs, &cancel)
+                            .await
+                            .map(|a| Ok(tool_text(&task_answer(&name, &args, &a))))
+                    }
+                },
             };
             me.finish(&id, outcome);
         });
@@ -574,29 +558,20 @@ impl Tasks {
             }
             TasksFlavor::Extension => false,
         };
-        if !wants_task && matches!(name, "confirm_delete" | "multi_input") {
-            // Without a task they ask on the request itself (MRTR): the caller's job.
-            return None;
-        }
-        if wants_task {
-            // ext-tasks §Input Requests are subject to the same rules as the requests
-            // they stand for: nothing the client did not declare is asked
-            // (basic/patterns/mrtr).
-            let reqs = match name {
-                "confirm_delete" => vec![("confirm", confirm_delete_request(filename(args)))],
-                "multi_input" => multi_input_requests(),
-                "approval_task" => vec![("approve", approval_request())],
-                _ => Vec::new(),
-            };
-            if let Some(e) = crate::mrtr::missing_capabilities(r.caps, &reqs) {
-                return Some(Err(e));
-            }
-        }
         if !wants_task {
+            if matches!(name, "confirm_delete" | "multi_input") {
+                // Without a task they ask on the request itself (MRTR): the caller's job.
+                return None;
+            }
             return Some(match run_body(name, args, r.cancel).await {
                 Some(o) => o,
                 None => Err(RpcError::new(INTERNAL_ERROR, "cancelled")),
             });
+        }
+        // ext-tasks §Input Requests are subject to the same rules as the requests they
+        // stand for: nothing the client did not declare is asked (basic/patterns/mrtr).
+        if let Some(e) = crate::mrtr::missing_capabilities(r.caps, &task_questions(name, args)) {
+            return Some(Err(e));
         }
         let peer = r.ctx.peer().cloned();
         let task = match self.create(flavor, r.session.clone(), name, args.clone(), peer) {
@@ -862,6 +837,26 @@ fn confirm_text(answer: Result<mcpx_protocol::Frame, String>) -> Value {
             (_, Some(e)) => text(format!("the client refused: {}", e.message), true),
             _ => text("empty answer".to_owned(), true),
         },
+    }
+}
+
+/// The questions a task fixture asks while it runs (ext-tasks §Input Requests), by key;
+/// none for the others.
+fn task_questions(name: &str, args: &Value) -> Vec<(&'static str, Value)> {
+    match name {
+        "confirm_delete" => vec![("confirm", confirm_delete_request(filename(args)))],
+        "multi_input" => multi_input_requests(),
+        "approval_task" => vec![("approve", approval_request())],
+        _ => Vec::new(),
+    }
+}
+
+/// What a task fixture that asked ([`task_questions`]) answers, from the answers.
+fn task_answer(name: &str, args: &Value, answers: &Map<String, Value>) -> String {
+    match name {
+        "confirm_delete" => confirm_delete_text(filename(args), answers),
+        "multi_input" => multi_input_text(answers),
+        _ => approval_text(answers),
     }
 }
 

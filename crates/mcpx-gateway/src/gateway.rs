@@ -1578,26 +1578,12 @@ impl Gateway {
                 .result()
                 .and_then(|r| serde_json::from_str(r).ok())
                 .unwrap_or(Value::Null);
-            let mut responses = Map::new();
-            if let Some(Value::Object(requests)) = result.get("inputRequests") {
-                for (key, req) in requests {
-                    let m = req
-                        .get("method")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    let p = req.get("params").cloned();
-                    // E-9: not retried; the host learns the URL from the error.
-                    if let Some(f) = self.url_refusal(call, &slot.name, m, p.as_ref()) {
-                        return Err(f);
-                    }
-                    match Box::pin(self.ask_legacy_host(call, &slot.name, m, p)).await {
-                        Ok(answer) => {
-                            responses.insert(key.clone(), answer);
-                        }
-                        Err((code, msg)) => return Err(fault(code, msg, call.host)),
-                    }
+            let responses = match result.get("inputRequests") {
+                Some(Value::Object(requests)) => {
+                    Box::pin(self.ask_legacy_host_all(call, &slot.name, requests.iter())).await?
                 }
-            }
+                _ => Map::new(),
+            };
             // The retry: the original params, the answers, and the state echoed
             // verbatim (2026-07-28 basic/patterns/mrtr).
             let mut params: Value = serde_json::from_str(&text).unwrap_or(json!({}));
@@ -1918,7 +1904,37 @@ impl Gateway {
 
     /// Asks a legacy host, with a wire request in its revision, what a modern
     /// upstream's `inputRequests` entry asks (register E-1, E-11).
-    pub(super) async fn ask_legacy_host(
+    /// Puts each of a 2026-07-28 upstream's `inputRequests` (`requests`, by key) to
+    /// the legacy host of `call` with [`Self::ask_legacy_host`], one after the other;
+    /// the answers by the same keys. A question the host cannot be shown or refuses
+    /// fails the whole (E-9: a url-mode elicitation is not retried, the host learns the
+    /// URL from the error).
+    pub(super) async fn ask_legacy_host_all<'r>(
+        &self,
+        call: &Call,
+        upstream: &str,
+        requests: impl Iterator<Item = (&'r String, &'r Value)>,
+    ) -> Result<Map<String, Value>, Fault> {
+        let mut responses = Map::new();
+        for (key, req) in requests {
+            let method = req
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let params = req.get("params").cloned();
+            if let Some(f) = self.url_refusal(call, upstream, method, params.as_ref()) {
+                return Err(f);
+            }
+            let answer = self
+                .ask_legacy_host(call, upstream, method, params)
+                .await
+                .map_err(|(code, msg)| fault(code, msg, call.host))?;
+            responses.insert(key.clone(), answer);
+        }
+        Ok(responses)
+    }
+
+    async fn ask_legacy_host(
         &self,
         call: &Call,
         upstream: &str,
@@ -2008,7 +2024,7 @@ impl Gateway {
     /// Required Error, read as a MUST: E-19), else with -32603 whose message carries
     /// the URL (2026-07-28 basic/index §Error Codes: -32042 MUST NOT be emitted).
     /// Hosts that declared no elicitation are refused as for any undeclared ask.
-    pub(super) fn url_refusal(
+    fn url_refusal(
         &self,
         call: &Call,
         name: &str,

@@ -867,28 +867,32 @@ impl Gateway {
                 call.host,
             ));
         }
-        let mut responses = Map::new();
-        if let Some(Value::Object(requests)) = task.get("inputRequests") {
-            for (key, req) in requests.iter().filter(|(k, _)| !asked.contains(*k)) {
-                let method = req
-                    .get("method")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let params = req.get("params").cloned();
-                if let Some(f) = self.url_refusal(call, name, method, params.as_ref()) {
-                    return Err(f);
-                }
-                let answer = self
-                    .ask_legacy_host(call, name, method, params)
-                    .await
-                    .map_err(|(code, msg)| fault(code, msg, call.host))?;
-                responses.insert(key.clone(), answer);
+        let responses = match task.get("inputRequests") {
+            Some(Value::Object(requests)) => {
+                let open = requests.iter().filter(|(k, _)| !asked.contains(*k));
+                self.ask_legacy_host_all(call, name, open).await?
             }
-        }
+            _ => return Ok(()),
+        };
         if responses.is_empty() {
             return Ok(());
         }
         let keys: Vec<String> = responses.keys().cloned().collect();
+        self.update_upstream(call, i, conn, id, responses).await?;
+        asked.extend(keys);
+        Ok(())
+    }
+
+    /// Sends `responses` to upstream `i`'s task `id` (ext-tasks §Task Update
+    /// Requests); its refusal is `call`'s host's error.
+    async fn update_upstream(
+        &self,
+        call: &Call,
+        i: usize,
+        conn: &Connection,
+        id: &str,
+        responses: Map<String, Value>,
+    ) -> Result<(), Fault> {
         let p = Params::of_value(&json!({ "taskId": id, "inputResponses": responses }));
         let frame = conn
             .call(
@@ -899,9 +903,15 @@ impl Gateway {
             .await
             .map_err(|e| self.client_fault(i, e, call.host))?;
         if frame.error().is_some() {
-            self.answer(call, &conn.facts(), name, "tasks/update", frame)?;
+            // An error frame is always the upstream's refusal, for the host.
+            self.answer(
+                call,
+                &conn.facts(),
+                &self.slots[i].name,
+                "tasks/update",
+                frame,
+            )?;
         }
-        asked.extend(keys);
         Ok(())
     }
 
@@ -1326,21 +1336,8 @@ async fn update(
         }
     };
     let keys: Vec<String> = open.keys().cloned().collect();
-    let name = gw.slots[up.slot].name.clone();
-    let p = Params::of_value(&json!({ "taskId": up.id, "inputResponses": open }));
-    let frame = up
-        .conn
-        .call(
-            "tasks/update",
-            Some(&p),
-            gw.upstream_opts(up.slot, TasksFlavor::Extension),
-        )
-        .await
-        .map_err(|e| gw.client_fault(up.slot, e, host))?;
-    if frame.error().is_some() {
-        // The upstream's refusal (an error frame is always one), for the host.
-        gw.answer(call, &up.conn.facts(), &name, "tasks/update", frame)?;
-    }
+    gw.update_upstream(call, up.slot, &up.conn, &up.id, open)
+        .await?;
     let mut map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
     if let Some(e) = map.get_mut(id) {
         for k in keys {
