@@ -223,6 +223,9 @@ struct Routes {
     calls: HashMap<i64, CallRoute, foldhash::fast::RandomState>,
     /// Every call in flight, by request id (for a server-sent `notifications/cancelled`).
     by_id: HashMap<i64, CallRoute, foldhash::fast::RandomState>,
+    /// The upstream's own tasks that mcpx is following, by the upstream's task id: where
+    /// their asks go ([`Connection::route_task_asks`]).
+    tasks: HashMap<String, mpsc::Sender<Box<CallEvent>>, foldhash::fast::RandomState>,
 }
 
 #[derive(Debug)]
@@ -301,6 +304,22 @@ impl Connection {
             .lock()
             .map(|f| Arc::clone(&f))
             .unwrap_or_else(|e| Arc::clone(&e.into_inner()))
+    }
+
+    /// Sends the upstream's asks that name its task `task` (related-task) to `events`,
+    /// as [`CallEvent::Ask`]s, until the returned guard is dropped: a 2025-11-25 task
+    /// asks on the session while it is `input_required` (basic/utilities/tasks §Input
+    /// Required Status), on stdio and the legacy GET stream outside any call, so only
+    /// its id ties the ask to whoever follows the task. (Asks on a call's own stream,
+    /// such as `tasks/result`'s, are that call's, as ever.)
+    pub fn route_task_asks(&self, task: &str, events: mpsc::Sender<Box<CallEvent>>) -> TaskAsks {
+        if let Ok(mut r) = self.inner.routes.lock() {
+            r.tasks.insert(task.to_owned(), events);
+        }
+        TaskAsks {
+            inner: self.inner.clone(),
+            task: task.to_owned(),
+        }
     }
 
     /// Notifications that are about the upstream, not a request: list_changed,
@@ -748,7 +767,9 @@ impl Connection {
                                 Kind::Notification => {
                                     self.relay(&f, opts).await;
                                 }
-                                Kind::Request => Box::pin(self.answer_ask(f, opts)).await,
+                                Kind::Request => {
+                                    Box::pin(self.answer_ask(f, opts.events.as_ref())).await;
+                                }
                                 _ => {}
                             }
                         }
@@ -769,7 +790,7 @@ impl Connection {
                         deadline = (Instant::now() + opts.timeout).min(hard);
                     }
                 }
-                Kind::Request => Box::pin(self.answer_ask(frame, opts)).await,
+                Kind::Request => Box::pin(self.answer_ask(frame, opts.events.as_ref())).await,
             }
         }
     }
@@ -843,7 +864,7 @@ impl Connection {
     /// The answer is awaited in its own task, so the call goes on taking frames
     /// meanwhile: an upstream may ask several questions at once (each a request of its
     /// own) and the host sees them together.
-    async fn answer_ask(&self, frame: Frame, opts: &CallOptions) {
+    async fn answer_ask(&self, frame: Frame, events: Option<&mpsc::Sender<Box<CallEvent>>>) {
         let Some(id) = frame.id().cloned() else {
             return;
         };
@@ -854,7 +875,7 @@ impl Connection {
             tracing::warn!(upstream = %self.inner.name, %method, "dropped a request from a 2026-07-28 server (forbidden in that revision; allow with spec.lenient)");
             return;
         }
-        let pending = match (&method[..], &opts.events) {
+        let pending = match (&method[..], events) {
             ("ping", _) => None,
             (_, Some(events)) => {
                 let (tx, rx) = oneshot::channel();
@@ -997,6 +1018,23 @@ enum Attempt {
     Failed(ClientError),
 }
 
+/// Keeps an upstream task's asks routed ([`Connection::route_task_asks`]); dropping it
+/// forgets the route, and later asks naming the task are refused as any unattributed
+/// ask is.
+#[derive(Debug)]
+pub struct TaskAsks {
+    inner: Arc<Inner>,
+    task: String,
+}
+
+impl Drop for TaskAsks {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.inner.routes.lock() {
+            r.tasks.remove(&self.task);
+        }
+    }
+}
+
 /// Forgets a call's routes when it ends, however it ends.
 struct RouteGuard {
     inner: Arc<Inner>,
@@ -1025,10 +1063,33 @@ fn related_request(frame: &Frame) -> Option<i64> {
         .ok()
 }
 
+/// The upstream task a request names (`_meta` related-task, 2025-11-25
+/// basic/utilities/tasks §Associating Task-Related Messages).
+fn related_task(frame: &Frame) -> Option<String> {
+    let related: Value = serde_json::from_str(frame.params_meta(meta::RELATED_TASK)?).ok()?;
+    Some(related.get("taskId")?.as_str()?.to_owned())
+}
+
 /// Routes frames that arrive outside any exchange (stdio, the legacy GET stream).
 async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
     while let Some(frame) = rx.recv().await {
         let Some(inner) = inner.upgrade() else { return };
+        // 2025-11-25 basic/utilities/tasks §Input Required Status: an ask naming (with
+        // related-task) an upstream task that mcpx follows goes where that task's asks
+        // go, whatever calls are in flight: the task outlives the request that created
+        // it, and its asks may come while no call is open, or beside unrelated ones.
+        let task_asks = (frame.kind() == Kind::Request)
+            .then(|| related_task(&frame))
+            .flatten()
+            .and_then(|t| inner.routes.lock().ok()?.tasks.get(&t).cloned());
+        if let Some(events) = task_asks {
+            let conn = Connection {
+                inner: inner.clone(),
+            };
+            conn.answer_ask(frame, Some(&events)).await;
+            inner.dispatched.send_modify(|n| *n += 1);
+            continue;
+        }
         let route = {
             let Ok(routes) = inner.routes.lock() else {
                 return;
@@ -1091,7 +1152,7 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
                 let conn = Connection {
                     inner: inner.clone(),
                 };
-                conn.answer_ask(frame, &CallOptions::default()).await;
+                conn.answer_ask(frame, None).await;
             }
             None => {}
         }

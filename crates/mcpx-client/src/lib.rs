@@ -20,6 +20,6 @@ pub mod connection;
 pub mod error;
 pub mod probe;
 
-pub use connection::{CallEvent, CallOptions, Connection, ServerFacts};
+pub use connection::{CallEvent, CallOptions, Connection, ServerFacts, TaskAsks};
 pub use error::ClientError;
 pub use probe::{EraCache, ProtocolPreference, Target, TargetTransport, connect};

@@ -27,10 +27,12 @@
 //! task, whose result greets the name (SEP-2663 451f5e1: MRTR before task creation).
 //! Beyond the suite, `approval_task` (`required`) asks for approval while it runs: what
 //! a gateway in front must relay to hosts that cannot see a task's `inputRequests`.
-//! Core only: `task_augmented_ask` (see [`task_augmented_ask`]) and `confirm_job`
+//! Core only: `task_augmented_ask` (see [`task_augmented_ask`]), `confirm_job`
 //! (`optional`; asks `elicitation/create` and reports the answer: called plainly, on the
 //! request; run as a task, the task is `input_required` while the ask, carrying
-//! `io.modelcontextprotocol/related-task`, waits on the session: §Input Required Status).
+//! `io.modelcontextprotocol/related-task`, waits on the session: §Input Required Status)
+//! and `approval_job` (`required`: the same, always as a task; what a gateway in front
+//! must relay to hosts that cannot see the upstream's task).
 //!
 //! The store is bounded ([`MAX_TASKS`], [`TTL_MS`]): expired tasks are purged on every
 //! access, and creating a task beyond the bound is refused with -32603.
@@ -66,7 +68,7 @@ pub(crate) fn support(name: &str) -> Option<TaskSupport> {
         "failing_job" => TaskSupport::Required,
         "task_augmented_ask" => TaskSupport::Forbidden,
         "confirm_job" | "confirm_delete" | "multi_input" => TaskSupport::Optional,
-        "test_tool_with_task" | "approval_task" => TaskSupport::Required,
+        "test_tool_with_task" | "approval_task" | "approval_job" => TaskSupport::Required,
         _ => return None,
     })
 }
@@ -113,6 +115,11 @@ pub(crate) fn tools(rev: Revision) -> Vec<Value> {
         "Asks the client to confirm (elicitation/create) and reports the answer; may run as a task.",
         obj(json!({}), &[]),
     );
+    let approval = (
+        "approval_job",
+        "Must run as a task; asks the client to confirm (elicitation/create, naming the task) while it runs.",
+        obj(json!({}), &[]),
+    );
     let extension = [
         (
             "confirm_delete",
@@ -136,7 +143,7 @@ pub(crate) fn tools(rev: Revision) -> Vec<Value> {
         ),
     ];
     let core = (flavor == TasksFlavor::Core)
-        .then_some([ask, confirm])
+        .then_some([ask, confirm, approval])
         .into_iter()
         .flatten();
     let extension = (flavor == TasksFlavor::Extension)
@@ -408,7 +415,7 @@ impl Tasks {
         let name = name.to_owned();
         tokio::spawn(async move {
             let outcome = match name.as_str() {
-                "confirm_job" => me.confirm_task(&id, peer, &cancel).await,
+                "confirm_job" | "approval_job" => me.confirm_task(&name, &id, peer, &cancel).await,
                 _ => match task_questions(&name, &args) {
                     questions if questions.is_empty() => run_body(&name, &args, &cancel).await,
                     questions => {
@@ -477,17 +484,21 @@ impl Tasks {
         }
     }
 
-    /// `confirm_job` run as a task: §Input Required Status, the task is
+    /// `confirm_job` run as a task, and `approval_job` (which always is): §Input Required Status, the task is
     /// `input_required` while its ask, naming it with related-task, waits on the session
     /// (the request that created the task has been answered).
     async fn confirm_task(
         &self,
+        tool: &str,
         id: &str,
         peer: Option<mcpx_transport::Peer>,
         cancel: &CancellationToken,
     ) -> Option<Outcome> {
         let Some(peer) = peer else {
-            return Some(Ok(confirm_text(Err("no session to ask on".to_owned()))));
+            return Some(Ok(confirm_text(
+                tool,
+                Err("no session to ask on".to_owned()),
+            )));
         };
         let mut params = confirm_params();
         params["_meta"] = json!({ mcpx_protocol::meta::RELATED_TASK: {"taskId": id} });
@@ -498,7 +509,7 @@ impl Tasks {
             a = peer.request("elicitation/create", raw.as_deref(), Duration::from_secs(60)) => a,
         };
         self.set_waiting(id, false);
-        Some(Ok(confirm_text(answer.map_err(|e| e.to_string()))))
+        Some(Ok(confirm_text(tool, answer.map_err(|e| e.to_string()))))
     }
 
     /// A `tools/call` of a task fixture; `None` for other tools.
@@ -523,7 +534,7 @@ impl Tasks {
                     Duration::from_secs(60),
                 )
                 .await;
-            return Some(Ok(confirm_text(answer.map_err(|e| e.to_string()))));
+            return Some(Ok(confirm_text(name, answer.map_err(|e| e.to_string()))));
         }
         let wants_task = match flavor {
             TasksFlavor::None => false,
@@ -818,7 +829,7 @@ fn confirm_params() -> Value {
 
 /// `confirm_job`'s result: the action and content the client answered, and the
 /// `_meta` of its answer, if any (so a test can see what reached this server).
-fn confirm_text(answer: Result<mcpx_protocol::Frame, String>) -> Value {
+fn confirm_text(tool: &str, answer: Result<mcpx_protocol::Frame, String>) -> Value {
     let text =
         |t: String, err: bool| json!({"content": [{"type": "text", "text": t}], "isError": err});
     match answer {
@@ -828,7 +839,7 @@ fn confirm_text(answer: Result<mcpx_protocol::Frame, String>) -> Value {
                 let v: Value = serde_json::from_str(res).unwrap_or(Value::Null);
                 let action = v.get("action").and_then(Value::as_str).unwrap_or("?");
                 let content = v.get("content").cloned().unwrap_or(Value::Null);
-                let mut t = format!("confirm_job: {action} {content}");
+                let mut t = format!("{tool}: {action} {content}");
                 if let Some(m) = v.get("_meta") {
                     t.push_str(&format!(" _meta {m}"));
                 }

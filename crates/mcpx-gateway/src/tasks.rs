@@ -45,14 +45,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mcpx_client::{CallOptions, ClientError, Connection, ServerFacts};
+use mcpx_client::{CallEvent, CallOptions, ClientError, Connection, ServerFacts};
 use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, translate_code};
 use mcpx_protocol::jsonrpc::Json;
 use mcpx_protocol::lower::lower_result;
 use mcpx_protocol::method::TASKS_EXTENSION;
 use mcpx_protocol::revision::TasksFlavor;
 use mcpx_protocol::task::{Status, TaskSupport, declares_extension, iso8601, strip_task_support};
-use mcpx_protocol::{Params, Revision, meta};
+use mcpx_protocol::{Era, Frame, Params, Revision, meta};
 use mcpx_server::{Call, Fault, Reply};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
@@ -154,6 +154,21 @@ pub(super) fn answer_upstream(answer: &mut Value, theirs: Option<Value>, upstrea
     {
         m.insert(meta::RELATED_TASK.to_owned(), t);
     }
+}
+
+/// A 2025-11-25 upstream's task asks with requests on its session, which only a legacy
+/// host with a session can be sent: `call` ends with this fault, and the task's ask
+/// `ev`, if any, is answered with the same message (the upstream task is cancelled
+/// after it).
+fn unaskable(call: &Call, name: &str, ev: Option<CallEvent>) -> Fault {
+    let message = format!(
+        "upstream {name}'s task needs input from the client; mcpx relays a 2025-11-25 upstream task's requests to clients of 2025-11-25 and earlier only, and this one speaks {}",
+        call.host
+    );
+    if let Some(CallEvent::Ask { reply, .. }) = ev {
+        let _ = reply.send(Err((INTERNAL_ERROR, message.clone())));
+    }
+    fault(INTERNAL_ERROR, message, call.host)
 }
 
 /// Who may see a task: a 2025-11-25 host's session, or any extension request.
@@ -714,6 +729,15 @@ impl Gateway {
                     conn: conn.clone(),
                 },
             );
+        // 2025-11-25 §Input Required Status: a core task asks on the session, naming
+        // itself with related-task, while it is `input_required`; its asks reach
+        // `call`'s host as the call's own would (on the session, naming the host's own
+        // gateway task, for a task's work: C-C12), and where the host cannot be asked
+        // the upstream hears why.
+        let (asks_tx, mut asks_rx) = tokio::sync::mpsc::channel(8);
+        let _asks =
+            (flavor == TasksFlavor::Core).then(|| conn.route_task_asks(&id, asks_tx.clone()));
+        let can_ask = call.host.era() == Era::Legacy && call.peer.is_some();
         let deadline = Instant::now() + self.config.global.task_ttl;
         loop {
             if cancel.is_cancelled() && !cancel_sent {
@@ -735,6 +759,20 @@ impl Gateway {
             tokio::select! {
                 () = tokio::time::sleep(poll) => {}
                 () = cancel.cancelled(), if !cancel_sent => continue,
+                Some(ev) = asks_rx.recv() => {
+                    let ended = if can_ask {
+                        Box::pin(self.on_event(call, &facts, &name, *ev)).await
+                    } else {
+                        Some(unaskable(call, &name, Some(*ev)))
+                    };
+                    if let Some(f) = ended {
+                        let _ = conn
+                            .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
+                            .await;
+                        return Some(Err(f));
+                    }
+                    continue;
+                }
             }
             let frame = match conn
                 .call("tasks/get", Some(&params), self.upstream_opts(i, flavor))
@@ -809,19 +847,37 @@ impl Gateway {
                         return Some(Err(f));
                     }
                 }
-                // A 2025-11-25 upstream's task asks with requests of its own on its
-                // session, which mcpx does not relay outside a call.
+                // §Input Required Status: "the requestor SHOULD preemptively call
+                // tasks/result"; the task's asks come on its stream or on the session
+                // (both relayed), and its answer is the task's result.
+                (TasksFlavor::Core, Some(Status::InputRequired)) if can_ask => {
+                    let outcome = Box::pin(self.core_task_result(
+                        call,
+                        i,
+                        &conn,
+                        &params,
+                        (&asks_tx, &mut asks_rx),
+                        cancel,
+                        deadline,
+                    ))
+                    .await;
+                    match outcome {
+                        Ok(f) => return Some(self.answer(call, &facts, &name, "tools/call", f)),
+                        // The loop's top asks the upstream to cancel.
+                        Err(None) => {}
+                        Err(Some(f)) => {
+                            let _ = conn
+                                .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
+                                .await;
+                            return Some(Err(f));
+                        }
+                    }
+                }
                 (_, Some(Status::InputRequired)) => {
                     let _ = conn
                         .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
                         .await;
-                    return Some(Err(fault(
-                        INTERNAL_ERROR,
-                        format!(
-                            "upstream {name}'s task needs input from the client, which mcpx does not relay for a 2025-11-25 upstream's tasks"
-                        ),
-                        call.host,
-                    )));
+                    return Some(Err(unaskable(call, &name, None)));
                 }
                 (_, Some(Status::Working)) => {
                     if relays_input {
@@ -836,6 +892,56 @@ impl Gateway {
                     )));
                 }
             }
+        }
+    }
+
+    /// A 2025-11-25 upstream task is `input_required`: its `tasks/result`, with the
+    /// task's asks (on that request's stream or, routed by related-task, on the
+    /// session) relayed to `call`'s host meanwhile. `Err(None)`: cancelled by the host;
+    /// `Err(Some(_))`: the call ends with that fault.
+    #[allow(clippy::too_many_arguments)]
+    async fn core_task_result(
+        self: &Arc<Self>,
+        call: &Call,
+        i: usize,
+        conn: &Connection,
+        params: &Params,
+        (asks_tx, asks_rx): (
+            &tokio::sync::mpsc::Sender<Box<CallEvent>>,
+            &mut tokio::sync::mpsc::Receiver<Box<CallEvent>>,
+        ),
+        cancel: &CancellationToken,
+        deadline: Instant,
+    ) -> Result<Frame, Option<Fault>> {
+        let facts = conn.facts();
+        let name = &self.slots[i].name;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let opts = CallOptions {
+            events: Some(asks_tx.clone()),
+            cancel: cancel.clone(),
+            // It blocks until the task ends, which may wait on a person: the task's
+            // lifetime bounds it, not a call's.
+            timeout: left,
+            max_time: left,
+            ..self.upstream_opts(i, TasksFlavor::Core)
+        };
+        let fut = conn.call("tasks/result", Some(params), opts);
+        tokio::pin!(fut);
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                Some(ev) = asks_rx.recv() => {
+                    if let Some(f) = Box::pin(self.on_event(call, &facts, name, *ev)).await {
+                        return Err(Some(f));
+                    }
+                }
+                r = &mut fut => break r,
+            }
+        };
+        match outcome {
+            Ok(f) => Ok(f),
+            Err(ClientError::Cancelled { .. }) => Err(None),
+            Err(e) => Err(Some(self.client_fault(i, e, call.host))),
         }
     }
 

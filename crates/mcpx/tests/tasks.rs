@@ -1006,6 +1006,185 @@ async fn core_task_asks_name_the_task() {
     );
 }
 
+/// H13, C-C12 (2025-11-25 basic/utilities/tasks §Input Required Status): a `required`
+/// tool's upstream task asks on the upstream's session, naming its task with
+/// related-task, while it is `input_required`. mcpx relays the ask to a legacy host as
+/// the call's own: on the host's plain call (mcpx drives the task), without the
+/// upstream's related-task; for a 2025-11-25 host's own task, on the session, naming
+/// mcpx's task, which is `input_required` meanwhile. The answer goes back naming the
+/// upstream's task, and mcpx takes the task's result with tasks/result. A 2026-07-28
+/// host cannot be asked in the middle of its call: -32603 saying so, and the upstream
+/// task is cancelled.
+#[tokio::test]
+async fn core_upstream_task_questions_reach_legacy_hosts() {
+    // A 2025-06-18 host's plain call: mcpx runs the upstream task for it and relays
+    // the task's ask on the call.
+    let mut h = Host::start("coreask0618", &example(R1125), R0618).await;
+    h.initialize(json!({"elicitation": {}})).await;
+    let (v, asks, _) = h
+        .exchange(
+            "tools/call",
+            json!({"name": "approval_job", "arguments": {}}),
+            &mut |q| {
+                vec![json!({"jsonrpc":"2.0","id":q["id"],"result":{
+                    "action":"accept","content":{"ok":true}}})]
+            },
+        )
+        .await;
+    // The upstream reports what it received: the answer, naming its task (checked
+    // against the wire below).
+    assert!(
+        text(result(&v, "approval_job"))
+            .starts_with(r#"approval_job: accept {"ok":true} _meta {"io.modelcontextprotocol/related-task":{"taskId":"#),
+        "{v}"
+    );
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    assert_eq!(asks[0]["method"], "elicitation/create");
+    assert!(
+        asks[0]["params"]
+            .get("_meta")
+            .and_then(|m| m.get(RELATED))
+            .is_none(),
+        "the upstream's task is not the host's: {}",
+        asks[0]
+    );
+    let wire = h.finish_checked(R1125).await;
+    // The same over Streamable HTTP, where the task's ask comes on the session's GET
+    // stream.
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpx"));
+    cmd.args([
+        "example-server",
+        "--revision",
+        "2025-11-25",
+        "--http",
+        "127.0.0.1:0",
+    ])
+    .stdout(std::process::Stdio::null());
+    let (_upstream, port) = common::start_listening(cmd).await;
+    let config = json!({"mcpServers": {"up": {"type": "http",
+        "url": format!("http://127.0.0.1:{port}/mcp")}}});
+    let mut hh = Host::start("coreask0618http", &config, R0618).await;
+    hh.initialize(json!({"elicitation": {}})).await;
+    let (v, asks, _) = hh
+        .exchange(
+            "tools/call",
+            json!({"name": "approval_job", "arguments": {}}),
+            &mut |q| vec![json!({"jsonrpc":"2.0","id":q["id"],"result":{"action":"cancel"}})],
+        )
+        .await;
+    assert!(
+        text(result(&v, "approval_job")).starts_with("approval_job: cancel null _meta"),
+        "{v}"
+    );
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    hh.finish().await;
+    let plain_answers: Vec<_> = wire
+        .iter()
+        .filter(|f| f.get("method").is_none() && f["result"].get("action").is_some())
+        .cloned()
+        .collect();
+
+    // A 2025-11-25 host's own task: the ask comes on the session, naming mcpx's task.
+    let mut h = Host::start("coreask", &example(R1125), R1125).await;
+    h.initialize(json!({"elicitation": {}})).await;
+    let (list, _) = h.request("tools/list", json!({})).await;
+    assert_eq!(
+        tool(result(&list, "tools/list"), "approval_job")["execution"]["taskSupport"],
+        "required"
+    );
+    let call_id = h.next_id;
+    h.next_id += 1;
+    h.send(&json!({"jsonrpc":"2.0","id":call_id,"method":"tools/call",
+        "params":{"name":"approval_job","arguments":{},"task":{"ttl":60000}}}))
+        .await;
+    let (mut created, mut ask) = (None, None);
+    while created.is_none() || ask.is_none() {
+        let v = h.next_frame("approval_job as a task").await;
+        if v.get("id") == Some(&json!(call_id)) && v.get("method").is_none() {
+            tap()
+                .validate_response(R1125, "tools/call", &v.to_string())
+                .unwrap_or_else(|e| panic!("to the host: {e}"));
+            created = Some(v);
+        } else {
+            assert_eq!(v["method"], "elicitation/create", "{v}");
+            ask = Some(v);
+        }
+    }
+    let (created, ask) = (created.unwrap(), ask.unwrap());
+    let id = result(&created, "tools/call")["task"]["taskId"]
+        .as_str()
+        .expect("a CreateTaskResult")
+        .to_owned();
+    assert_eq!(
+        ask["params"]["_meta"][RELATED],
+        json!({"taskId": id}),
+        "{ask}"
+    );
+    let (g, _) = h.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(result(&g, "tasks/get")["status"], "input_required");
+    h.send(&json!({"jsonrpc":"2.0","id":ask["id"],"result":{
+        "action":"decline","_meta":{RELATED:{"taskId":id}}}}))
+        .await;
+    let (r, _) = h.request("tasks/result", json!({"taskId": id})).await;
+    let r = result(&r, "tasks/result");
+    assert!(
+        text(r).starts_with(
+            r#"approval_job: decline null _meta {"io.modelcontextprotocol/related-task""#
+        ),
+        "{r}"
+    );
+    assert_eq!(r["_meta"][RELATED], json!({"taskId": id}));
+
+    let task_wire = h.finish_checked(R1125).await;
+    // Each answer went back naming the upstream's own task, whose result mcpx then
+    // took with tasks/result; the tool went upstream as a task both times.
+    for wire in [&wire, &task_wire] {
+        let answers: Vec<_> = wire
+            .iter()
+            .filter(|f| f.get("method").is_none() && f["result"].get("action").is_some())
+            .collect();
+        assert_eq!(answers.len(), 1, "{wire:?}");
+        let theirs = &answers[0]["result"]["_meta"][RELATED]["taskId"];
+        assert!(theirs.is_string(), "{}", answers[0]);
+        assert_ne!(theirs, &json!(id), "{}", answers[0]);
+        assert!(
+            containing(wire, &["\"tasks/result\""])
+                .iter()
+                .any(|r| &r["params"]["taskId"] == theirs),
+            "tasks/result for {theirs}: {wire:?}"
+        );
+        let calls = containing(wire, &["\"tools/call\"", "approval_job"]);
+        assert!(
+            calls.len() == 1 && calls[0]["params"].get("task").is_some(),
+            "a required tool goes upstream as a task: {calls:?}"
+        );
+    }
+    assert_eq!(plain_answers.len(), 1);
+
+    // A 2026-07-28 host cannot be asked in the middle of its call.
+    let mut h = Host::start("coreask26", &example(R1125), R2026).await;
+    let v = h
+        .modern(
+            "tools/call",
+            json!({"name": "approval_job", "arguments": {}}),
+            false,
+            None,
+        )
+        .await;
+    assert_eq!(error_code(&v, "approval_job for a 2026-07-28 host"), -32603);
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("needs input") && message.contains("2026-07-28"),
+        "{v}"
+    );
+    let wire = h.finish_checked(R1125).await;
+    assert_eq!(
+        containing(&wire, &["\"tasks/cancel\""]).len(),
+        1,
+        "the upstream task is cancelled: {wire:?}"
+    );
+}
+
 /// C-C12 (§Associating Task-Related Messages: "the taskId parameter in the request MUST
 /// be used as the source of truth ... receivers MUST ignore such metadata"): tasks/get,
 /// tasks/result and tasks/cancel whose related-task names another task are served by
