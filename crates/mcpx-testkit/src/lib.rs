@@ -7,10 +7,13 @@
 //! * [`shared`]: finds `../shared` (the read-only spec, register and requirements).
 //! * [`tap`]: the schema tap: validates any frame against a given revision's
 //!   `schema.json`, compiled once per revision and definition.
+//! * [`tls`]: a TLS front on 127.0.0.1 with a certificate authority of its own, for
+//!   `https://` upstreams.
 #![forbid(unsafe_code)]
 
 pub mod scratch;
 pub mod shared;
 pub mod tap;
+pub mod tls;
 
 pub use tap::{SchemaTap, TapError};

@@ -34,10 +34,13 @@
 //! The responses' helpers both clients share are here too: a non-2xx answer as its
 //! error, the media type, a bounded body, a bounded SSE event stream.
 //!
+//! * `https://` URLs over TLS (rustls, the system's root certificates or
+//!   `SSL_CERT_FILE`'s: crate::tls), within the same connect timeout; such connections
+//!   are kept apart from plain ones to the same authority.
+//!
 //! What it does not do, and reqwest did: follow redirects (a 3xx is a non-2xx answer
 //! like any other, reported with its status), and read proxy settings from the
-//! environment (`HTTP_PROXY`, `NO_PROXY`): upstreams are reached directly. Neither
-//! has a use on an MCP endpoint that this build can reach (`http://` only, no TLS).
+//! environment (`HTTP_PROXY`, `NO_PROXY`): upstreams are reached directly.
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
@@ -240,23 +243,40 @@ impl HttpClient {
     /// last exchange is over).
     async fn connect(&self, to: &Endpoint) -> Result<http1::SendRequest<Full<Bytes>>, String> {
         let (host, port) = (to.host.as_str(), to.port);
-        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect((host, port)))
+        let timed_out = |_| format!("connect timed out after {:?}", self.connect_timeout);
+        // One bound for the TCP connection and the TLS handshake together.
+        let deadline = tokio::time::Instant::now() + self.connect_timeout;
+        let stream = tokio::time::timeout_at(deadline, TcpStream::connect((host, port)))
             .await
-            .map_err(|_| format!("connect timed out after {:?}", self.connect_timeout))?
+            .map_err(timed_out)?
             .map_err(|e| format!("connect: {e}"))?;
         stream
             .set_nodelay(true)
             .map_err(|e| format!("connect: TCP_NODELAY: {e}"))?;
-        let (sender, connection) = http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| chain(&e))?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!("upstream HTTP connection ended: {}", chain(&e));
-            }
-        });
-        Ok(sender)
+        if to.tls {
+            let stream = tokio::time::timeout_at(deadline, crate::tls::connect(host, stream))
+                .await
+                .map_err(timed_out)??;
+            return handshake(stream).await;
+        }
+        handshake(stream).await
     }
+}
+
+/// HTTP/1.1 over `io`, its exchanges run by a task of its own.
+async fn handshake<T>(io: T) -> Result<http1::SendRequest<Full<Bytes>>, String>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| chain(&e))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!("upstream HTTP connection ended: {}", chain(&e));
+        }
+    });
+    Ok(sender)
 }
 
 impl HttpClient {
@@ -285,11 +305,13 @@ pub(crate) struct Endpoint {
     uri: Uri,
     /// The request target (origin form: the path and query).
     target: Uri,
-    /// Where connections go: the authority as a kept connection is known by, and the
-    /// host (an IPv6 address without its brackets) and port to connect to.
+    /// Where connections go: the scheme and authority as a kept connection is known
+    /// by, and the host (an IPv6 address without its brackets) and port to connect to.
     authority: Arc<str>,
     host: String,
     port: u16,
+    /// `https://`: connections are TLS (crate::tls).
+    tls: bool,
     /// `Host`, unless it is configured.
     host_header: Option<HeaderValue>,
     /// The configured headers.
@@ -297,7 +319,7 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    /// `url` (already checked to be `http://`) with the configured `headers`; a header
+    /// `url` (already checked to be `http://` or `https://`) with the configured `headers`; a header
     /// that is not valid HTTP is an error naming it. Credentials in `url` become an
     /// `Authorization: Basic` header, unless `headers` has an `Authorization` of its own.
     pub(crate) fn new(url: &Url, headers: &[(String, String)]) -> Result<Endpoint, TransportError> {
@@ -318,7 +340,8 @@ impl Endpoint {
             .and_then(|h| h.strip_suffix(']'))
             .unwrap_or(host)
             .to_owned();
-        let port = authority.port_u16().unwrap_or(80);
+        let tls = url.scheme() == "https";
+        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
         let mut headers: Vec<(HeaderName, HeaderValue)> = headers
             .iter()
             .map(|(k, v)| header(k, v).map_err(|e| format!("configured header {k:?}: {e}")))
@@ -340,9 +363,10 @@ impl Endpoint {
         Ok(Endpoint {
             uri,
             target,
-            authority: authority.as_str().into(),
+            authority: format!("{}://{authority}", url.scheme()).into(),
             host,
             port,
+            tls,
             host_header,
             headers,
         })
@@ -479,17 +503,14 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// Checks that `url` is one this build can reach (http only).
+/// Checks that `url` is one this client can reach (`http://` or `https://`).
 pub(crate) fn parse_http_url(url: &str) -> Result<Url, TransportError> {
     let parsed =
         Url::parse(url).map_err(|e| TransportError::Io(format!("invalid URL {url:?}: {e}")))?;
     match parsed.scheme() {
-        "http" => Ok(parsed),
-        "https" => Err(TransportError::Io(format!(
-            "https upstreams are not supported by this build (no TLS): {url}; use http:// or a TLS-terminating proxy"
-        ))),
+        "http" | "https" => Ok(parsed),
         other => Err(TransportError::Io(format!(
-            "unsupported URL scheme {other:?} in {url}; only http:// is supported"
+            "unsupported URL scheme {other:?} in {url}; only http:// and https:// are supported"
         ))),
     }
 }

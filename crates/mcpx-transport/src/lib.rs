@@ -35,6 +35,7 @@ pub mod pending;
 pub mod service;
 pub mod stdio;
 pub mod streamable_http;
+pub(crate) mod tls;
 pub mod upstream;
 
 pub use error::TransportError;

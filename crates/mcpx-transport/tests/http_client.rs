@@ -461,14 +461,18 @@ async fn get_stream_feeds_unsolicited() {
     assert_eq!(h(&gets[1], "last-event-id"), Some("g1"));
 }
 
+/// `https://` is taken (TLS: crates/mcpx/tests/upstream_tls.rs); any other scheme is
+/// refused when the upstream is built, naming the two it could be.
 #[tokio::test]
-async fn https_is_refused_clearly() {
-    let err = HttpUpstream::new(HttpClientConfig::new("https://127.0.0.1:1/mcp")).unwrap_err();
+async fn only_http_and_https_urls_are_taken() {
+    assert!(HttpUpstream::new(HttpClientConfig::new("https://127.0.0.1:1/mcp")).is_ok());
+    let err = HttpUpstream::new(HttpClientConfig::new("ws://127.0.0.1:1/mcp")).unwrap_err();
     let TransportError::Io(msg) = err else {
         panic!()
     };
     assert!(
-        msg.contains("https upstreams are not supported by this build"),
+        msg.contains(r#"unsupported URL scheme "ws""#)
+            && msg.contains("only http:// and https:// are supported"),
         "{msg}"
     );
 }

@@ -29,7 +29,7 @@
 //! body is a JSON-RPC error, its code, so the layer above can tell a modern server's
 //! recognised error from a legacy server's rejection (registers A-C14, B-C9).
 //!
-//! TLS is not built in: `https://` URLs are refused at construction.
+//! `https://` URLs are reached over TLS (crate::tls).
 
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -108,6 +108,17 @@ impl Host {
 
     /// [`Host::start`], with more arguments for `mcpx serve`.
     pub async fn start_with(tag: &str, config: &Value, rev: Revision, args: &[&str]) -> Host {
+        Host::start_env(tag, config, rev, args, &[]).await
+    }
+
+    /// [`Host::start_with`], with more environment variables for `mcpx serve`.
+    pub async fn start_env(
+        tag: &str,
+        config: &Value,
+        rev: Revision,
+        args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Host {
         let dir = temp_dir(tag);
         let cfg = dir.join("mcpx.json");
         std::fs::write(&cfg, config.to_string()).unwrap();
@@ -117,6 +128,7 @@ impl Host {
             .args(args)
             .env("XDG_CACHE_HOME", dir.join("cache"))
             .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

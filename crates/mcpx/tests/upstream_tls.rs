@@ -1,0 +1,120 @@
+//! `https://` upstreams: mcpx reaches them over TLS, trusting the system's root
+//! certificates or, as here, the bundle `SSL_CERT_FILE` names; an upstream whose
+//! certificate no trusted authority signed is refused, and the call says why.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use mcpx_testkit::tls::{TlsFront, unrelated_ca_pem};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+mod common;
+use common::*;
+
+/// `mcpx example-server --http` (both eras) behind a TLS front.
+async fn https_example() -> (Child, TlsFront) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
+    cmd.args(["example-server", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::null());
+    let (server, port) = start_listening(cmd).await;
+    (server, TlsFront::start(port).await)
+}
+
+/// A gateway host whose `mcpx serve` trusts the roots in `ca_pem` only.
+async fn host_trusting(tag: &str, config: &serde_json::Value, ca_pem: &str) -> Host {
+    let dir = mcpx_testkit::scratch::dir(&format!("test-{tag}-ca"));
+    let bundle = dir.join("ca.pem");
+    std::fs::write(&bundle, ca_pem).unwrap();
+    let env = [
+        ("SSL_CERT_FILE", bundle.as_os_str()),
+        // No directory of the system's certificates either.
+        ("SSL_CERT_DIR", dir.as_os_str()),
+    ];
+    let mut h = Host::start_env(tag, config, R0618, &[], &env).await;
+    h.initialize(json!({})).await;
+    h
+}
+
+/// Streamable HTTP (2026-07-28, as the probe finds it) and the 2024-11-05 HTTP+SSE
+/// transport, both over TLS: the tool list and a call go through.
+#[tokio::test]
+async fn an_https_upstream_is_reached_over_tls() {
+    let (_server, front) = https_example().await;
+    for (tag, kind, path) in [("tls-http", "http", "mcp"), ("tls-sse", "sse", "sse")] {
+        let config = json!({"mcpServers": {"up": {"type": kind,
+            "url": format!("https://127.0.0.1:{}/{path}", front.port)}}});
+        let mut h = host_trusting(tag, &config, &front.ca_pem).await;
+        let (list, _) = h.request("tools/list", json!({})).await;
+        assert!(
+            result(&list, "tools/list")["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["name"] == "test_simple_text"),
+            "{kind}: {list}"
+        );
+        let (v, _) = h
+            .request(
+                "tools/call",
+                json!({"name": "test_simple_text", "arguments": {}}),
+            )
+            .await;
+        assert_eq!(
+            text(result(&v, "tools/call")),
+            "This is a simple text response for testing.",
+            "{kind}: {v}"
+        );
+        h.finish().await;
+    }
+}
+
+/// A certificate no trusted authority signed: no connection, and mcpx says why (on
+/// stderr, as for any upstream it cannot reach; the host sees a gateway without tools).
+#[tokio::test]
+async fn an_untrusted_certificate_is_refused() {
+    let (_server, front) = https_example().await;
+    let dir = mcpx_testkit::scratch::dir("test-tls-untrusted");
+    let bundle = dir.join("ca.pem");
+    std::fs::write(&bundle, unrelated_ca_pem()).unwrap();
+    let cfg = dir.join("mcpx.json");
+    std::fs::write(
+        &cfg,
+        json!({"mcpServers": {"up": {"type": "http",
+            "url": format!("https://127.0.0.1:{}/mcp", front.port)}}})
+        .to_string(),
+    )
+    .unwrap();
+    let mut gw = Command::new(env!("CARGO_BIN_EXE_mcpx"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("SSL_CERT_FILE", &bundle)
+        .env("SSL_CERT_DIR", &dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(gw.stderr.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(l) = stderr.next_line().await.unwrap() {
+            if l.contains("unavailable") {
+                return l;
+            }
+        }
+        panic!("mcpx serve ended without saying the upstream is unavailable");
+    })
+    .await
+    .expect("mcpx serve said nothing of the upstream");
+    assert!(
+        line.contains("TLS handshake with 127.0.0.1")
+            && line.contains("invalid peer certificate")
+            && line.contains("UnknownIssuer"),
+        "{line}"
+    );
+    let _ = gw.kill().await;
+}
