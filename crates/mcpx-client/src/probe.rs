@@ -25,6 +25,7 @@ use mcpx_protocol::{Era, Frame, Id, Limits, Revision, SpecPolicy, meta};
 use mcpx_transport::TransportError;
 use mcpx_transport::child::{ChildConfig, ChildUpstream};
 use mcpx_transport::http_sse_client::{SseClientConfig, SseUpstream};
+pub use mcpx_transport::proxy::Proxy;
 use mcpx_transport::streamable_http::client::{HttpClientConfig, HttpUpstream};
 use mcpx_transport::upstream::{Unsolicited, Upstream};
 use serde::{Deserialize, Serialize};
@@ -114,6 +115,9 @@ pub struct Target {
     pub legacy_capabilities: Value,
     /// The spec policy.
     pub policy: SpecPolicy,
+    /// How an HTTP upstream's connections go (default: the environment's proxy, if
+    /// any; `mcpx_transport::proxy`).
+    pub proxy: Proxy,
 }
 
 impl Target {
@@ -129,6 +133,7 @@ impl Target {
             client_info: json!({ "name": "mcpx", "version": env!("CARGO_PKG_VERSION") }),
             legacy_capabilities: json!({}),
             policy: SpecPolicy::default(),
+            proxy: Proxy::default(),
         }
     }
 }
@@ -245,6 +250,7 @@ async fn open(target: &Target) -> Result<(AnyUpstream, Unsolicited), ClientError
             let mut c = HttpClientConfig::new(url.clone());
             c.headers = headers.clone();
             c.limits = target.limits;
+            c.proxy = target.proxy.clone();
             HttpUpstream::new(c)
                 .map(|(u, rx)| (AnyUpstream::Http(u), rx))
                 .map_err(|e| transport_err(target, e))
@@ -261,6 +267,7 @@ async fn open_sse(
     let mut c = SseClientConfig::new(url.to_owned());
     c.headers = headers.to_vec();
     c.limits = target.limits;
+    c.proxy = target.proxy.clone();
     SseUpstream::connect(c)
         .await
         .map(|(u, rx)| (AnyUpstream::Sse(u), rx))

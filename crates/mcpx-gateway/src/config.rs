@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use mcpx_client::ProtocolPreference;
+pub use mcpx_client::{ProtocolPreference, Proxy};
 use mcpx_protocol::SpecPolicy;
 use serde::Deserialize;
 
@@ -208,6 +208,9 @@ pub struct ServerSettings {
     pub call_timeout: Duration,
     /// How long connecting and probing may take (default 30 s).
     pub connect_timeout: Duration,
+    /// How an HTTP upstream's connections go: the environment's proxy (default),
+    /// directly (`"proxy": "none"`), or through the `http://` proxy named.
+    pub proxy: Proxy,
 }
 
 impl Default for ServerSettings {
@@ -218,6 +221,7 @@ impl Default for ServerSettings {
             protocol: ProtocolPreference::default(),
             call_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(30),
+            proxy: Proxy::default(),
         }
     }
 }
@@ -322,6 +326,7 @@ struct FileServerMcpx {
     protocol: ProtocolPreference,
     call_timeout_ms: Option<u64>,
     connect_timeout_ms: Option<u64>,
+    proxy: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -583,6 +588,17 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                 .mcpx
                 .connect_timeout_ms
                 .map_or(d.connect_timeout, Duration::from_millis),
+            proxy: match s.mcpx.proxy.as_deref() {
+                None => Proxy::Environment,
+                Some("none") => Proxy::Direct,
+                Some(url) if url.starts_with("http://") => Proxy::Via(url.to_owned()),
+                Some(other) => {
+                    return Err(err(&format!(
+                        "mcpx.proxy is \"none\" or an http:// proxy URL, not {:?}",
+                        other.split('@').next_back().unwrap_or_default()
+                    )));
+                }
+            },
         };
         servers.insert(
             name,
@@ -667,6 +683,38 @@ mod tests {
         assert!(p("/^[^x]+$/").matches("abc") && !p("/^[^x]+$/").matches("axc"));
         assert!(p("/^(read|list)_/").matches("list_dir"));
         assert!(Pattern::parse("/(a/").is_err());
+    }
+
+    #[test]
+    fn an_upstreams_proxy_is_the_environment_none_or_an_http_url() {
+        let with = |proxy: &str| {
+            let mcpx = if proxy.is_empty() {
+                String::new()
+            } else {
+                format!(r#", "mcpx": {{"proxy": {proxy}}}"#)
+            };
+            parse(
+                &format!(
+                    r#"{{"mcpServers": {{"up": {{"url": "https://mcp.example/mcp"{mcpx}}}}}}}"#
+                ),
+                Path::new("mcpx.json"),
+            )
+            .map(|c| c.servers["up"].mcpx.proxy.clone())
+        };
+        assert_eq!(with("").unwrap(), Proxy::Environment);
+        assert_eq!(with(r#""none""#).unwrap(), Proxy::Direct);
+        assert_eq!(
+            with(r#""http://u:p@proxy.example:3128""#).unwrap(),
+            Proxy::Via("http://u:p@proxy.example:3128".to_owned())
+        );
+        let e = with(r#""socks5://u:secret@proxy.example""#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("mcpx.proxy is \"none\" or an http:// proxy URL"),
+            "{e}"
+        );
+        assert!(!e.contains("secret"), "{e}");
     }
 
     #[test]

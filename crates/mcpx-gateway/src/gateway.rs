@@ -576,6 +576,7 @@ impl Gateway {
                 let mut target = Target::new(name.clone(), transport);
                 target.preference = s.mcpx.protocol;
                 target.handshake_timeout = s.mcpx.connect_timeout;
+                target.proxy = s.mcpx.proxy.clone();
                 target.limits.max_frame_bytes = config.global.max_frame_bytes;
                 target.client_info = info.clone();
                 target.policy = config.spec.clone();

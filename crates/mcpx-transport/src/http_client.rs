@@ -36,11 +36,13 @@
 //!
 //! * `https://` URLs over TLS (rustls, the system's root certificates or
 //!   `SSL_CERT_FILE`'s: crate::tls), within the same connect timeout; such connections
-//!   are kept apart from plain ones to the same authority.
+//!   are kept apart from plain ones to the same authority;
+//! * an HTTP proxy, configured or from the environment (`https_proxy`, `no_proxy`, …:
+//!   crate::proxy): absolute-form requests for `http://`, a `CONNECT` tunnel for
+//!   `https://`, within the same connect timeout.
 //!
 //! What it does not do, and reqwest did: follow redirects (a 3xx is a non-2xx answer
-//! like any other, reported with its status), and read proxy settings from the
-//! environment (`HTTP_PROXY`, `NO_PROXY`): upstreams are reached directly.
+//! like any other, reported with its status).
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
@@ -242,19 +244,34 @@ impl HttpClient {
     /// (which ends when the connection closes, or when every sender is dropped and its
     /// last exchange is over).
     async fn connect(&self, to: &Endpoint) -> Result<http1::SendRequest<Full<Bytes>>, String> {
-        let (host, port) = (to.host.as_str(), to.port);
-        let timed_out = |_| format!("connect timed out after {:?}", self.connect_timeout);
-        // One bound for the TCP connection and the TLS handshake together.
+        // Through a proxy, the TCP connection is the proxy's.
+        let (host, port) = match &to.route {
+            Some(r) => (r.host.as_str(), r.port),
+            None => (to.host.as_str(), to.port),
+        };
+        let via = to
+            .route
+            .as_ref()
+            .map(|r| format!(" to proxy {}", r.url))
+            .unwrap_or_default();
+        let timed_out = |_| format!("connect{via} timed out after {:?}", self.connect_timeout);
+        // One bound for the TCP connection, the proxy's tunnel and the TLS handshake.
         let deadline = tokio::time::Instant::now() + self.connect_timeout;
-        let stream = tokio::time::timeout_at(deadline, TcpStream::connect((host, port)))
+        let mut stream = tokio::time::timeout_at(deadline, TcpStream::connect((host, port)))
             .await
             .map_err(timed_out)?
-            .map_err(|e| format!("connect: {e}"))?;
+            .map_err(|e| format!("connect{via}: {e}"))?;
         stream
             .set_nodelay(true)
             .map_err(|e| format!("connect: TCP_NODELAY: {e}"))?;
         if to.tls {
-            let stream = tokio::time::timeout_at(deadline, crate::tls::connect(host, stream))
+            if let Some(route) = &to.route {
+                let tunnel = crate::proxy::tunnel(&mut stream, route, &to.host, to.port);
+                tokio::time::timeout_at(deadline, tunnel)
+                    .await
+                    .map_err(timed_out)??;
+            }
+            let stream = tokio::time::timeout_at(deadline, crate::tls::connect(&to.host, stream))
                 .await
                 .map_err(timed_out)??;
             return handshake(stream).await;
@@ -312,6 +329,8 @@ pub(crate) struct Endpoint {
     port: u16,
     /// `https://`: connections are TLS (crate::tls).
     tls: bool,
+    /// The proxy connections go through, if any (crate::proxy).
+    route: Option<crate::proxy::Route>,
     /// `Host`, unless it is configured.
     host_header: Option<HeaderValue>,
     /// The configured headers.
@@ -319,18 +338,30 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    /// `url` (already checked to be `http://` or `https://`) with the configured `headers`; a header
-    /// that is not valid HTTP is an error naming it. Credentials in `url` become an
+    /// `url` (already checked to be `http://` or `https://`) with the configured
+    /// `headers`, reached as `proxy` says; a header that is not valid HTTP, or a proxy
+    /// URL mcpx cannot use, is an error naming it. Credentials in `url` become an
     /// `Authorization: Basic` header, unless `headers` has an `Authorization` of its own.
-    pub(crate) fn new(url: &Url, headers: &[(String, String)]) -> Result<Endpoint, TransportError> {
+    pub(crate) fn new(
+        url: &Url,
+        headers: &[(String, String)],
+        proxy: &crate::proxy::Proxy,
+    ) -> Result<Endpoint, TransportError> {
+        let route = proxy.route(url)?;
         let mut url = url.clone();
         let credentials = take_credentials(&mut url);
         let invalid =
             |e: &dyn std::fmt::Display| TransportError::Io(format!("invalid URL {url}: {e}"));
         let uri = Uri::try_from(url.as_str()).map_err(|e| invalid(&e))?;
-        let target =
+        // RFC 9112 §3.2.2: to a proxy, a request names its target in absolute form
+        // (an `https://` upstream's requests go inside a tunnel, in origin form).
+        let absolute = route.is_some() && url.scheme() == "http";
+        let target = if absolute {
+            Uri::try_from(url[..url::Position::AfterQuery].to_owned())
+        } else {
             Uri::try_from(url[url::Position::BeforePath..url::Position::AfterQuery].to_owned())
-                .map_err(|e| invalid(&e))?;
+        }
+        .map_err(|e| invalid(&e))?;
         let Some(authority) = uri.authority().cloned() else {
             return Err(invalid(&"no host"));
         };
@@ -355,6 +386,9 @@ impl Endpoint {
             value.set_sensitive(true);
             headers.insert(0, (AUTHORIZATION, value));
         }
+        if absolute && let Some(a) = route.as_ref().and_then(|r| r.authorization.clone()) {
+            headers.push((hyper::header::PROXY_AUTHORIZATION, a));
+        }
         // RFC 9112 §3.2: every request carries `Host`, the target URI's authority.
         let host_header = match headers.iter().any(|(k, _)| k == HOST) {
             true => None,
@@ -363,10 +397,15 @@ impl Endpoint {
         Ok(Endpoint {
             uri,
             target,
-            authority: format!("{}://{authority}", url.scheme()).into(),
+            authority: match &route {
+                Some(r) => format!("{}://{authority} via {}", url.scheme(), r.url),
+                None => format!("{}://{authority}", url.scheme()),
+            }
+            .into(),
             host,
             port,
             tls,
+            route,
             host_header,
             headers,
         })

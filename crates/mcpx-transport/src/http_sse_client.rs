@@ -60,6 +60,8 @@ pub struct SseClientConfig {
     pub max_pending: usize,
     /// Frames queued on the [`Unsolicited`] receiver before reading pauses (default 1024).
     pub unsolicited_queue: usize,
+    /// How connections reach the upstream (default: the environment's proxy, if any).
+    pub proxy: crate::proxy::Proxy,
 }
 
 impl SseClientConfig {
@@ -78,6 +80,7 @@ impl SseClientConfig {
             max_error_body_bytes: 64 * 1024,
             max_pending: 256,
             unsolicited_queue: 1024,
+            proxy: crate::proxy::Proxy::default(),
         }
     }
 }
@@ -182,7 +185,7 @@ impl SseUpstream {
             config.idle_timeout,
             config.max_idle_connections,
         );
-        let stream = Endpoint::new(&url, &config.headers)?;
+        let stream = Endpoint::new(&url, &config.headers, &config.proxy)?;
         let request = stream.request(Method::GET, Some("text/event-stream"), Vec::new(), None)?;
         let resp = client
             .send(
@@ -241,7 +244,7 @@ impl SseUpstream {
             )));
         }
 
-        let post_to = Endpoint::new(&endpoint, &config.headers)?;
+        let post_to = Endpoint::new(&endpoint, &config.headers, &config.proxy)?;
         let (closed, _) = watch::channel(None);
         let shared = Arc::new(Shared {
             client,

@@ -32,6 +32,7 @@ pub(crate) mod http_sse;
 pub mod http_sse_client;
 pub(crate) mod origin;
 pub mod pending;
+pub mod proxy;
 pub mod service;
 pub mod stdio;
 pub mod streamable_http;

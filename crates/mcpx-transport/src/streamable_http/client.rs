@@ -83,6 +83,8 @@ pub struct HttpClientConfig {
     pub max_resume_attempts: u32,
     /// Frames queued on the [`Unsolicited`] receiver before reading pauses (default 1024).
     pub unsolicited_queue: usize,
+    /// How connections reach the upstream (default: the environment's proxy, if any).
+    pub proxy: crate::proxy::Proxy,
 }
 
 impl HttpClientConfig {
@@ -100,6 +102,7 @@ impl HttpClientConfig {
             max_error_body_bytes: 64 * 1024,
             max_resume_attempts: 5,
             unsolicited_queue: 1024,
+            proxy: crate::proxy::Proxy::default(),
         }
     }
 }
@@ -161,7 +164,7 @@ impl HttpUpstream {
     /// A client for `config.url`; nothing is sent until the first request.
     pub fn new(config: HttpClientConfig) -> Result<(HttpUpstream, Unsolicited), TransportError> {
         let url = parse_http_url(&config.url)?;
-        let endpoint = Endpoint::new(&url, &config.headers)?;
+        let endpoint = Endpoint::new(&url, &config.headers, &config.proxy)?;
         let client = HttpClient::new(
             config.connect_timeout,
             config.idle_timeout,
