@@ -138,6 +138,10 @@ pub fn explain(status: u16, header: Option<&str>) -> String {
         .map(|d| format!(" ({d})"))
         .unwrap_or_default();
     match status {
+        // RFC 6750 §3.1: credentials were sent, and refused.
+        401 if param("error").as_deref() == Some("invalid_token") => format!(
+            "HTTP 401 invalid_token: the upstream refused the credential in this upstream's `headers`{description}{metadata}; mcpx runs no OAuth flow, so check it (wrong, expired or revoked)"
+        ),
         401 => format!(
             "HTTP 401: the upstream requires authorization{description}{metadata}; mcpx runs no OAuth flow, so configure a credential for this upstream in its `headers` (for example Authorization)"
         ),
@@ -158,6 +162,24 @@ pub fn explain(status: u16, header: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_credential_is_told_from_a_missing_one() {
+        let missing = explain(401, Some(r#"Bearer realm="mcpx""#));
+        assert!(
+            missing.starts_with("HTTP 401: the upstream requires authorization"),
+            "{missing}"
+        );
+        let refused = explain(
+            401,
+            Some(r#"Bearer realm="mcpx", error="invalid_token", error_description="expired""#),
+        );
+        assert!(
+            refused.starts_with("HTTP 401 invalid_token: the upstream refused the credential")
+                && refused.contains("(expired)"),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn parses_bearer_params() {

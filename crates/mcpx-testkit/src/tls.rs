@@ -48,9 +48,23 @@ pub fn unrelated_ca_pem() -> String {
     authority("mcpx tests: an unrelated CA").pem()
 }
 
-impl TlsFront {
-    /// A front forwarding to `127.0.0.1:backend`.
-    pub async fn start(backend: u16) -> TlsFront {
+/// A server identity for `127.0.0.1` (and `localhost`), signed by a certificate
+/// authority of its own, all PEM.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// The authority's certificate: what a client must trust.
+    pub ca_pem: String,
+    /// The server's certificate.
+    pub cert_pem: String,
+    /// The server's private key (PKCS #8).
+    pub key_pem: String,
+    cert_der: Vec<u8>,
+    key_der: Vec<u8>,
+}
+
+impl Identity {
+    /// A new one.
+    pub fn new() -> Identity {
         let ca = authority("mcpx tests CA");
         let key = KeyPair::generate().unwrap_or_else(|e| panic!("key: {e}"));
         let mut params =
@@ -62,13 +76,33 @@ impl TlsFront {
         let cert = params
             .signed_by(&key, &ca)
             .unwrap_or_else(|e| panic!("certificate: {e}"));
+        Identity {
+            ca_pem: ca.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            cert_der: cert.der().to_vec(),
+            key_der: key.serialize_der(),
+        }
+    }
+}
+
+impl Default for Identity {
+    fn default() -> Self {
+        Identity::new()
+    }
+}
+
+impl TlsFront {
+    /// A front forwarding to `127.0.0.1:backend`.
+    pub async fn start(backend: u16) -> TlsFront {
+        let id = Identity::new();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .and_then(|b| {
                 b.with_no_client_auth().with_single_cert(
-                    vec![cert.der().clone()],
-                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+                    vec![id.cert_der.clone().into()],
+                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(id.key_der.clone())),
                 )
             })
             .unwrap_or_else(|e| panic!("TLS server config: {e}"));
@@ -98,7 +132,7 @@ impl TlsFront {
         });
         TlsFront {
             port,
-            ca_pem: ca.pem(),
+            ca_pem: id.ca_pem,
             accept,
         }
     }

@@ -1,5 +1,6 @@
 //! The edge guards of every HTTP listener: `Origin` and `Host` allow-lists
-//! (DNS-rebinding protection), the request body size limit and the body read timeout.
+//! (DNS-rebinding protection), an optional bearer token (401 without it, RFC 6750), the
+//! request body size limit and the body read timeout.
 //!
 //! 2025-06-18 basic/transports §Security Warning (and 2025-11-25, 2026-07-28
 //! streamable-http §Security Warning): servers "MUST validate the `Origin` header on all
@@ -30,11 +31,13 @@ use mcpx_protocol::error::INVALID_REQUEST;
 
 use crate::streamable_http::error_response;
 
-/// The allow-lists, normalised to lower case.
+/// The allow-lists, normalised to lower case, and the bearer token every request must
+/// carry, if one is set.
 #[derive(Debug, Clone)]
 pub(crate) struct Guard {
     origins: Vec<String>,
     hosts: Vec<String>,
+    token: Option<crate::streamable_http::BearerToken>,
 }
 
 /// Splits `host[:port]` (with `[v6]` literals) into host and port.
@@ -72,7 +75,14 @@ impl Guard {
         Guard {
             origins: norm(origins),
             hosts: norm(hosts),
+            token: None,
         }
+    }
+
+    /// The guard, also requiring `Authorization: Bearer <token>` on every request.
+    pub(crate) fn with_token(mut self, token: Option<crate::streamable_http::BearerToken>) -> Self {
+        self.token = token;
+        self
     }
 
     /// Whether a `Host` header value is allowed.
@@ -127,6 +137,36 @@ pub(crate) fn refusal(guard: &Guard, headers: &axum::http::HeaderMap) -> Option<
                     "Origin {shown:?} is not in this server's allowed origins (DNS-rebinding protection)"
                 ),
             ));
+        }
+    }
+    if let Some(token) = &guard.token {
+        // RFC 6750 §3: no credentials, a bare challenge; wrong ones, `invalid_token`.
+        let presented = headers.get(header::AUTHORIZATION).map(|v| {
+            let v = v.as_bytes();
+            match v.get(..7) {
+                Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => {
+                    v.get(7..).unwrap_or_default().trim_ascii()
+                }
+                _ => b"",
+            }
+        });
+        let challenge = match presented {
+            None => Some(r#"Bearer realm="mcpx""#),
+            Some(p) if !token.matches(p) => Some(r#"Bearer realm="mcpx", error="invalid_token""#),
+            Some(_) => None,
+        };
+        if let Some(challenge) = challenge {
+            let mut r = error_response(
+                StatusCode::UNAUTHORIZED,
+                None,
+                INVALID_REQUEST,
+                "this server requires Authorization: Bearer with its token",
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static(challenge),
+            );
+            return Some(r);
         }
     }
     None

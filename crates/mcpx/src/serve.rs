@@ -28,6 +28,26 @@ pub struct Args {
     /// 2024-11-05 HTTP+SSE transport at `/sse`. Default: stdio.
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
+    /// With `--http`: also accept this `Host` (a bare host, any port, or `host:port`;
+    /// repeatable). Default: loopback names only (DNS-rebinding protection).
+    #[arg(long, value_name = "HOST", requires = "http")]
+    allow_host: Vec<String>,
+    /// With `--http`: also accept requests from this `Origin` (a bare host, `host:port`,
+    /// or a full origin such as `https://app.example`; repeatable).
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    allow_origin: Vec<String>,
+    /// With `--http`: require `Authorization: Bearer <token>` on every request, the
+    /// token being this file's contents (surrounding whitespace ignored). Default:
+    /// `$MCPX_SERVE_TOKEN`, else none.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    token_file: Option<PathBuf>,
+    /// With `--http`: serve over TLS (HTTPS) with the certificate chain in this PEM file
+    /// (the server's certificate first); needs `--tls-key`.
+    #[arg(long, value_name = "FILE", requires_all = ["http", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+    /// The private key of `--tls-cert`, PEM (PKCS #8, PKCS #1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Move one revision to the front of `spec.precedence`.
     #[arg(long, value_name = "REV")]
     mcp_spec: Option<String>,
@@ -37,6 +57,36 @@ pub struct Args {
     /// `$MCPX_THREADS`, else 1.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+}
+
+/// The HTTP listener's settings from the command line (and `$MCPX_SERVE_TOKEN`).
+fn listener_config(args: &Args, bind: SocketAddr) -> Result<HttpServerConfig, String> {
+    let mut config = HttpServerConfig {
+        bind,
+        ..HttpServerConfig::default()
+    };
+    config.allowed_hosts.extend(args.allow_host.iter().cloned());
+    config
+        .allowed_origins
+        .extend(args.allow_origin.iter().cloned());
+    let token = match &args.token_file {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .map_err(|e| format!("--token-file {}: {e}", file.display()))?,
+        ),
+        None => std::env::var("MCPX_SERVE_TOKEN").ok(),
+    };
+    config.bearer_token = match token {
+        None => None,
+        Some(t) => Some(
+            mcpx_transport::streamable_http::BearerToken::new(&t)
+                .ok_or("the bearer token is empty (--token-file, or $MCPX_SERVE_TOKEN)")?,
+        ),
+    };
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        config.tls = Some(mcpx_transport::streamable_http::TlsIdentity::from_pem_files(cert, key)?);
+    }
+    Ok(config)
 }
 
 /// The embedded default configuration: mcpx's own example servers.
@@ -84,7 +134,18 @@ pub fn run(args: &Args) -> ExitCode {
             }
         }
     }
-    let http = args.http;
+    let http = match args
+        .http
+        .map(|bind| listener_config(args, bind))
+        .transpose()
+    {
+        Ok(h) => h,
+        Err(e) => {
+            crate::runtime::init_logging();
+            eprintln!("mcpx serve: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     crate::runtime::run("serve", args.threads, |shutdown| async move {
         let policy = config.spec.clone();
         let max_frame = config.global.max_frame_bytes;
@@ -109,18 +170,24 @@ pub fn run(args: &Args) -> ExitCode {
             policy,
         ));
         match http {
-            Some(bind) => {
-                let mut config = HttpServerConfig {
-                    bind,
-                    ..HttpServerConfig::default()
-                };
+            Some(mut config) => {
                 config.limits.max_frame_bytes = max_frame;
-                let listener = tokio::net::TcpListener::bind(bind).await?;
+                let listener = tokio::net::TcpListener::bind(config.bind).await?;
                 let addr = listener.local_addr()?;
+                let scheme = if config.tls.is_some() {
+                    "https"
+                } else {
+                    "http"
+                };
                 eprintln!(
-                    "mcpx serve: Streamable HTTP at http://{addr}{}, HTTP+SSE at http://{addr}{}",
+                    "mcpx serve: Streamable HTTP at {scheme}://{addr}{}, HTTP+SSE at {scheme}://{addr}{}",
                     config.path, config.sse_path
                 );
+                if !addr.ip().is_loopback() && config.bearer_token.is_none() {
+                    eprintln!(
+                        "mcpx serve: warning: {addr} is not a loopback address and no token is required (--token-file): whoever reaches it can use every upstream"
+                    );
+                }
                 streamable_http::serve(listener, seam, config, shutdown).await
             }
             None => {

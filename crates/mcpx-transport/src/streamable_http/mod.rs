@@ -101,6 +101,80 @@ pub struct HttpServerConfig {
     pub shutdown_grace: Duration,
     /// Frame limits for decoding bodies.
     pub limits: Limits,
+    /// The token every request must carry as `Authorization: Bearer <token>` (default
+    /// none); without it a request gets 401 with a `WWW-Authenticate: Bearer` challenge.
+    pub bearer_token: Option<BearerToken>,
+    /// TLS: connections are accepted over TLS with this identity (default none: plain
+    /// HTTP).
+    pub tls: Option<TlsIdentity>,
+}
+
+/// A bearer token a listener requires; shown as `***` in debug output.
+#[derive(Clone)]
+pub struct BearerToken(Arc<[u8]>);
+
+impl BearerToken {
+    /// The token `text` (surrounding whitespace removed); `None` when it is empty.
+    pub fn new(text: &str) -> Option<BearerToken> {
+        let t = text.trim();
+        (!t.is_empty()).then(|| BearerToken(Arc::from(t.as_bytes())))
+    }
+
+    /// Whether `presented` is the token, compared in time independent of where they
+    /// first differ.
+    pub(crate) fn matches(&self, presented: &[u8]) -> bool {
+        let ours = &self.0;
+        let mut diff = u8::from(presented.len() != ours.len());
+        for (i, b) in ours.iter().enumerate() {
+            diff |= b ^ presented.get(i).copied().unwrap_or(!b);
+        }
+        diff == 0
+    }
+}
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(***)")
+    }
+}
+
+/// A listener's TLS identity: its certificate chain and private key.
+#[derive(Clone)]
+pub struct TlsIdentity(tokio_rustls::TlsAcceptor);
+
+impl TlsIdentity {
+    /// The identity in two PEM files: the certificate chain (the server's certificate
+    /// first) and its private key (PKCS #8, PKCS #1 or SEC1). ALPN offers `http/1.1`.
+    pub fn from_pem_files(
+        certificates: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<TlsIdentity, String> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain = CertificateDer::pem_file_iter(certificates)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("{}: {e}", certificates.display()))?;
+        if chain.is_empty() {
+            return Err(format!("{}: no certificate", certificates.display()));
+        }
+        let key =
+            PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .and_then(|b| b.with_no_client_auth().with_single_cert(chain, key))
+            .map_err(|e| format!("TLS: {e}"))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(TlsIdentity(tokio_rustls::TlsAcceptor::from(Arc::new(
+            config,
+        ))))
+    }
+}
+
+impl std::fmt::Debug for TlsIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TlsIdentity")
+    }
 }
 
 impl Default for HttpServerConfig {
@@ -125,6 +199,8 @@ impl Default for HttpServerConfig {
             max_pending: 64,
             shutdown_grace: Duration::from_secs(5),
             limits: Limits::default(),
+            bearer_token: None,
+            tls: None,
         }
     }
 }
@@ -160,10 +236,10 @@ fn build<S: Service>(
     config: HttpServerConfig,
     shutdown: CancellationToken,
 ) -> Built<S> {
-    let guard = Arc::new(origin::Guard::new(
-        &config.allowed_origins,
-        &config.allowed_hosts,
-    ));
+    let guard = Arc::new(
+        origin::Guard::new(&config.allowed_origins, &config.allowed_hosts)
+            .with_token(config.bearer_token.clone()),
+    );
     let (path, sse_path, messages_path) = (
         config.path.clone(),
         config.sse_path.clone(),
@@ -244,6 +320,7 @@ pub async fn serve<S: Service>(
 ) -> io::Result<()> {
     let header_timeout = config.header_timeout;
     let grace = config.shutdown_grace;
+    let tls = config.tls.clone();
     let built = build(service, config, shutdown.clone());
     let mut conns = JoinSet::new();
     loop {
@@ -274,24 +351,21 @@ pub async fn serve<S: Service>(
             router: TowerToHyperService::new(built.router.clone()),
         };
         let stop = shutdown.clone();
-        conns.spawn(async move {
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout);
-            let conn = builder.serve_connection(TokioIo::new(stream), svc);
-            tokio::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                () = stop.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            };
-            if let Err(e) = result {
-                tracing::debug!("connection ended: {e}");
+        match &tls {
+            None => conns.spawn(connection(stream, svc, header_timeout, stop)),
+            Some(TlsIdentity(acceptor)) => {
+                let accepting = acceptor.accept(stream);
+                conns.spawn(async move {
+                    // The handshake within the header read timeout: a client that
+                    // stalls it holds a task no longer than one that stalls its head.
+                    match tokio::time::timeout(header_timeout, accepting).await {
+                        Ok(Ok(stream)) => connection(stream, svc, header_timeout, stop).await,
+                        Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                })
             }
-        });
+        };
     }
     drop(listener);
     let drained =
@@ -300,6 +374,35 @@ pub async fn serve<S: Service>(
         conns.abort_all();
     }
     Ok(())
+}
+
+/// Serves HTTP/1.1 on one accepted connection (plain or TLS) until it closes, or
+/// gracefully once `stop` fires.
+async fn connection<S, T>(
+    stream: T,
+    svc: Front<S>,
+    header_timeout: Duration,
+    stop: CancellationToken,
+) where
+    S: Service,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        () = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!("connection ended: {e}");
+    }
 }
 
 /// Reads a POST body within the configured size and time limits and decodes it: the

@@ -38,7 +38,9 @@ pub async fn start_listening(mut cmd: Command) -> (Child, u16) {
     let mut seen = String::new();
     let port = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(line) = stderr.next_line().await.unwrap() {
-            if let Some(rest) = line.split("at http://127.0.0.1:").nth(1) {
+            let rest = (line.split("at http://127.0.0.1:").nth(1))
+                .or_else(|| line.split("at https://127.0.0.1:").nth(1));
+            if let Some(rest) = rest {
                 let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
                 return digits.parse::<u16>().ok();
             }
