@@ -537,62 +537,68 @@ fn raw(v: &Value) -> Result<Box<RawValue>, Fault> {
         .map_err(|e| fault(INTERNAL_ERROR, e.to_string(), Revision::NEWEST))
 }
 
+/// How mcpx reaches the upstream `name` of `config` (`s`): its transport, era
+/// preference, timeouts, proxy and limits, and what mcpx declares to it.
+pub fn upstream_target(config: &Config, name: &str, s: &ServerConfig) -> Target {
+    let transport = match &s.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => TargetTransport::Stdio {
+            command: command.clone(),
+            args: args.clone(),
+            env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            cwd: cwd.clone(),
+        },
+        Transport::Http { url, headers } => TargetTransport::Http {
+            url: url.clone(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        },
+        Transport::Sse { url, headers } => TargetTransport::Sse {
+            url: url.clone(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        },
+    };
+    let mut target = Target::new(name, transport);
+    target.preference = s.mcpx.protocol;
+    target.handshake_timeout = s.mcpx.connect_timeout;
+    target.proxy = s.mcpx.proxy.clone();
+    target.limits.max_frame_bytes = config.global.max_frame_bytes;
+    target.client_info = json!({ "name": "mcpx", "version": env!("CARGO_PKG_VERSION") });
+    target.policy = config.spec.clone();
+    // Same-era asks are relayed to legacy hosts, so mcpx declares them.
+    // Roots without listChanged (E-3): each ask gets the roots of the host
+    // whose request it serves (E-21), so there is no one list whose
+    // changes mcpx could announce, and modern hosts cannot signal them.
+    // Both elicitation modes: a url-mode ask reaches a host that can take
+    // it, and ends the request of one that cannot (E-9), so only another
+    // mode is one mcpx did not declare (E-14; 2025-11-25
+    // client/elicitation §Capabilities).
+    target.legacy_capabilities = json!({
+        "roots": {},
+        "sampling": {},
+        "elicitation": { "form": {}, "url": {} },
+    });
+    target
+}
+
 impl Gateway {
     /// A gateway for `config`. Call [`Gateway::start`] to connect the upstreams.
     pub fn new(config: Config, era_cache: EraCache) -> Arc<Gateway> {
-        let info = json!({ "name": "mcpx", "version": env!("CARGO_PKG_VERSION") });
         let slots = config
             .servers
             .iter()
             .filter(|(_, s)| !s.disabled)
             .map(|(name, s)| {
-                let transport = match &s.transport {
-                    Transport::Stdio {
-                        command,
-                        args,
-                        env,
-                        cwd,
-                    } => TargetTransport::Stdio {
-                        command: command.clone(),
-                        args: args.clone(),
-                        env: env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                        cwd: cwd.clone(),
-                    },
-                    Transport::Http { url, headers } => TargetTransport::Http {
-                        url: url.clone(),
-                        headers: headers
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect(),
-                    },
-                    Transport::Sse { url, headers } => TargetTransport::Sse {
-                        url: url.clone(),
-                        headers: headers
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect(),
-                    },
-                };
-                let mut target = Target::new(name.clone(), transport);
-                target.preference = s.mcpx.protocol;
-                target.handshake_timeout = s.mcpx.connect_timeout;
-                target.proxy = s.mcpx.proxy.clone();
-                target.limits.max_frame_bytes = config.global.max_frame_bytes;
-                target.client_info = info.clone();
-                target.policy = config.spec.clone();
-                // Same-era asks are relayed to legacy hosts, so mcpx declares them.
-                // Roots without listChanged (E-3): each ask gets the roots of the host
-                // whose request it serves (E-21), so there is no one list whose
-                // changes mcpx could announce, and modern hosts cannot signal them.
-                // Both elicitation modes: a url-mode ask reaches a host that can take
-                // it, and ends the request of one that cannot (E-9), so only another
-                // mode is one mcpx did not declare (E-14; 2025-11-25
-                // client/elicitation §Capabilities).
-                target.legacy_capabilities = json!({
-                    "roots": {},
-                    "sampling": {},
-                    "elicitation": { "form": {}, "url": {} },
-                });
+                let target = upstream_target(&config, name, s);
                 Arc::new(Slot {
                     name: name.clone(),
                     namespace: s.mcpx.namespace.clone().unwrap_or_else(|| name.clone()),

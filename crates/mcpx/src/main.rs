@@ -5,6 +5,7 @@
 mod bench;
 mod conformance;
 mod example_server;
+mod inspect;
 mod runtime;
 mod serve;
 
@@ -35,6 +36,18 @@ enum Command {
     /// Load-test an MCP server (or the gateway in front of one): `tools/call` at N
     /// concurrent sessions, calls/s, latency p50/p99 and peak RSS.
     Bench(bench::Args),
+    /// List the tools the gateway offers a host (it starts `mcpx serve` on the
+    /// configuration and asks it).
+    Tools(inspect::Source),
+    /// Call one of the gateway's tools and print its result.
+    Call(inspect::Named),
+    /// Read one of the gateway's resources and print its contents.
+    Read(inspect::Read),
+    /// Get one of the gateway's prompts and print its messages.
+    Prompt(inspect::Named),
+    /// Connect to every configured upstream and report its protocol era, revision,
+    /// identity, capabilities and tools, or why it cannot be reached.
+    Probe(inspect::Source),
 }
 
 fn main() -> ExitCode {
@@ -44,5 +57,10 @@ fn main() -> ExitCode {
         Command::Conformance(args) => conformance::run(&args),
         Command::ExampleServer(args) => example_server::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Tools(source) => inspect::tools(&source),
+        Command::Call(named) => inspect::call(&named),
+        Command::Read(read) => inspect::read(&read),
+        Command::Prompt(named) => inspect::prompt(&named),
+        Command::Probe(source) => inspect::probe(&source),
     }
 }

@@ -90,7 +90,7 @@ fn listener_config(args: &Args, bind: SocketAddr) -> Result<HttpServerConfig, St
 }
 
 /// The embedded default configuration: mcpx's own example servers.
-fn demo_config() -> Result<Config, String> {
+pub(crate) fn demo_config() -> Result<Config, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the mcpx binary: {e}"))?;
     let exe = exe.to_string_lossy();
     let text = serde_json::json!({

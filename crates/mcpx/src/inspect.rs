@@ -1,0 +1,499 @@
+//! `mcpx tools`, `mcpx call`, `mcpx read`, `mcpx prompt`, `mcpx probe`: the gateway and
+//! its upstreams from the command line.
+//!
+//! The first four are an MCP client of the gateway as a host sees it: they start
+//! `mcpx serve` on the same configuration as a child process and speak 2026-07-28 to it
+//! over stdio (one request each, stateless), so names, lists and results are exactly
+//! what a host gets. `probe` connects to each configured upstream itself, as the
+//! gateway would, and reports what it found.
+//!
+//! Output is for people by default and JSON with `--json` (the result as the protocol
+//! has it, or for `probe` one object per upstream). The exit code is 1 when the
+//! request failed, a tool reported an error, or an upstream could not be reached.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use mcpx_client::{CallOptions, ClientError, EraCache, ProtocolPreference, Target, connect};
+use mcpx_gateway::config;
+use mcpx_protocol::Params;
+use serde_json::{Map, Value, json};
+
+/// A line on stdout; a closed stdout (`mcpx tools | head`) ends the output quietly
+/// instead of panicking as `println!` does.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout().lock(), $($t)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
+/// [`say!`] without the newline.
+macro_rules! say_part {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if write!(std::io::stdout().lock(), $($t)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
+/// Which configuration to use.
+#[derive(Debug, clap::Args)]
+pub struct Source {
+    /// The configuration file (as for `mcpx serve`). Default: `$MCPX_CONFIG`, then
+    /// `./.mcpx.json`, `./.mcp.json`, `~/.config/mcpx/config.json`.
+    #[arg(long, value_name = "FILE", conflicts_with = "demo")]
+    config: Option<PathBuf>,
+    /// The built-in example servers instead of a configuration.
+    #[arg(long)]
+    demo: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// How long to wait for the gateway and the request, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    timeout: u64,
+}
+
+/// Arguments of `mcpx call` and `mcpx prompt`: a name and its arguments.
+#[derive(Debug, clap::Args)]
+pub struct Named {
+    /// The tool's (or prompt's) name, as `mcpx tools` (or the host) shows it.
+    name: String,
+    /// Its arguments, a JSON object (e.g. `'{"a": 1}'`).
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    args: String,
+    #[command(flatten)]
+    source: Source,
+}
+
+/// Arguments of `mcpx read`.
+#[derive(Debug, clap::Args)]
+pub struct Read {
+    /// The resource's URI.
+    uri: String,
+    #[command(flatten)]
+    source: Source,
+}
+
+/// What a command failed with: printed on stderr as `mcpx <command>: <message>`.
+type Failure = String;
+
+/// `mcpx tools`: the tools a host sees, every page.
+pub fn tools(source: &Source) -> ExitCode {
+    run("tools", source, async |gw| {
+        let tools = gw.list("tools/list", "tools").await?;
+        if source.json {
+            print_json(&Value::Array(tools));
+        } else {
+            print_named(&tools, "description");
+        }
+        Ok(true)
+    })
+}
+
+/// `mcpx call NAME`: calls a tool and prints its result.
+pub fn call(named: &Named) -> ExitCode {
+    run("call", &named.source, async |gw| {
+        let args = arguments(&named.args)?;
+        let result = gw
+            .request("tools/call", json!({"name": named.name, "arguments": args}))
+            .await?;
+        let is_error = result.get("isError") == Some(&Value::Bool(true));
+        if named.source.json {
+            print_json(&result);
+        } else {
+            print_content(&result);
+        }
+        if is_error {
+            eprintln!("mcpx call: the tool reported an error");
+        }
+        Ok(!is_error)
+    })
+}
+
+/// `mcpx read URI`: reads a resource and prints its contents.
+pub fn read(read: &Read) -> ExitCode {
+    run("read", &read.source, async |gw| {
+        let result = gw
+            .request("resources/read", json!({"uri": read.uri}))
+            .await?;
+        if read.source.json {
+            print_json(&result);
+        } else {
+            for c in result["contents"].as_array().into_iter().flatten() {
+                print_block(c);
+            }
+        }
+        Ok(true)
+    })
+}
+
+/// `mcpx prompt NAME`: gets a prompt and prints its messages.
+pub fn prompt(named: &Named) -> ExitCode {
+    run("prompt", &named.source, async |gw| {
+        let args = arguments(&named.args)?;
+        let result = gw
+            .request(
+                "prompts/get",
+                json!({"name": named.name, "arguments": args}),
+            )
+            .await?;
+        if named.source.json {
+            print_json(&result);
+        } else {
+            for m in result["messages"].as_array().into_iter().flatten() {
+                let role = m["role"].as_str().unwrap_or("?");
+                say_part!("{role}: ");
+                print_block(&m["content"]);
+            }
+        }
+        Ok(true)
+    })
+}
+
+/// `mcpx probe`: connects to every configured upstream and reports its era, revision,
+/// identity and capabilities, or why it could not be reached.
+pub fn probe(source: &Source) -> ExitCode {
+    let config = match load(source) {
+        Ok(c) => c,
+        Err(e) => return fail("probe", &e),
+    };
+    crate::runtime::init_logging();
+    let limit = Duration::from_secs(source.timeout);
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return fail("probe", "cannot start a runtime");
+    };
+    let reports = rt.block_on(async {
+        let probes = config.servers.iter().map(|(name, s)| {
+            let target = mcpx_gateway::gateway::upstream_target(&config, name, s);
+            async move {
+                if s.disabled {
+                    return json!({"name": name, "disabled": true});
+                }
+                probe_one(&target, limit).await
+            }
+        });
+        futures_util::future::join_all(probes).await
+    });
+    let reached = reports.iter().all(|r| r.get("error").is_none());
+    if source.json {
+        print_json(&Value::Array(reports));
+    } else {
+        for r in &reports {
+            print_probe(r);
+        }
+    }
+    if reached {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// One upstream's report.
+async fn probe_one(target: &Target, limit: Duration) -> Value {
+    let name = target.name.clone();
+    let transport = target.transport.identity();
+    let conn = match tokio::time::timeout(limit, connect(target, &EraCache::disabled())).await {
+        Err(_) => {
+            return json!({"name": name, "transport": transport,
+                "error": format!("no answer within {} s", limit.as_secs())});
+        }
+        Ok(Err(e)) => return json!({"name": name, "transport": transport, "error": e.to_string()}),
+        Ok(Ok(c)) => c,
+    };
+    let facts = conn.facts();
+    let mut report = json!({
+        "name": name,
+        "transport": transport,
+        "era": format!("{:?}", facts.era).to_lowercase(),
+        "revision": facts.revision.as_str(),
+        "serverInfo": facts.info,
+        "capabilities": facts.capabilities,
+    });
+    if facts.has("tools") {
+        let opts = CallOptions {
+            timeout: limit,
+            ..CallOptions::default()
+        };
+        match conn
+            .call("tools/list", Some(&Params::of_value(&json!({}))), opts)
+            .await
+        {
+            Ok(f) => {
+                let tools: Value = f
+                    .result()
+                    .and_then(|r| serde_json::from_str(r).ok())
+                    .unwrap_or(Value::Null);
+                report["tools"] = json!(tools["tools"].as_array().map_or(0, Vec::len));
+                if tools.get("nextCursor").is_some_and(|c| !c.is_null()) {
+                    report["moreTools"] = json!(true);
+                }
+            }
+            Err(e) => report["toolsError"] = json!(e.to_string()),
+        }
+    }
+    conn.close().await;
+    report
+}
+
+fn print_probe(r: &Value) {
+    let name = r["name"].as_str().unwrap_or("?");
+    if r.get("disabled").is_some() {
+        say!("{name}: disabled");
+        return;
+    }
+    let transport = r["transport"].as_str().unwrap_or("?");
+    if let Some(e) = r.get("error") {
+        say!(
+            "{name} ({transport}): unreachable: {}",
+            e.as_str().unwrap_or("?")
+        );
+        return;
+    }
+    let info = &r["serverInfo"];
+    let caps: Vec<&str> = r["capabilities"]
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    say!(
+        "{name} ({transport}): {} {}, {} {}, capabilities: {}{}",
+        r["era"].as_str().unwrap_or("?"),
+        r["revision"].as_str().unwrap_or("?"),
+        info["name"].as_str().unwrap_or("?"),
+        info["version"].as_str().unwrap_or("?"),
+        if caps.is_empty() {
+            "none".to_owned()
+        } else {
+            caps.join(", ")
+        },
+        match r.get("tools") {
+            Some(n) => format!(
+                ", {n}{} tools",
+                if r.get("moreTools").is_some() {
+                    "+"
+                } else {
+                    ""
+                }
+            ),
+            None => String::new(),
+        }
+    );
+}
+
+/// The configuration `source` names.
+fn load(source: &Source) -> Result<config::Config, Failure> {
+    if source.demo {
+        return crate::serve::demo_config();
+    }
+    config::load(source.config.as_deref())
+        .map(|(_, c)| c)
+        .map_err(|e| format!("{e}\n(try --demo for the built-in example servers)"))
+}
+
+/// `--args` as a JSON object.
+fn arguments(text: &str) -> Result<Value, Failure> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err("--args must be a JSON object".to_owned()),
+        Err(e) => Err(format!("--args is not JSON: {e}")),
+    }
+}
+
+/// The gateway, as a child process this command is the host of.
+struct Gateway {
+    conn: mcpx_client::Connection,
+    limit: Duration,
+}
+
+impl Gateway {
+    /// Starts `mcpx serve` on `source`'s configuration and connects to it (2026-07-28).
+    async fn start(source: &Source) -> Result<Gateway, Failure> {
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot find the mcpx binary: {e}"))?
+            .to_string_lossy()
+            .into_owned();
+        let mut args = vec!["serve".to_owned()];
+        if source.demo {
+            args.push("--demo".to_owned());
+        } else {
+            // Found and checked here, so that its errors are this command's, and the
+            // gateway reads the same file.
+            let (file, _) = config::load(source.config.as_deref())
+                .map_err(|e| format!("{e}\n(try --demo for the built-in example servers)"))?;
+            args.push("--config".to_owned());
+            args.push(file.to_string_lossy().into_owned());
+        }
+        let mut target = Target::new(
+            "mcpx serve",
+            mcpx_client::TargetTransport::Stdio {
+                command: exe,
+                args,
+                env: Vec::new(),
+                cwd: None,
+            },
+        );
+        target.preference = ProtocolPreference::Modern;
+        let limit = Duration::from_secs(source.timeout);
+        target.handshake_timeout = limit;
+        let conn = tokio::time::timeout(limit, connect(&target, &EraCache::disabled()))
+            .await
+            .map_err(|_| format!("the gateway did not start within {} s", limit.as_secs()))?
+            .map_err(|e| e.to_string())?;
+        Ok(Gateway { conn, limit })
+    }
+
+    /// One request; its result, or the error it got.
+    async fn request(&self, method: &str, params: Value) -> Result<Value, Failure> {
+        let opts = CallOptions {
+            timeout: self.limit,
+            max_time: self.limit,
+            ..CallOptions::default()
+        };
+        let frame = self
+            .conn
+            .call(method, Some(&Params::of_value(&params)), opts)
+            .await
+            .map_err(|e| match e {
+                ClientError::Timeout { .. } => {
+                    format!("{method}: no answer within {} s", self.limit.as_secs())
+                }
+                e => e.to_string(),
+            })?;
+        if let Some(e) = frame.error() {
+            return Err(format!("{method}: error {}: {}", e.code, e.message));
+        }
+        let result: Value = frame
+            .result()
+            .and_then(|r| serde_json::from_str(r).ok())
+            .ok_or_else(|| format!("{method}: an answer without a result"))?;
+        if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+            return Err(format!(
+                "{method}: the server asked for input (an elicitation, sampling or roots request), which this command cannot answer"
+            ));
+        }
+        Ok(result)
+    }
+
+    /// Every item of a paginated list (`key` in each page).
+    async fn list(&self, method: &str, key: &str) -> Result<Vec<Value>, Failure> {
+        let mut items = Vec::new();
+        let mut params = json!({});
+        // Bounded: a server that hands out cursors forever is not followed forever.
+        for _ in 0..10_000 {
+            let mut page = self.request(method, params).await?;
+            if let Some(Value::Array(more)) = page.get_mut(key).map(Value::take) {
+                items.extend(more);
+            }
+            match page.get("nextCursor").and_then(Value::as_str) {
+                Some(c) => params = json!({"cursor": c}),
+                None => return Ok(items),
+            }
+        }
+        Err(format!("{method}: more than 10000 pages"))
+    }
+}
+
+/// Runs `work` against a started gateway: `Ok(true)` is success, `Ok(false)` a result
+/// that reports failure (already printed), `Err` a failure to print.
+fn run(
+    command: &str,
+    source: &Source,
+    work: impl AsyncFnOnce(&Gateway) -> Result<bool, Failure>,
+) -> ExitCode {
+    crate::runtime::init_logging();
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return fail(command, "cannot start a runtime");
+    };
+    let outcome = rt.block_on(async {
+        let gw = Gateway::start(source).await?;
+        let outcome = work(&gw).await;
+        gw.conn.close().await;
+        outcome
+    });
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => fail(command, &e),
+    }
+}
+
+fn fail(command: &str, message: &str) -> ExitCode {
+    eprintln!("mcpx {command}: {message}");
+    ExitCode::FAILURE
+}
+
+fn print_json(v: &Value) {
+    match serde_json::to_string_pretty(v) {
+        Ok(s) => say!("{s}"),
+        Err(e) => eprintln!("mcpx: {e}"),
+    }
+}
+
+/// Names and the first line of `what`, aligned.
+fn print_named(items: &[Value], what: &str) {
+    let width = items
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    for t in items {
+        let name = t["name"].as_str().unwrap_or("?");
+        let line = t[what]
+            .as_str()
+            .and_then(|d| d.lines().next())
+            .unwrap_or("");
+        say!("{name:width$}  {line}");
+    }
+}
+
+/// A tool result's content blocks, then its structured content if it has some.
+fn print_content(result: &Value) {
+    for block in result["content"].as_array().into_iter().flatten() {
+        print_block(block);
+    }
+    if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
+        print_json(s);
+    }
+}
+
+/// One content block (or resource contents): text as it is, anything else described.
+fn print_block(block: &Value) {
+    let empty = Map::new();
+    let b = block.as_object().unwrap_or(&empty);
+    let text = |k: &str| b.get(k).and_then(Value::as_str);
+    let size = |k: &str| text(k).map_or(0, |d| d.len() / 4 * 3);
+    match (text("type"), text("text")) {
+        (_, Some(t)) => say!("{t}"),
+        (Some(kind @ ("image" | "audio")), None) => say!(
+            "[{kind} {}, about {} bytes]",
+            text("mimeType").unwrap_or("?"),
+            size("data")
+        ),
+        (Some("resource"), None) => print_block(&block["resource"]),
+        (Some("resource_link"), None) => say!(
+            "[resource link {}{}]",
+            text("uri").unwrap_or("?"),
+            text("name").map(|n| format!(" ({n})")).unwrap_or_default()
+        ),
+        (_, None) if b.contains_key("blob") => say!(
+            "[{} {}, about {} bytes]",
+            text("uri").unwrap_or("?"),
+            text("mimeType").unwrap_or("?"),
+            size("blob")
+        ),
+        _ => print_json(block),
+    }
+}
