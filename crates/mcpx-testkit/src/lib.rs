@@ -20,3 +20,15 @@ pub mod tap;
 pub mod tls;
 
 pub use tap::{SchemaTap, TapError};
+
+/// A listener on `127.0.0.1` at a port the system chose, and that port.
+pub(crate) async fn loopback_listener() -> (tokio::net::TcpListener, u16) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("bind: {e}"));
+    let port = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("local address: {e}"))
+        .port();
+    (listener, port)
+}

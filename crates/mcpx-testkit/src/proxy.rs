@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 /// A running proxy; it stops when dropped.
@@ -42,13 +42,7 @@ impl TestProxy {
     }
 
     async fn run(refuse: Option<&'static str>) -> TestProxy {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .unwrap_or_else(|e| panic!("bind: {e}"));
-        let port = listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("local address: {e}"))
-            .port();
+        let (listener, port) = crate::loopback_listener().await;
         let heads = Arc::new(Mutex::new(Vec::new()));
         let kept = heads.clone();
         let accept = tokio::spawn(async move {

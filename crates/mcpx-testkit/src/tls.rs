@@ -11,7 +11,7 @@ use rcgen::{
 };
 use rustls::ServerConfig;
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
@@ -108,13 +108,7 @@ impl TlsFront {
             .unwrap_or_else(|e| panic!("TLS server config: {e}"));
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let acceptor = TlsAcceptor::from(Arc::new(config));
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .unwrap_or_else(|e| panic!("bind: {e}"));
-        let port = listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("local address: {e}"))
-            .port();
+        let (listener, port) = crate::loopback_listener().await;
         let accept = tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
                 let acceptor = acceptor.clone();

@@ -6,11 +6,9 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::Duration;
 
 use mcpx_testkit::tls::Identity;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 mod common;
@@ -93,36 +91,16 @@ async fn a_tls_listener_requiring_a_token_serves_a_gateway_in_front() {
     h.finish().await;
 
     // A wrong token: the first gateway's challenge, reported by the second.
-    let dir = mcpx_testkit::scratch::dir("serve-tls-wrong");
-    let cfg = dir.join("mcpx.json");
-    std::fs::write(&cfg, upstream("wrong").to_string()).unwrap();
-    let mut front = Command::new(env!("CARGO_BIN_EXE_mcpx"))
-        .args(["serve", "--config"])
-        .arg(&cfg)
-        .env("XDG_CACHE_HOME", dir.join("cache"))
-        .env("SSL_CERT_FILE", &ca)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(front.stderr.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(l) = stderr.next_line().await.unwrap() {
-            if l.contains("unavailable") {
-                return l;
-            }
-        }
-        panic!("the front gateway ended without saying its upstream is unavailable");
-    })
-    .await
-    .expect("the front gateway said nothing of its upstream");
+    let line = unavailable_because(
+        "serve-tls-wrong",
+        &upstream("wrong"),
+        &[("SSL_CERT_FILE", ca.as_os_str())],
+    )
+    .await;
     assert!(
         line.contains("401") && line.contains("invalid_token"),
         "{line}"
     );
-    let _ = front.kill().await;
 }
 
 /// The token on plain HTTP, every endpoint: no credentials → 401 with a bare

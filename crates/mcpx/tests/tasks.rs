@@ -68,6 +68,31 @@ impl Host {
         }
     }
 
+    /// A 2025-11-25 host calls `tool` as a task, whose work asks `elicitation/create`:
+    /// the CreateTaskResult and the ask, in whichever order they come, each validated
+    /// against the host's schema.
+    async fn task_and_its_ask(&mut self, tool: &str) -> (Value, Value) {
+        let call_id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc":"2.0","id":call_id,"method":"tools/call",
+            "params":{"name":tool,"arguments":{},"task":{"ttl":60000}}}))
+            .await;
+        let (mut created, mut ask) = (None, None);
+        while created.is_none() || ask.is_none() {
+            let v = self.next_frame(tool).await;
+            if v.get("id") == Some(&json!(call_id)) && v.get("method").is_none() {
+                tap()
+                    .validate_response(R1125, "tools/call", &v.to_string())
+                    .unwrap_or_else(|e| panic!("to the host: {e}"));
+                created = Some(v);
+            } else {
+                assert_eq!(v["method"], "elicitation/create", "{v}");
+                ask = Some(v);
+            }
+        }
+        (created.unwrap(), ask.unwrap())
+    }
+
     /// Polls a task until `done(status)`; returns the last tasks/get result.
     async fn poll_core(&mut self, id: &str, done: &[&str]) -> Value {
         for _ in 0..200 {
@@ -916,30 +941,7 @@ async fn core_task_asks_name_the_task() {
         "optional"
     );
 
-    let call_id = h.next_id;
-    h.next_id += 1;
-    h.send(&json!({"jsonrpc":"2.0","id":call_id,"method":"tools/call",
-        "params":{"name":"confirm_job","arguments":{},"task":{"ttl":60000}}}))
-        .await;
-    // The CreateTaskResult and the ask, in whichever order they come.
-    let (mut created, mut ask) = (None, None);
-    while created.is_none() || ask.is_none() {
-        let line = h.next_line("confirm_job as a task").await;
-        let v: Value = serde_json::from_str(&line).unwrap();
-        if v.get("id") == Some(&json!(call_id)) && v.get("method").is_none() {
-            tap()
-                .validate_response(R1125, "tools/call", &line)
-                .unwrap_or_else(|e| panic!("to the host: {e}"));
-            created = Some(v);
-        } else {
-            tap()
-                .validate_frame(R1125, &line)
-                .unwrap_or_else(|e| panic!("to the host: {e}"));
-            assert_eq!(v["method"], "elicitation/create", "{v}");
-            ask = Some(v);
-        }
-    }
-    let (created, ask) = (created.unwrap(), ask.unwrap());
+    let (created, ask) = h.task_and_its_ask("confirm_job").await;
     let id = result(&created, "tools/call")["task"]["taskId"]
         .as_str()
         .expect("a CreateTaskResult")
@@ -1092,25 +1094,7 @@ async fn core_upstream_task_questions_reach_legacy_hosts() {
         tool(result(&list, "tools/list"), "approval_job")["execution"]["taskSupport"],
         "required"
     );
-    let call_id = h.next_id;
-    h.next_id += 1;
-    h.send(&json!({"jsonrpc":"2.0","id":call_id,"method":"tools/call",
-        "params":{"name":"approval_job","arguments":{},"task":{"ttl":60000}}}))
-        .await;
-    let (mut created, mut ask) = (None, None);
-    while created.is_none() || ask.is_none() {
-        let v = h.next_frame("approval_job as a task").await;
-        if v.get("id") == Some(&json!(call_id)) && v.get("method").is_none() {
-            tap()
-                .validate_response(R1125, "tools/call", &v.to_string())
-                .unwrap_or_else(|e| panic!("to the host: {e}"));
-            created = Some(v);
-        } else {
-            assert_eq!(v["method"], "elicitation/create", "{v}");
-            ask = Some(v);
-        }
-    }
-    let (created, ask) = (created.unwrap(), ask.unwrap());
+    let (created, ask) = h.task_and_its_ask("approval_job").await;
     let id = result(&created, "tools/call")["task"]["taskId"]
         .as_str()
         .expect("a CreateTaskResult")

@@ -7,12 +7,10 @@
 
 use std::ffi::OsStr;
 use std::process::Stdio;
-use std::time::Duration;
 
 use mcpx_testkit::proxy::TestProxy;
 use mcpx_testkit::tls::TlsFront;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 mod common;
@@ -140,33 +138,10 @@ async fn loopback_and_none_go_direct_whatever_the_environment_says() {
 #[tokio::test]
 async fn a_refusing_proxy_is_named_with_its_answer() {
     let proxy = TestProxy::refusing("407 Proxy Authentication Required").await;
-    let dir = mcpx_testkit::scratch::dir("test-proxy-refused");
-    let cfg = dir.join("mcpx.json");
     let config: Value = json!({"mcpServers": {"up": {"type": "http",
         "url": "https://127.0.0.1:9/mcp",
         "mcpx": {"proxy": format!("http://127.0.0.1:{}", proxy.port)}}}});
-    std::fs::write(&cfg, config.to_string()).unwrap();
-    let mut gw = Command::new(env!("CARGO_BIN_EXE_mcpx"))
-        .args(["serve", "--config"])
-        .arg(&cfg)
-        .env("XDG_CACHE_HOME", dir.join("cache"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(gw.stderr.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(l) = stderr.next_line().await.unwrap() {
-            if l.contains("unavailable") {
-                return l;
-            }
-        }
-        panic!("mcpx serve ended without saying the upstream is unavailable");
-    })
-    .await
-    .expect("mcpx serve said nothing of the upstream");
+    let line = unavailable_because("proxy-refused", &config, &[]).await;
     assert!(
         line.contains(&format!(
             "proxy http://127.0.0.1:{}/ refused CONNECT 127.0.0.1:9: HTTP/1.1 407 Proxy Authentication Required",
@@ -174,5 +149,4 @@ async fn a_refusing_proxy_is_named_with_its_answer() {
         )),
         "{line}"
     );
-    let _ = gw.kill().await;
 }

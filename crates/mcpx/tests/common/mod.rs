@@ -393,3 +393,39 @@ pub fn text(r: &Value) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+/// Starts `mcpx serve` on `config` with `env` and returns the line of its stderr that
+/// says an upstream is unavailable (and why), within 20 s.
+pub async fn unavailable_because(
+    tag: &str,
+    config: &Value,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> String {
+    let dir = temp_dir(tag);
+    let cfg = dir.join("mcpx.json");
+    std::fs::write(&cfg, config.to_string()).unwrap();
+    let mut gw = Command::new(env!("CARGO_BIN_EXE_mcpx"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(gw.stderr.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(l) = stderr.next_line().await.unwrap() {
+            if l.contains("unavailable") {
+                return l;
+            }
+        }
+        panic!("mcpx serve ended without saying an upstream is unavailable");
+    })
+    .await
+    .expect("mcpx serve said nothing of its upstream");
+    let _ = gw.kill().await;
+    line
+}
