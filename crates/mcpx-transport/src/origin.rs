@@ -25,7 +25,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use mcpx_protocol::error::INVALID_REQUEST;
 
@@ -170,6 +170,92 @@ pub(crate) fn refusal(guard: &Guard, headers: &axum::http::HeaderMap) -> Option<
         }
     }
     None
+}
+
+/// The request headers a browser may send to an MCP endpoint (CORS preflight), beyond
+/// the CORS-safelisted ones: the protocol's own, `Authorization` (a token), and any
+/// `Mcp-Param-*` (2026-07-28 streamable-http §Custom Headers).
+const ALLOWED_REQUEST_HEADERS: &[&str] = &[
+    "content-type",
+    "accept",
+    "authorization",
+    "last-event-id",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+];
+
+/// The response headers a browser's script may read: the session id, the negotiated
+/// revision, and an authorization challenge.
+const EXPOSED: &str = "Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate";
+
+/// The answer to a CORS preflight (`OPTIONS`) from the allowed `origin`: 204 naming the
+/// methods and the requested headers it may use (each one MCP defines), or 403 when
+/// the `Host` is foreign. No token is asked for: a browser sends none on a preflight
+/// (Fetch §CORS-preflight request); the request that follows is checked as any other.
+pub(crate) fn preflight(
+    guard: &Guard,
+    headers: &axum::http::HeaderMap,
+    origin: &header::HeaderValue,
+) -> Response {
+    if let Some(host) = headers.get(header::HOST)
+        && !host.to_str().is_ok_and(|h| guard.host_allowed(h))
+    {
+        let shown = String::from_utf8_lossy(host.as_bytes()).into_owned();
+        return error_response(
+            StatusCode::FORBIDDEN,
+            None,
+            INVALID_REQUEST,
+            &format!(
+                "Host {shown:?} is not in this server's allowed hosts (DNS-rebinding protection)"
+            ),
+        );
+    }
+    let requested = headers
+        .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    let allowed: Vec<&str> = requested
+        .split(',')
+        .map(str::trim)
+        .filter(|h| {
+            let h = h.to_ascii_lowercase();
+            ALLOWED_REQUEST_HEADERS.contains(&h.as_str()) || h.starts_with("mcp-param-")
+        })
+        .collect();
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let h = response.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        header::HeaderValue::from_static("GET, POST, DELETE"),
+    );
+    if let Ok(v) = header::HeaderValue::try_from(allowed.join(", "))
+        && !allowed.is_empty()
+    {
+        h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v);
+    }
+    h.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        header::HeaderValue::from_static("600"),
+    );
+    h.insert(
+        header::VARY,
+        header::HeaderValue::from_static("Origin, Access-Control-Request-Headers"),
+    );
+    response
+}
+
+/// Lets the allowed `origin`'s script read `response` (CORS).
+pub(crate) fn allow(response: &mut Response, origin: &header::HeaderValue) {
+    let h = response.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    h.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        header::HeaderValue::from_static(EXPOSED),
+    );
+    h.append(header::VARY, header::HeaderValue::from_static("Origin"));
 }
 
 /// The guard as a tower layer around every route: 403 for a foreign `Origin` or

@@ -197,3 +197,114 @@ async fn more_hosts_can_be_allowed() {
     );
     assert_eq!(send("elsewhere.example").await.unwrap().status(), 403);
 }
+
+/// CORS, for browser clients: an allowed `Origin`'s preflight gets 204 with the methods
+/// and the MCP headers it asked for (others left out, no token asked for); its requests'
+/// answers name it in `Access-Control-Allow-Origin` and expose the session id and the
+/// challenge, a 401 included; a foreign origin gets 403 without CORS headers; a request
+/// without `Origin` gets none.
+#[tokio::test]
+async fn browsers_of_allowed_origins_get_cors() {
+    let files = Files::new("serve-cors");
+    let (_gw, port) = gateway(&["--token-file", &files.path("token")]).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let origin = "http://localhost:6274";
+    let get =
+        |r: &reqwest::Response, h: &str| r.headers().get(h).map(|v| v.to_str().unwrap().to_owned());
+
+    let pre = client
+        .request(reqwest::Method::OPTIONS, &url)
+        .header("Origin", origin)
+        .header("Access-Control-Request-Method", "POST")
+        .header(
+            "Access-Control-Request-Headers",
+            "content-type, mcp-protocol-version, Mcp-Param-Region, authorization, x-other",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pre.status(), 204);
+    assert_eq!(
+        get(&pre, "access-control-allow-origin").as_deref(),
+        Some(origin)
+    );
+    assert_eq!(
+        get(&pre, "access-control-allow-headers").as_deref(),
+        Some("content-type, mcp-protocol-version, Mcp-Param-Region, authorization")
+    );
+    assert_eq!(
+        get(&pre, "access-control-allow-methods").as_deref(),
+        Some("GET, POST, DELETE")
+    );
+    assert!(get(&pre, "access-control-max-age").is_some());
+
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},
+        "clientInfo":{"name":"t","version":"1"}}});
+    let post = |auth: Option<String>, origin: Option<&'static str>| {
+        let mut req = client
+            .post(&url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .body(init.to_string());
+        if let Some(a) = auth {
+            req = req.header("Authorization", a);
+        }
+        if let Some(o) = origin {
+            req = req.header("Origin", o);
+        }
+        req.send()
+    };
+    let r = post(Some(format!("Bearer {TOKEN}")), Some(origin))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        get(&r, "access-control-allow-origin").as_deref(),
+        Some(origin)
+    );
+    assert!(
+        get(&r, "access-control-expose-headers")
+            .unwrap()
+            .contains("Mcp-Session-Id"),
+        "{:?}",
+        r.headers()
+    );
+    assert!(get(&r, "mcp-session-id").is_some());
+    assert_eq!(get(&r, "vary").as_deref(), Some("Origin"));
+
+    // A 401 the page can read.
+    let r = post(None, Some(origin)).await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(
+        get(&r, "access-control-allow-origin").as_deref(),
+        Some(origin)
+    );
+    assert!(
+        get(&r, "access-control-expose-headers")
+            .unwrap()
+            .contains("WWW-Authenticate")
+    );
+
+    // No Origin: no CORS headers.
+    let r = post(Some(format!("Bearer {TOKEN}")), None).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(get(&r, "access-control-allow-origin").is_none());
+
+    // A foreign origin: 403, nothing for the page to read.
+    let pre = client
+        .request(reqwest::Method::OPTIONS, &url)
+        .header("Origin", "http://evil.example")
+        .header("Access-Control-Request-Method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pre.status(), 403);
+    assert!(get(&pre, "access-control-allow-origin").is_none());
+    let r = post(Some(format!("Bearer {TOKEN}")), Some("http://evil.example"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(get(&r, "access-control-allow-origin").is_none());
+}

@@ -295,6 +295,34 @@ impl<S: Service> hyper::service::Service<axum::http::Request<hyper::body::Incomi
     type Future = FrontFuture;
 
     fn call(&self, req: axum::http::Request<hyper::body::Incoming>) -> FrontFuture {
+        // A browser's request (an allowed `Origin`): CORS. Others (no `Origin`, every
+        // non-browser client) take the path below untouched.
+        if let Some(origin) = req
+            .headers()
+            .get(header::ORIGIN)
+            .filter(|o| o.to_str().is_ok_and(|o| self.guard.origin_allowed(o)))
+            .cloned()
+        {
+            if req.method() == axum::http::Method::OPTIONS {
+                let answer = origin::preflight(&self.guard, req.headers(), &origin);
+                return futures_util::future::Either::Left(Box::pin(std::future::ready(Ok(
+                    answer,
+                ))));
+            }
+            let answer = self.answer(req);
+            return futures_util::future::Either::Left(Box::pin(async move {
+                let mut response = answer.await?;
+                origin::allow(&mut response, &origin);
+                Ok(response)
+            }));
+        }
+        self.answer(req)
+    }
+}
+
+impl<S: Service> Front<S> {
+    /// The answer to `req`, CORS aside.
+    fn answer(&self, req: axum::http::Request<hyper::body::Incoming>) -> FrontFuture {
         if req.method() == axum::http::Method::POST && req.uri().path() == self.app.config.path {
             let (app, guard) = (self.app.clone(), self.guard.clone());
             let req = req.map(Body::new);
@@ -305,7 +333,7 @@ impl<S: Service> hyper::service::Service<axum::http::Request<hyper::body::Incomi
                 Ok(server::post(axum::extract::State(app), req).await)
             }));
         }
-        futures_util::future::Either::Right(self.router.call(req))
+        futures_util::future::Either::Right(hyper::service::Service::call(&self.router, req))
     }
 }
 
