@@ -585,6 +585,64 @@ async fn legacy(
 
 /// Connects to `target`, finding its era.
 pub async fn connect(target: &Target, cache: &EraCache) -> Result<Connection, ClientError> {
+    let mut moved: Option<Target> = None;
+    for _ in 0..=MAX_REDIRECTS {
+        let now = moved.as_ref().unwrap_or(target);
+        match connect_to(now, cache).await {
+            Err(ClientError::Transport {
+                source: TransportError::Redirected { status, location },
+                ..
+            }) if matches!(status, 307 | 308) => {
+                moved = Some(redirected(now, status, &location)?);
+            }
+            other => return other,
+        }
+    }
+    Err(handshake_err(
+        target,
+        format!("more than {MAX_REDIRECTS} redirections"),
+    ))
+}
+
+/// The most redirections [`connect`] follows.
+const MAX_REDIRECTS: usize = 5;
+
+/// `target` moved to `location` (a 307 or 308, which keep the request's method and
+/// body, RFC 9110 §15.4.8, §15.4.9): the same target at the new URL, within the same
+/// origin (an `http://` endpoint may move to `https://` on the same host), so that the
+/// configured headers, credentials among them, go nowhere they were not meant for.
+fn redirected(target: &Target, status: u16, location: &str) -> Result<Target, ClientError> {
+    let (TargetTransport::Http { url, .. } | TargetTransport::Sse { url, .. }) = &target.transport
+    else {
+        return Err(handshake_err(target, "a redirection outside HTTP"));
+    };
+    let from = url::Url::parse(url).map_err(|e| handshake_err(target, e.to_string()))?;
+    let to = from
+        .join(location)
+        .map_err(|e| handshake_err(target, format!("HTTP {status} to {location:?}: {e}")))?;
+    let same_host = from.host_str() == to.host_str();
+    let upgrade = from.scheme() == "http" && to.scheme() == "https" && same_host;
+    if to.origin() != from.origin() && !upgrade {
+        return Err(handshake_err(
+            target,
+            format!(
+                "HTTP {status}: the upstream moved to {to}, another origin; mcpx follows a redirection only within the endpoint's origin (its headers would go elsewhere): configure that URL if it is the upstream"
+            ),
+        ));
+    }
+    tracing::info!(upstream = %target.name, "HTTP {status}: {from} moved to {to}; using it");
+    let mut moved = target.clone();
+    match &mut moved.transport {
+        TargetTransport::Http { url, .. } | TargetTransport::Sse { url, .. } => {
+            *url = to.to_string();
+        }
+        TargetTransport::Stdio { .. } => {}
+    }
+    Ok(moved)
+}
+
+/// [`connect`] without following redirections.
+async fn connect_to(target: &Target, cache: &EraCache) -> Result<Connection, ClientError> {
     let identity = target.transport.identity();
     let cached = cache.get(&identity).map(|(era, _)| era);
     let first = match (target.preference, cached) {

@@ -27,6 +27,16 @@ pub enum TransportError {
         /// The JSON-RPC error code in the body, if the body is a JSON-RPC error.
         code: Option<i64>,
     },
+    /// A redirection (3xx with a `Location`): the endpoint has moved. The transport
+    /// does not follow it; the client decides (mcpx-client's `connect` follows 307 and
+    /// 308 within the same origin).
+    #[error("HTTP {status}: the upstream moved to {location}")]
+    Redirected {
+        /// The status (301, 302, 303, 307 or 308).
+        status: u16,
+        /// The `Location`, as the upstream wrote it (maybe relative).
+        location: String,
+    },
     /// The upstream refused the credential: a 401, or a 403 carrying a
     /// `WWW-Authenticate` challenge (`insufficient_scope`). mcpx runs no authorization
     /// flow, so this is reported with what the challenge says (registers B-C15, B-C18;
@@ -80,9 +90,9 @@ impl TransportError {
     /// The HTTP status, if this is an HTTP error.
     pub fn http_status(&self) -> Option<u16> {
         match self {
-            TransportError::Http { status, .. } | TransportError::Auth { status, .. } => {
-                Some(*status)
-            }
+            TransportError::Http { status, .. }
+            | TransportError::Auth { status, .. }
+            | TransportError::Redirected { status, .. } => Some(*status),
             _ => None,
         }
     }

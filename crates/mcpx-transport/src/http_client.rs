@@ -41,8 +41,9 @@
 //!   crate::proxy): absolute-form requests for `http://`, a `CONNECT` tunnel for
 //!   `https://`, within the same connect timeout.
 //!
-//! What it does not do, and reqwest did: follow redirects (a 3xx is a non-2xx answer
-//! like any other, reported with its status).
+//! A redirection is not followed here: it is reported ([`TransportError::Redirected`])
+//! for the client to decide (mcpx-client's `connect` follows 307 and 308 within the
+//! endpoint's origin, and the connection then uses the new URL).
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
@@ -575,6 +576,17 @@ pub(crate) async fn http_error(resp: Response, max_body: usize) -> TransportErro
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     if status == 401 || (status == 403 && challenge.is_some()) {
         return TransportError::Auth { status, challenge };
+    }
+    if let (301 | 302 | 303 | 307 | 308, Some(location)) = (
+        status,
+        resp.headers()
+            .get(hyper::header::LOCATION)
+            .and_then(|l| l.to_str().ok()),
+    ) {
+        return TransportError::Redirected {
+            status,
+            location: location.to_owned(),
+        };
     }
     let body = match read_bounded(resp, max_body).await {
         Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),

@@ -514,13 +514,15 @@ async fn configured_headers_go_on_every_request_and_bad_ones_are_refused_up_fron
     }
 }
 
+/// The transport reports a redirection with its `Location` and does not follow it
+/// (mcpx-client's `connect` decides: crates/mcpx/tests/upstream_redirect.rs).
 #[tokio::test]
 async fn a_redirect_is_an_answer_not_followed() {
     let srv = server().await;
     let up = client(format!("{}/moved", srv.base));
     let err = call(&up, req(1, "tools/list", "{}")).await.unwrap_err();
     assert!(
-        matches!(err, TransportError::Http { status: 307, .. }),
+        matches!(&err, TransportError::Redirected { status: 307, location } if location == "/json"),
         "{err:?}"
     );
     assert_eq!(srv.seen("/moved").len(), 1);

@@ -260,11 +260,34 @@ fn build<S: Service>(
                 .get(server::get::<S>)
                 .delete(server::delete::<S>),
         )
+        // The endpoint with a trailing slash (a client configured with `…/mcp/`):
+        // 308, which keeps the method and body, to the endpoint itself.
+        .route(
+            &format!("{path}/"),
+            axum::routing::any(moved_to(path.clone())),
+        )
         .route(&sse_path, get(http_sse::get::<S>))
         .route(&messages_path, post(http_sse::post::<S>))
         .with_state(app.clone())
         .layer(origin::GuardLayer(guard.clone()));
     Built { app, guard, router }
+}
+
+/// A handler answering 308 Permanent Redirect to `path` (the request's query kept).
+fn moved_to(
+    path: String,
+) -> impl Fn(axum::http::Uri) -> std::future::Ready<Response> + Clone + Send + 'static {
+    move |uri: axum::http::Uri| {
+        let location = match uri.query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path.clone(),
+        };
+        let mut response = StatusCode::PERMANENT_REDIRECT.into_response();
+        if let Ok(v) = HeaderValue::try_from(location) {
+            response.headers_mut().insert(header::LOCATION, v);
+        }
+        std::future::ready(response)
+    }
 }
 
 /// The service of each connection [`serve`] accepts: a POST to the MCP path (every
