@@ -22,4 +22,6 @@ pub mod probe;
 
 pub use connection::{CallEvent, CallOptions, Connection, ServerFacts, TaskAsks};
 pub use error::ClientError;
-pub use probe::{EraCache, ProtocolPreference, Proxy, Target, TargetTransport, connect};
+pub use probe::{
+    ClientCredentials, EraCache, ProtocolPreference, Proxy, Target, TargetTransport, connect,
+};

@@ -25,6 +25,7 @@ use mcpx_protocol::{Era, Frame, Id, Limits, Revision, SpecPolicy, meta};
 use mcpx_transport::TransportError;
 use mcpx_transport::child::{ChildConfig, ChildUpstream};
 use mcpx_transport::http_sse_client::{SseClientConfig, SseUpstream};
+pub use mcpx_transport::oauth::ClientCredentials;
 pub use mcpx_transport::proxy::Proxy;
 use mcpx_transport::streamable_http::client::{HttpClientConfig, HttpUpstream};
 use mcpx_transport::upstream::{Unsolicited, Upstream};
@@ -118,6 +119,8 @@ pub struct Target {
     /// How an HTTP upstream's connections go (default: the environment's proxy, if
     /// any; `mcpx_transport::proxy`).
     pub proxy: Proxy,
+    /// OAuth client credentials for a Streamable HTTP upstream (`mcpx_transport::oauth`).
+    pub oauth: Option<ClientCredentials>,
 }
 
 impl Target {
@@ -134,6 +137,7 @@ impl Target {
             legacy_capabilities: json!({}),
             policy: SpecPolicy::default(),
             proxy: Proxy::default(),
+            oauth: None,
         }
     }
 }
@@ -251,6 +255,7 @@ async fn open(target: &Target) -> Result<(AnyUpstream, Unsolicited), ClientError
             c.headers = headers.clone();
             c.limits = target.limits;
             c.proxy = target.proxy.clone();
+            c.oauth = target.oauth.clone();
             HttpUpstream::new(c)
                 .map(|(u, rx)| (AnyUpstream::Http(u), rx))
                 .map_err(|e| transport_err(target, e))

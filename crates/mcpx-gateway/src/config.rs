@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use mcpx_client::{ProtocolPreference, Proxy};
+pub use mcpx_client::{ClientCredentials, ProtocolPreference, Proxy};
 use mcpx_protocol::SpecPolicy;
 use serde::Deserialize;
 
@@ -211,6 +211,9 @@ pub struct ServerSettings {
     /// How an HTTP upstream's connections go: the environment's proxy (default),
     /// directly (`"proxy": "none"`), or through the `http://` proxy named.
     pub proxy: Proxy,
+    /// OAuth client credentials for an `http` upstream (`"oauth": {"tokenUrl",
+    /// "clientId", "clientSecret" or "clientSecretEnv", "scope"}`).
+    pub oauth: Option<ClientCredentials>,
 }
 
 impl Default for ServerSettings {
@@ -222,6 +225,7 @@ impl Default for ServerSettings {
             call_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(30),
             proxy: Proxy::default(),
+            oauth: None,
         }
     }
 }
@@ -327,6 +331,17 @@ struct FileServerMcpx {
     call_timeout_ms: Option<u64>,
     connect_timeout_ms: Option<u64>,
     proxy: Option<String>,
+    oauth: Option<FileOauth>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FileOauth {
+    token_url: String,
+    client_id: String,
+    client_secret: Option<String>,
+    client_secret_env: Option<String>,
+    scope: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -588,6 +603,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                 .mcpx
                 .connect_timeout_ms
                 .map_or(d.connect_timeout, Duration::from_millis),
+            oauth: match s.mcpx.oauth {
+                None => None,
+                Some(o) => Some(client_credentials(o, &transport, &err)?),
+            },
             proxy: match s.mcpx.proxy.as_deref() {
                 None => Proxy::Environment,
                 Some("none") => Proxy::Direct,
@@ -664,6 +683,53 @@ pub fn load(explicit: Option<&Path>) -> Result<(PathBuf, Config), ConfigError> {
     Err(ConfigError::NotFound { searched: paths })
 }
 
+/// An upstream's `mcpx.oauth`: for an `http` upstream without its own `Authorization`
+/// header, with the secret given once (inline, or by the environment variable naming
+/// it, read now).
+fn client_credentials(
+    o: FileOauth,
+    transport: &Transport,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<ClientCredentials, ConfigError> {
+    match transport {
+        Transport::Http { headers, .. }
+            if headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization")) =>
+        {
+            return Err(err(
+                "mcpx.oauth and an Authorization header both give the upstream's credential; keep one",
+            ));
+        }
+        Transport::Http { .. } => {}
+        _ => return Err(err("mcpx.oauth is for http upstreams (Streamable HTTP)")),
+    }
+    if !(o.token_url.starts_with("https://") || o.token_url.starts_with("http://")) {
+        return Err(err(
+            "mcpx.oauth.tokenUrl must be an http:// or https:// URL",
+        ));
+    }
+    let client_secret = match (o.client_secret, o.client_secret_env) {
+        (Some(s), None) => s,
+        (None, Some(var)) => std::env::var(&var).map_err(|_| {
+            err(&format!(
+                "mcpx.oauth.clientSecretEnv names {var}, which is not set"
+            ))
+        })?,
+        _ => {
+            return Err(err(
+                "mcpx.oauth needs exactly one of clientSecret and clientSecretEnv",
+            ));
+        }
+    };
+    Ok(ClientCredentials {
+        token_url: o.token_url,
+        client_id: o.client_id,
+        client_secret,
+        scope: o.scope,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -715,6 +781,54 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains("secret"), "{e}");
+    }
+
+    #[test]
+    fn oauth_is_for_http_upstreams_with_one_secret_and_no_authorization_header() {
+        let parse_one = |server: &str| {
+            parse(
+                &format!(r#"{{"mcpServers": {{"up": {server}}}}}"#),
+                Path::new("mcpx.json"),
+            )
+        };
+        let oauth = r#""oauth": {"tokenUrl": "https://as.example/token", "clientId": "c", "clientSecret": "s", "scope": "a b"}"#;
+        let c = parse_one(&format!(
+            r#"{{"url": "https://mcp.example/mcp", "mcpx": {{{oauth}}}}}"#
+        ))
+        .unwrap();
+        let got = c.servers["up"].mcpx.oauth.clone().unwrap();
+        assert_eq!(
+            (
+                got.token_url.as_str(),
+                got.client_id.as_str(),
+                got.client_secret.as_str()
+            ),
+            ("https://as.example/token", "c", "s")
+        );
+        assert!(!format!("{got:?}").contains("\"s\""), "{got:?}");
+        for (server, why) in [
+            (
+                format!(r#"{{"type": "sse", "url": "https://mcp.example/sse", "mcpx": {{{oauth}}}}}"#),
+                "mcpx.oauth is for http upstreams",
+            ),
+            (
+                format!(
+                    r#"{{"url": "https://mcp.example/mcp", "headers": {{"Authorization": "Bearer x"}}, "mcpx": {{{oauth}}}}}"#
+                ),
+                "mcpx.oauth and an Authorization header both give",
+            ),
+            (
+                r#"{"url": "https://mcp.example/mcp", "mcpx": {"oauth": {"tokenUrl": "https://as.example/token", "clientId": "c"}}}"#.to_owned(),
+                "exactly one of clientSecret and clientSecretEnv",
+            ),
+            (
+                r#"{"url": "https://mcp.example/mcp", "mcpx": {"oauth": {"tokenUrl": "https://as.example/token", "clientId": "c", "clientSecretEnv": "MCPX_TEST_SURELY_UNSET_VAR"}}}"#.to_owned(),
+                "names MCPX_TEST_SURELY_UNSET_VAR, which is not set",
+            ),
+        ] {
+            let e = parse_one(&server).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        }
     }
 
     #[test]

@@ -571,6 +571,7 @@ pub fn upstream_target(config: &Config, name: &str, s: &ServerConfig) -> Target 
     target.preference = s.mcpx.protocol;
     target.handshake_timeout = s.mcpx.connect_timeout;
     target.proxy = s.mcpx.proxy.clone();
+    target.oauth = s.mcpx.oauth.clone();
     target.limits.max_frame_bytes = config.global.max_frame_bytes;
     target.client_info = json!({ "name": "mcpx", "version": env!("CARGO_PKG_VERSION") });
     target.policy = config.spec.clone();

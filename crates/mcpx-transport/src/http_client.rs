@@ -412,6 +412,16 @@ impl Endpoint {
         })
     }
 
+    /// The request target (origin form, or absolute form through a proxy).
+    pub(crate) fn target(&self) -> &Uri {
+        &self.target
+    }
+
+    /// `Host`, unless configured among the headers.
+    pub(crate) fn host_header(&self) -> Option<&HeaderValue> {
+        self.host_header.as_ref()
+    }
+
     /// A request to the endpoint: `Host`, `Accept: accept` when given, the configured
     /// headers, then `extra` (each appended, as given); with a body, `Content-Type:
     /// application/json`. `extra`'s values become header values without a copy.

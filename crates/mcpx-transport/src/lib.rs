@@ -30,6 +30,7 @@ pub mod error;
 pub(crate) mod http_client;
 pub(crate) mod http_sse;
 pub mod http_sse_client;
+pub mod oauth;
 pub(crate) mod origin;
 pub mod pending;
 pub mod proxy;

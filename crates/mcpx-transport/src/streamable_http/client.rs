@@ -38,6 +38,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use hyper::Method;
+use hyper::header::HeaderValue;
 use mcpx_protocol::codec::{self, Decoded, Limits};
 use mcpx_protocol::header::{self, ParamHeader};
 use mcpx_protocol::jsonrpc::{Kind, member, string_value};
@@ -85,6 +86,9 @@ pub struct HttpClientConfig {
     pub unsolicited_queue: usize,
     /// How connections reach the upstream (default: the environment's proxy, if any).
     pub proxy: crate::proxy::Proxy,
+    /// OAuth client credentials: every request carries a token got with them (default
+    /// none; crate::oauth).
+    pub oauth: Option<crate::oauth::ClientCredentials>,
 }
 
 impl HttpClientConfig {
@@ -103,6 +107,7 @@ impl HttpClientConfig {
             max_resume_attempts: 5,
             unsolicited_queue: 1024,
             proxy: crate::proxy::Proxy::default(),
+            oauth: None,
         }
     }
 }
@@ -123,6 +128,14 @@ struct Inner {
     tools: Mutex<HashMap<String, Vec<ParamHeader>>>,
     unsolicited: mpsc::Sender<Frame>,
     server_stream: Mutex<Option<AbortHandle>>,
+    /// Where tokens come from, when the upstream takes OAuth client credentials.
+    tokens: Option<Arc<crate::oauth::TokenSource>>,
+}
+
+/// `Authorization` carrying `token`, as a request's extra header.
+fn bearer(token: Option<&HeaderValue>) -> Option<(Cow<'static, str>, String)> {
+    let value = token?.to_str().ok()?;
+    Some((Cow::Borrowed("authorization"), value.to_owned()))
 }
 
 /// How one POST travels.
@@ -170,12 +183,23 @@ impl HttpUpstream {
             config.idle_timeout,
             config.max_idle_connections,
         );
+        let tokens = match &config.oauth {
+            Some(credentials) => Some(crate::oauth::TokenSource::new(
+                credentials.clone(),
+                &url,
+                client.clone(),
+                &config.proxy,
+                config.request_timeout,
+            )?),
+            None => None,
+        };
         let (tx, rx) = mpsc::channel(config.unsolicited_queue.max(1));
         Ok((
             HttpUpstream {
                 inner: Arc::new(Inner {
                     client,
                     endpoint,
+                    tokens,
                     config,
                     session: Mutex::new(Session::default()),
                     tools: Mutex::new(HashMap::new()),
@@ -344,7 +368,36 @@ impl Inner {
     }
 
     async fn post(&self, frame: Frame) -> Result<(Response, Mode), TransportError> {
-        let (headers, mode) = self.post_headers(&frame);
+        let Some(tokens) = &self.tokens else {
+            return self.post_with(frame, None).await;
+        };
+        // crate::oauth: a refused token is replaced once, and the request sent again.
+        let token = tokens.authorization(None).await?;
+        let again = frame.clone();
+        match self.post_with(frame, Some(&token)).await {
+            Err(TransportError::Auth { status: 401, .. }) => {
+                let fresh = tokens.authorization(Some(&token)).await?;
+                self.post_with(again, Some(&fresh)).await
+            }
+            other => other,
+        }
+    }
+
+    /// A token's `Authorization` header for a request, if the upstream takes tokens.
+    async fn authorization(&self) -> Result<Option<(Cow<'static, str>, String)>, TransportError> {
+        match &self.tokens {
+            Some(tokens) => Ok(bearer(Some(&tokens.authorization(None).await?))),
+            None => Ok(None),
+        }
+    }
+
+    async fn post_with(
+        &self,
+        frame: Frame,
+        token: Option<&HeaderValue>,
+    ) -> Result<(Response, Mode), TransportError> {
+        let (mut headers, mode) = self.post_headers(&frame);
+        headers.extend(bearer(token));
         let accept = Some("application/json, text/event-stream");
         let timeout = self.config.request_timeout;
         let resp = (self.client)
@@ -363,6 +416,7 @@ impl Inner {
         if let Some(id) = &state.last_event_id {
             headers.push((Cow::Borrowed(LAST_EVENT_ID), id.clone()));
         }
+        headers.extend(self.authorization().await?);
         let request =
             self.endpoint
                 .request(Method::GET, Some("text/event-stream"), headers, None)?;
@@ -700,7 +754,8 @@ impl Upstream for HttpUpstream {
         let inner = &self.inner;
         let delete = async {
             let accept = Some("application/json, text/event-stream");
-            let headers = Inner::legacy_headers(&session);
+            let mut headers = Inner::legacy_headers(&session);
+            headers.extend(inner.authorization().await?);
             let request = (inner.endpoint).request(Method::DELETE, accept, headers, None)?;
             let timeout = inner.config.request_timeout;
             (inner.client)
