@@ -337,7 +337,7 @@ struct FileServerMcpx {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct FileOauth {
-    token_url: String,
+    token_url: Option<String>,
     client_id: String,
     client_secret: Option<String>,
     client_secret_env: Option<String>,
@@ -704,7 +704,9 @@ fn client_credentials(
         Transport::Http { .. } => {}
         _ => return Err(err("mcpx.oauth is for http upstreams (Streamable HTTP)")),
     }
-    if !(o.token_url.starts_with("https://") || o.token_url.starts_with("http://")) {
+    if let Some(t) = &o.token_url
+        && !(t.starts_with("https://") || t.starts_with("http://"))
+    {
         return Err(err(
             "mcpx.oauth.tokenUrl must be an http:// or https:// URL",
         ));
@@ -799,11 +801,11 @@ mod tests {
         let got = c.servers["up"].mcpx.oauth.clone().unwrap();
         assert_eq!(
             (
-                got.token_url.as_str(),
+                got.token_url.as_deref(),
                 got.client_id.as_str(),
                 got.client_secret.as_str()
             ),
-            ("https://as.example/token", "c", "s")
+            (Some("https://as.example/token"), "c", "s")
         );
         assert!(!format!("{got:?}").contains("\"s\""), "{got:?}");
         for (server, why) in [

@@ -109,7 +109,7 @@ pub fn parse(header: &str) -> Vec<Challenge> {
 }
 
 /// The challenge to read: the `Bearer` one if there is one, else the first.
-fn main_challenge(header: &str) -> Option<Challenge> {
+pub fn main_challenge(header: &str) -> Option<Challenge> {
     let all = parse(header);
     all.iter()
         .find(|c| c.scheme.eq_ignore_ascii_case("bearer"))

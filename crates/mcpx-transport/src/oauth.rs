@@ -15,7 +15,13 @@
 //!   request is sent once more with a new one (the token may have been revoked or
 //!   expired early). A second 401 is the answer.
 //!
-//! The token endpoint is configured (`tokenUrl`): no authorization server discovery.
+//! The token endpoint is the configured one (`tokenUrl`), else discovered as the
+//! authorization pages prescribe (2025-11-25 basic/authorization §Authorization Server
+//! Discovery): the upstream's Protected Resource Metadata (RFC 9728) at the
+//! `resource_metadata` of its 401 challenge, else at its well-known URIs (path-inserted,
+//! then root), names the authorization server; that server's metadata (RFC 8414, then
+//! OpenID Connect Discovery, with path insertion, then appending) names its
+//! `token_endpoint`. The scope asked for is the configured one, else the challenge's.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,8 +41,8 @@ use crate::http_client::{Endpoint, HttpClient, read_bounded};
 /// What a client-credentials grant needs.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClientCredentials {
-    /// The authorization server's token endpoint.
-    pub token_url: String,
+    /// The authorization server's token endpoint; discovered when `None`.
+    pub token_url: Option<String>,
     /// The client's id.
     pub client_id: String,
     /// The client's secret.
@@ -69,15 +75,26 @@ const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
 #[derive(Debug)]
 pub(crate) struct TokenSource {
     credentials: ClientCredentials,
-    /// The upstream's URL, for `resource`.
-    resource: String,
-    endpoint: Endpoint,
+    /// The upstream's URL: `resource`, and where its metadata is looked for.
+    resource: Url,
     client: HttpClient,
+    proxy: crate::proxy::Proxy,
     timeout: Duration,
-    /// The current token (`Authorization` value) and when to stop using it. The lock is
-    /// held across a fetch, so that waiting requests share one.
-    token: tokio::sync::Mutex<Option<(HeaderValue, Instant)>>,
+    /// The lock is held across a fetch (and a discovery), so that waiting requests
+    /// share one.
+    state: tokio::sync::Mutex<State>,
 }
+
+#[derive(Debug, Default)]
+struct State {
+    /// The token endpoint: configured, or once discovered.
+    endpoint: Option<(Endpoint, String)>,
+    /// The current token (`Authorization` value) and when to stop using it.
+    token: Option<(HeaderValue, Instant)>,
+}
+
+/// The most of a metadata document that is read.
+const MAX_METADATA: usize = 256 * 1024;
 
 impl TokenSource {
     /// A source for the upstream at `resource`, fetching through `client`.
@@ -88,54 +105,203 @@ impl TokenSource {
         proxy: &crate::proxy::Proxy,
         timeout: Duration,
     ) -> Result<Arc<TokenSource>, TransportError> {
-        let url = crate::http_client::parse_http_url(&credentials.token_url)
-            .map_err(|e| TransportError::Io(format!("oauth tokenUrl: {e}")))?;
-        let endpoint = Endpoint::new(&url, &[], proxy)?;
+        let mut state = State::default();
+        if let Some(configured) = &credentials.token_url {
+            let url = crate::http_client::parse_http_url(configured)
+                .map_err(|e| TransportError::Io(format!("oauth tokenUrl: {e}")))?;
+            state.endpoint = Some((Endpoint::new(&url, &[], proxy)?, configured.clone()));
+        }
         let mut resource = resource.clone();
         resource.set_fragment(None);
         Ok(Arc::new(TokenSource {
             credentials,
-            resource: resource.to_string(),
-            endpoint,
+            resource,
             client,
+            proxy: proxy.clone(),
             timeout,
-            token: tokio::sync::Mutex::new(None),
+            state: tokio::sync::Mutex::new(state),
         }))
     }
 
+    /// The `Authorization` value for a request about to be sent: the kept token while it
+    /// is good, else a new one when the token endpoint is known; `None` while it is not
+    /// (then the request goes without one, and its 401 says where to look).
+    pub(crate) async fn upfront(&self) -> Result<Option<HeaderValue>, TransportError> {
+        {
+            let state = self.state.lock().await;
+            if state.endpoint.is_none() && state.token.is_none() {
+                return Ok(None);
+            }
+        }
+        self.authorization(None, None).await.map(Some)
+    }
+
     /// The `Authorization` value to send: the kept token while it is good, else a new
-    /// one. `stale`: the token a request was just refused with (it is not used again).
+    /// one. `stale`: the token a request was just refused with (it is not used again),
+    /// and `challenge` that refusal's `WWW-Authenticate`.
     pub(crate) async fn authorization(
         &self,
         stale: Option<&HeaderValue>,
+        challenge: Option<&str>,
     ) -> Result<HeaderValue, TransportError> {
-        let mut token = self.token.lock().await;
-        if let Some((value, until)) = token.as_ref()
+        let mut state = self.state.lock().await;
+        if let Some((value, until)) = state.token.as_ref()
             && Instant::now() < *until
             && stale != Some(value)
         {
             return Ok(value.clone());
         }
-        let (value, lifetime) = self.fetch().await?;
+        let challenge = challenge.and_then(mcpx_protocol::auth::main_challenge);
+        if state.endpoint.is_none() {
+            let found = self
+                .discover(
+                    challenge
+                        .as_ref()
+                        .and_then(|c| c.param("resource_metadata")),
+                )
+                .await?;
+            let endpoint = Endpoint::new(&found, &[], &self.proxy)?;
+            tracing::info!(token_endpoint = %found, "oauth: discovered the token endpoint");
+            state.endpoint = Some((endpoint, found.to_string()));
+        }
+        let Some((endpoint, url)) = &state.endpoint else {
+            return Err(TransportError::Io("oauth: no token endpoint".to_owned()));
+        };
+        let scope = (self.credentials.scope.as_deref())
+            .or_else(|| challenge.as_ref().and_then(|c| c.param("scope")));
+        let (value, lifetime) = self.fetch(endpoint, url, scope).await?;
         let until = Instant::now() + lifetime.saturating_sub(MARGIN).max(Duration::from_secs(1));
-        *token = Some((value.clone(), until));
+        state.token = Some((value.clone(), until));
         Ok(value)
     }
 
-    /// A token from the token endpoint, and how long it lasts.
-    async fn fetch(&self) -> Result<(HeaderValue, Duration), TransportError> {
-        let failed = |why: String| {
+    /// The token endpoint, from the upstream's Protected Resource Metadata (at
+    /// `metadata`, the challenge's, else at the well-known URIs) and its authorization
+    /// server's metadata.
+    async fn discover(&self, metadata: Option<&str>) -> Result<Url, TransportError> {
+        let mut tried = Vec::new();
+        let well_known = |name: &str, url: &Url| -> Vec<Url> {
+            // RFC 9728 §3.1, RFC 8414 §3.1: the well-known segment goes between the
+            // host and the path; the root form after it.
+            let path = url.path().trim_end_matches('/');
+            let mut out = Vec::new();
+            for p in [
+                format!("/.well-known/{name}{path}"),
+                format!("/.well-known/{name}"),
+            ] {
+                let mut u = url.clone();
+                u.set_path(&p);
+                u.set_query(None);
+                if !out.contains(&u) {
+                    out.push(u);
+                }
+            }
+            out
+        };
+        let candidates = match metadata.map(Url::parse) {
+            Some(Ok(u)) => vec![u],
+            _ => well_known("oauth-protected-resource", &self.resource),
+        };
+        let mut issuer = None;
+        for url in candidates {
+            match self.get_json(&url).await {
+                Ok(doc) => {
+                    issuer = doc
+                        .get("authorization_servers")
+                        .and_then(serde_json::Value::as_array)
+                        .and_then(|a| a.first())
+                        .and_then(serde_json::Value::as_str)
+                        .and_then(|s| Url::parse(s).ok());
+                    if issuer.is_some() {
+                        break;
+                    }
+                    tried.push(format!("{url} (no authorization_servers)"));
+                }
+                Err(why) => tried.push(format!("{url} ({why})")),
+            }
+        }
+        let not_found = |tried: &[String]| {
             TransportError::Io(format!(
-                "oauth: the token endpoint {} {why}",
-                self.credentials.token_url
+                "oauth: no token endpoint found (tried {}); set mcpx.oauth.tokenUrl",
+                tried.join(", ")
             ))
         };
+        let Some(issuer) = issuer else {
+            return Err(not_found(&tried));
+        };
+        // 2025-11-25 basic/authorization §Authorization Server Metadata Discovery, in
+        // its order.
+        let path = issuer.path().trim_end_matches('/');
+        let at = |p: &str| {
+            let mut u = issuer.clone();
+            u.set_path(p);
+            u.set_query(None);
+            u
+        };
+        let documents = if path.is_empty() {
+            vec![
+                at("/.well-known/oauth-authorization-server"),
+                at("/.well-known/openid-configuration"),
+            ]
+        } else {
+            vec![
+                at(&format!("/.well-known/oauth-authorization-server{path}")),
+                at(&format!("/.well-known/openid-configuration{path}")),
+                at(&format!("{path}/.well-known/openid-configuration")),
+            ]
+        };
+        for url in documents {
+            match self.get_json(&url).await {
+                Ok(doc) => {
+                    if let Some(t) = doc
+                        .get("token_endpoint")
+                        .and_then(serde_json::Value::as_str)
+                        .and_then(|s| Url::parse(s).ok())
+                    {
+                        return Ok(t);
+                    }
+                    tried.push(format!("{url} (no token_endpoint)"));
+                }
+                Err(why) => tried.push(format!("{url} ({why})")),
+            }
+        }
+        Err(not_found(&tried))
+    }
+
+    /// A JSON document by GET; why not, briefly.
+    async fn get_json(&self, url: &Url) -> Result<serde_json::Value, String> {
+        let endpoint = Endpoint::new(url, &[], &self.proxy).map_err(|e| e.to_string())?;
+        let request = endpoint
+            .request(Method::GET, Some("application/json"), Vec::new(), None)
+            .map_err(|e| e.to_string())?;
+        let resp = self
+            .client
+            .send(&endpoint, request, self.timeout, "oauth metadata")
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(format!("HTTP {status}"));
+        }
+        let (body, _) = read_bounded(resp, MAX_METADATA).await?;
+        serde_json::from_slice(&body).map_err(|e| format!("not JSON: {e}"))
+    }
+
+    /// A token from the token endpoint `endpoint` (`url`), and how long it lasts.
+    async fn fetch(
+        &self,
+        endpoint: &Endpoint,
+        url: &str,
+        scope: Option<&str>,
+    ) -> Result<(HeaderValue, Duration), TransportError> {
+        let failed =
+            |why: String| TransportError::Io(format!("oauth: the token endpoint {url} {why}"));
         let enc = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
         let mut form = format!(
             "grant_type=client_credentials&resource={}",
-            enc(&self.resource)
+            enc(self.resource.as_str())
         );
-        if let Some(scope) = &self.credentials.scope {
+        if let Some(scope) = scope {
             form.push_str("&scope=");
             form.push_str(&enc(scope));
         }
@@ -150,9 +316,9 @@ impl TokenSource {
         );
         let mut request = Request::new(Full::new(Bytes::from(form)));
         *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.endpoint.target().clone();
+        *request.uri_mut() = endpoint.target().clone();
         let headers = request.headers_mut();
-        if let Some(host) = self.endpoint.host_header() {
+        if let Some(host) = endpoint.host_header() {
             headers.insert(hyper::header::HOST, host.clone());
         }
         headers.insert(
@@ -165,7 +331,7 @@ impl TokenSource {
         headers.insert(AUTHORIZATION, auth);
         let resp = self
             .client
-            .send(&self.endpoint, request, self.timeout, "oauth token request")
+            .send(endpoint, request, self.timeout, "oauth token request")
             .await?;
         let status = resp.status().as_u16();
         let (body, _) = read_bounded(resp, MAX_TOKEN_ANSWER)

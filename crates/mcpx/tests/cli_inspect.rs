@@ -10,7 +10,10 @@ use serde_json::Value;
 /// Runs `mcpx args…` in a directory of its own, with no configuration to find there
 /// or in the home directory.
 fn mcpx(args: &[&str]) -> Output {
-    let dir = mcpx_testkit::scratch::dir("cli-inspect");
+    // A directory per run: tests run in parallel, and a directory is made afresh.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = mcpx_testkit::scratch::dir(&format!("cli-inspect-{n}"));
     std::process::Command::new(env!("CARGO_BIN_EXE_mcpx"))
         .args(args)
         .current_dir(&dir)

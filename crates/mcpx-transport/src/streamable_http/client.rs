@@ -372,11 +372,16 @@ impl Inner {
             return self.post_with(frame, None).await;
         };
         // crate::oauth: a refused token is replaced once, and the request sent again.
-        let token = tokens.authorization(None).await?;
+        let token = tokens.upfront().await?;
         let again = frame.clone();
-        match self.post_with(frame, Some(&token)).await {
-            Err(TransportError::Auth { status: 401, .. }) => {
-                let fresh = tokens.authorization(Some(&token)).await?;
+        match self.post_with(frame, token.as_ref()).await {
+            Err(TransportError::Auth {
+                status: 401,
+                challenge,
+            }) => {
+                let fresh = tokens
+                    .authorization(token.as_ref(), challenge.as_deref())
+                    .await?;
                 self.post_with(again, Some(&fresh)).await
             }
             other => other,
@@ -386,7 +391,7 @@ impl Inner {
     /// A token's `Authorization` header for a request, if the upstream takes tokens.
     async fn authorization(&self) -> Result<Option<(Cow<'static, str>, String)>, TransportError> {
         match &self.tokens {
-            Some(tokens) => Ok(bearer(Some(&tokens.authorization(None).await?))),
+            Some(tokens) => Ok(bearer(tokens.upfront().await?.as_ref())),
             None => Ok(None),
         }
     }
