@@ -368,10 +368,21 @@ impl Inner {
     }
 
     async fn post(&self, frame: Frame) -> Result<(Response, Mode), TransportError> {
-        let Some(tokens) = &self.tokens else {
-            return self.post_with(frame, None).await;
-        };
-        // crate::oauth: a refused token is replaced once, and the request sent again.
+        match &self.tokens {
+            None => self.post_with(frame, None).await,
+            // Boxed: a future is as large as its largest branch, and the token's (its
+            // discovery, its fetch) would make every call's larger.
+            Some(tokens) => Box::pin(self.post_authorized(tokens, frame)).await,
+        }
+    }
+
+    /// [`Inner::post`] with a token (crate::oauth): a refused one is replaced once, and
+    /// the request sent again.
+    async fn post_authorized(
+        &self,
+        tokens: &crate::oauth::TokenSource,
+        frame: Frame,
+    ) -> Result<(Response, Mode), TransportError> {
         let token = tokens.upfront().await?;
         let again = frame.clone();
         match self.post_with(frame, token.as_ref()).await {
