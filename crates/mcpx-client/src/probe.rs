@@ -121,6 +121,9 @@ pub struct Target {
     pub proxy: Proxy,
     /// OAuth client credentials for a Streamable HTTP upstream (`mcpx_transport::oauth`).
     pub oauth: Option<ClientCredentials>,
+    /// A stdio upstream's stderr is also copied to this process's stderr (default
+    /// false; `mcpx_transport::child::ChildConfig::echo_stderr`).
+    pub echo_stderr: bool,
 }
 
 impl Target {
@@ -138,6 +141,7 @@ impl Target {
             policy: SpecPolicy::default(),
             proxy: Proxy::default(),
             oauth: None,
+            echo_stderr: false,
         }
     }
 }
@@ -246,6 +250,7 @@ async fn open(target: &Target) -> Result<(AnyUpstream, Unsolicited), ClientError
             c.env = env.clone();
             c.cwd = cwd.clone();
             c.limits = target.limits;
+            c.echo_stderr = target.echo_stderr;
             ChildUpstream::spawn(c)
                 .map(|(u, rx)| (AnyUpstream::Child(u), rx))
                 .map_err(|e| transport_err(target, e))

@@ -71,6 +71,10 @@ pub struct ChildConfig {
     /// Frames queued on the [`Unsolicited`] receiver before reading stdout pauses
     /// (default 1024).
     pub unsolicited_queue: usize,
+    /// Also copy what the child writes on stderr to this process's stderr, as it comes
+    /// (default false: it is only kept, for error messages). For a command-line tool
+    /// whose child is a program the user runs through it.
+    pub echo_stderr: bool,
 }
 
 impl ChildConfig {
@@ -87,6 +91,7 @@ impl ChildConfig {
             cwd: None,
             limits: Limits::default(),
             stderr_ring_bytes: 16 * 1024,
+            echo_stderr: false,
             stop_grace: Duration::from_secs(2),
             max_pending: 256,
             unsolicited_queue: 1024,
@@ -309,13 +314,18 @@ impl ChildUpstream {
         // Stderr into the ring.
         let stderr_done = {
             let shared = shared.clone();
+            let echo = config.echo_stderr;
             tokio::spawn(async move {
                 let mut chunk = vec![0u8; 4096];
+                let mut out = tokio::io::stderr();
                 loop {
                     match stderr.read(&mut chunk).await {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
                             let bytes = chunk.get(..n).unwrap_or_default();
+                            if echo {
+                                let _ = out.write_all(bytes).await;
+                            }
                             tracing::debug!(target: "mcpx::upstream::stderr", "{}", String::from_utf8_lossy(bytes).trim_end());
                             if let Ok(mut ring) = shared.stderr.lock() {
                                 ring.push(bytes);

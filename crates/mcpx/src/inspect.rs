@@ -4,7 +4,8 @@
 //! The first four are an MCP client of the gateway as a host sees it: they start
 //! `mcpx serve` on the same configuration as a child process and speak 2026-07-28 to it
 //! over stdio (one request each, stateless), so names, lists and results are exactly
-//! what a host gets. `probe` connects to each configured upstream itself, as the
+//! what a host gets. The gateway's errors (an upstream it cannot reach) come through on
+//! stderr. `probe` connects to each configured upstream itself, as the
 //! gateway would, and reports what it found.
 //!
 //! Output is for people by default and JSON with `--json` (the result as the protocol
@@ -337,11 +338,14 @@ impl Gateway {
             mcpx_client::TargetTransport::Stdio {
                 command: exe,
                 args,
-                env: Vec::new(),
+                // Its own errors only (an upstream it cannot reach, say), which reach
+                // this command's stderr: a short list then says why.
+                env: vec![("MCPX_LOG".to_owned(), "error".to_owned())],
                 cwd: None,
             },
         );
         target.preference = ProtocolPreference::Modern;
+        target.echo_stderr = true;
         let limit = Duration::from_secs(source.timeout);
         target.handshake_timeout = limit;
         let conn = tokio::time::timeout(limit, connect(&target, &EraCache::disabled()))

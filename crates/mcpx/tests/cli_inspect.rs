@@ -178,3 +178,31 @@ fn without_a_configuration_the_commands_say_where_they_looked() {
         );
     }
 }
+
+/// An upstream the gateway cannot reach: the others' tools are listed, and the
+/// gateway's error saying why comes through on stderr (and nothing else of its logs).
+#[test]
+fn an_unreachable_upstream_is_named_beside_the_list() {
+    let dir = mcpx_testkit::scratch::dir("cli-unreachable");
+    let cfg = dir.join("mcpx.json");
+    let config = serde_json::json!({"mcpServers": {
+        "ex": {"command": env!("CARGO_BIN_EXE_mcpx"), "args": ["example-server"]},
+        "gone": {"type": "http", "url": "http://127.0.0.1:1/mcp"}}});
+    std::fs::write(&cfg, config.to_string()).unwrap();
+    let o = mcpx(&["tools", "--config", cfg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o)
+            .lines()
+            .any(|l| l.starts_with("ex__test_simple_text ")),
+        "{}",
+        stdout(&o)
+    );
+    let e = stderr(&o);
+    assert!(
+        e.lines()
+            .all(|l| l.starts_with("mcpx serve: upstream gone is unavailable: ")),
+        "{e}"
+    );
+    assert!(e.contains("127.0.0.1:1"), "{e}");
+}
