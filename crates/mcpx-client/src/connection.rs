@@ -244,6 +244,10 @@ pub(crate) struct Inner {
     /// written for (the revision and the client capabilities): a gateway's calls carry
     /// the same capabilities call after call, so the text is reused, not re-encoded.
     envelope_cache: Mutex<Option<CachedEnvelope>>,
+    /// Extensions mcpx itself uses toward this upstream, declared in every modern
+    /// request's `clientCapabilities.extensions` beside the caller's (the OAuth client
+    /// credentials one, when configured), if any.
+    client_extensions: Option<Map<String, Value>>,
     /// How many unsolicited frames the dispatcher has finished with (routed, answered
     /// or dropped), against the transport's `unsolicited_sent`: see `Connection::drive`.
     dispatched: watch::Sender<u64>,
@@ -284,6 +288,7 @@ impl Connection {
             client_info: target.client_info.clone(),
             changes,
             legacy_capabilities: target.legacy_capabilities.clone(),
+            client_extensions: crate::probe::client_extensions(target),
             envelope_cache: Mutex::new(None),
             dispatched: watch::Sender::new(0),
             route_channels: ChannelPool::new(ROUTE_CAPACITY, ROUTE_CHANNELS_KEPT),
@@ -499,7 +504,15 @@ impl Connection {
         }
         let mut members = MetaMembers::default();
         members.push(meta::PROTOCOL_VERSION, &json!(revision.as_str()));
-        members.push(meta::CLIENT_CAPABILITIES, capabilities);
+        match &self.inner.client_extensions {
+            None => members.push(meta::CLIENT_CAPABILITIES, capabilities),
+            // Merged here, on a cache miss only: the merged text is what is cached.
+            Some(ours) => {
+                let mut merged = capabilities.as_ref().clone();
+                crate::probe::declare_extensions(&mut merged, ours);
+                members.push(meta::CLIENT_CAPABILITIES, &merged);
+            }
+        }
         members.push(meta::CLIENT_INFO, &self.inner.client_info);
         let members = Arc::new(members);
         *cache = Some((revision, capabilities.clone(), Arc::clone(&members)));

@@ -31,7 +31,7 @@ use mcpx_transport::streamable_http::client::{HttpClientConfig, HttpUpstream};
 use mcpx_transport::upstream::{Unsolicited, Upstream};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::any::AnyUpstream;
 use crate::connection::{Connection, ServerFacts};
@@ -411,6 +411,36 @@ async fn discover(
     }
 }
 
+/// The extensions mcpx declares itself toward `target` (2026-07-28
+/// `ClientCapabilities.extensions`): the OAuth client credentials one when it gets its
+/// tokens that way (the extension's client guide: "Declare support").
+pub(crate) fn client_extensions(target: &Target) -> Option<Map<String, Value>> {
+    let mut ours = Map::new();
+    if target.oauth.is_some() {
+        ours.insert(
+            "io.modelcontextprotocol/oauth-client-credentials".to_owned(),
+            json!({}),
+        );
+    }
+    (!ours.is_empty()).then_some(ours)
+}
+
+/// Adds `ours` to `capabilities.extensions` (the caller's own entries win).
+pub(crate) fn declare_extensions(capabilities: &mut Value, ours: &Map<String, Value>) {
+    if !capabilities.is_object() {
+        *capabilities = json!({});
+    }
+    let Some(caps) = capabilities.as_object_mut() else {
+        return;
+    };
+    let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
+    if let Some(e) = extensions.as_object_mut() {
+        for (k, v) in ours {
+            e.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+}
+
 /// One `server/discover` request asking for `version`.
 async fn discover_as(
     target: &Target,
@@ -418,9 +448,13 @@ async fn discover_as(
     id: i64,
     version: Revision,
 ) -> Result<Frame, Probe> {
+    let mut capabilities = json!({});
+    if let Some(ours) = client_extensions(target) {
+        declare_extensions(&mut capabilities, &ours);
+    }
     let params = json!({ "_meta": {
         meta::PROTOCOL_VERSION: version.as_str(),
-        meta::CLIENT_CAPABILITIES: {},
+        meta::CLIENT_CAPABILITIES: capabilities,
         meta::CLIENT_INFO: target.client_info,
     }});
     exchange(up, id, "server/discover", &params, target.probe_timeout).await

@@ -118,7 +118,25 @@ async fn a_token_is_got_used_and_replaced_when_refused() {
         "This is a simple text response for testing.",
         "{v}"
     );
-    h.finish().await;
+    let wire = h.finish().await;
+    // The extension's client guide: "Declare support", on every request (2026-07-28
+    // clientCapabilities.extensions), discovery included.
+    let declared: Vec<_> = wire
+        .iter()
+        .filter_map(|f| f.pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities"))
+        .collect();
+    assert!(!declared.is_empty(), "{wire:?}");
+    for caps in declared {
+        assert_eq!(
+            caps["extensions"]["io.modelcontextprotocol/oauth-client-credentials"],
+            json!({}),
+            "{caps}"
+        );
+    }
+    assert!(
+        wire.iter().any(|f| f["method"] == "server/discover"),
+        "{wire:?}"
+    );
 
     let seen = seen.lock().unwrap().clone();
     assert_eq!(
