@@ -1,13 +1,14 @@
 //! What mcpx makes of an upstream's authorization challenge, given that it runs no
-//! authorization flow of its own.
+//! user authorization flow.
 //!
-//! mcpx authenticates to an upstream only with the static headers its configuration
-//! gives that upstream. It performs no authorization-server discovery (neither the
-//! 2025-03-26 default paths nor Protected Resource Metadata), no Dynamic Client
-//! Registration and no step-up: those are duties of clients that *perform*
-//! authorization (2026-07-28 basic/authorization §Overview, §Runtime Insufficient Scope
-//! Errors; registers B-C14, B-C15, B-C18). So a `401` or an `insufficient_scope` `403`
-//! is reported, never acted on: [`explain`] turns the status and the
+//! mcpx authenticates to an upstream with the static headers its configuration gives
+//! that upstream, or with OAuth client credentials it is configured with
+//! (mcpx-transport's `oauth`, which replaces a refused token once). It runs no user
+//! authorization, no Dynamic Client Registration and no step-up: those are duties of
+//! clients that *perform* authorization for a user (2026-07-28 basic/authorization
+//! §Overview, §Runtime Insufficient Scope Errors; registers B-C14, B-C15, B-C18). So a
+//! `401` or an `insufficient_scope` `403` that reaches this point is reported, never
+//! acted on: [`explain`] turns the status and the
 //! `WWW-Authenticate` header (RFC 9110 §11.6.1, RFC 6750 §3) into words an operator
 //! can act on, quoting the `resource_metadata` URL (RFC 9728 §5.1) and the scope the
 //! upstream asked for.
@@ -140,21 +141,21 @@ pub fn explain(status: u16, header: Option<&str>) -> String {
     match status {
         // RFC 6750 §3.1: credentials were sent, and refused.
         401 if param("error").as_deref() == Some("invalid_token") => format!(
-            "HTTP 401 invalid_token: the upstream refused the credential in this upstream's `headers`{description}{metadata}; mcpx runs no OAuth flow, so check it (wrong, expired or revoked)"
+            "HTTP 401 invalid_token: the upstream refused the credential mcpx sent{description}{metadata}; check the one this upstream's `headers` or `mcpx.oauth` give (wrong, expired or revoked)"
         ),
         401 => format!(
-            "HTTP 401: the upstream requires authorization{description}{metadata}; mcpx runs no OAuth flow, so configure a credential for this upstream in its `headers` (for example Authorization)"
+            "HTTP 401: the upstream requires authorization{description}{metadata}; mcpx runs no user authorization flow, so configure a credential for this upstream: a header in its `headers` (for example Authorization), or OAuth client credentials in `mcpx.oauth`"
         ),
         403 if is_insufficient_scope(header) => {
             let scope = param("scope")
                 .map(|s| format!(" (scope required: {s})"))
                 .unwrap_or_default();
             format!(
-                "HTTP 403 insufficient_scope: the upstream's credential lacks the scope for this request{scope}{description}{metadata}; mcpx does no step-up authorization, so configure a credential with that scope in this upstream's `headers`"
+                "HTTP 403 insufficient_scope: the upstream's credential lacks the scope for this request{scope}{description}{metadata}; mcpx does no step-up authorization, so configure a credential with that scope (this upstream's `headers`, or `mcpx.oauth.scope`)"
             )
         }
         s => format!(
-            "HTTP {s}: the upstream refused the request{description}{metadata}; mcpx runs no OAuth flow, so check the credential in this upstream's `headers`"
+            "HTTP {s}: the upstream refused the request{description}{metadata}; check the credential this upstream's `headers` or `mcpx.oauth` give"
         ),
     }
 }
@@ -175,8 +176,9 @@ mod tests {
             Some(r#"Bearer realm="mcpx", error="invalid_token", error_description="expired""#),
         );
         assert!(
-            refused.starts_with("HTTP 401 invalid_token: the upstream refused the credential")
-                && refused.contains("(expired)"),
+            refused.starts_with(
+                "HTTP 401 invalid_token: the upstream refused the credential mcpx sent"
+            ) && refused.contains("(expired)"),
             "{refused}"
         );
     }

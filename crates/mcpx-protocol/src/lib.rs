@@ -22,7 +22,7 @@
 //! * [`meta`]: protocol `_meta` keys and reserved prefixes.
 //! * [`header`]: the 2026-07-28 HTTP request headers, built and validated.
 //! * [`auth`]: an upstream's `WWW-Authenticate` challenge, read and explained (mcpx
-//!   runs no authorization flow).
+//!   runs no user authorization flow).
 //! * [`logging`]: log levels.
 //! * [`lower`]: results reshaped for the receiver's revision, in one place.
 //! * [`classify`]: the era and revision of an incoming message (stdio and HTTP).
