@@ -350,7 +350,8 @@ impl Endpoint {
     ) -> Result<Endpoint, TransportError> {
         let route = proxy.route(url)?;
         let mut url = url.clone();
-        let credentials = take_credentials(&mut url);
+        let credentials = take_basic_credentials(&mut url)
+            .map_err(|e| TransportError::Io(format!("the URL's credentials: {e}")))?;
         let invalid =
             |e: &dyn std::fmt::Display| TransportError::Io(format!("invalid URL {url}: {e}"));
         let uri = Uri::try_from(url.as_str()).map_err(|e| invalid(&e))?;
@@ -379,12 +380,9 @@ impl Endpoint {
             .map(|(k, v)| header(k, v).map_err(|e| format!("configured header {k:?}: {e}")))
             .collect::<Result<_, _>>()
             .map_err(TransportError::Io)?;
-        if let Some(credentials) = credentials
+        if let Some(value) = credentials
             && !headers.iter().any(|(k, _)| k == AUTHORIZATION)
         {
-            let mut value = HeaderValue::try_from(format!("Basic {}", B64.encode(credentials)))
-                .map_err(|e| TransportError::Io(format!("the URL's credentials: {e}")))?;
-            value.set_sensitive(true);
             headers.insert(0, (AUTHORIZATION, value));
         }
         if absolute && let Some(a) = route.as_ref().and_then(|r| r.authorization.clone()) {
@@ -466,11 +464,13 @@ impl Endpoint {
     }
 }
 
-/// Takes the user name and password out of `url`, percent-decoded and joined as Basic
-/// authentication writes them (`user:password`), if it has any.
-fn take_credentials(url: &mut Url) -> Option<Vec<u8>> {
+/// Takes the user name and password out of `url` (RFC 7617: percent-decoded, joined
+/// as `user:password`) and makes them an `Authorization: Basic` value (marked
+/// sensitive), if it has any: an upstream's URL credentials, and a proxy's
+/// (`Proxy-Authorization`, crate::proxy).
+pub(crate) fn take_basic_credentials(url: &mut Url) -> Result<Option<HeaderValue>, String> {
     if url.username().is_empty() && url.password().is_none() {
-        return None;
+        return Ok(None);
     }
     let mut credentials: Vec<u8> = percent_decode_str(url.username()).collect();
     credentials.push(b':');
@@ -479,7 +479,10 @@ fn take_credentials(url: &mut Url) -> Option<Vec<u8>> {
     // would stay in the URL, and the request line (origin form) does not carry them.
     let _ = url.set_username("");
     let _ = url.set_password(None);
-    Some(credentials)
+    let mut value = HeaderValue::try_from(format!("Basic {}", B64.encode(credentials)))
+        .map_err(|e| e.to_string())?;
+    value.set_sensitive(true);
+    Ok(Some(value))
 }
 
 /// The SSE resumption header (a legacy stream's GET).

@@ -20,10 +20,7 @@
 use std::net::IpAddr;
 use std::sync::LazyLock;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as B64;
 use hyper::header::HeaderValue;
-use percent_encoding::percent_decode_str;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use url::Url;
@@ -104,19 +101,8 @@ fn route(text: &str) -> Result<Route, TransportError> {
         None => return Err(bad("no host")),
     };
     let port = url.port_or_known_default().unwrap_or(80);
-    let authorization = if url.username().is_empty() && url.password().is_none() {
-        None
-    } else {
-        let mut credentials: Vec<u8> = percent_decode_str(url.username()).collect();
-        credentials.push(b':');
-        credentials.extend(percent_decode_str(url.password().unwrap_or_default()));
-        let mut value = HeaderValue::try_from(format!("Basic {}", B64.encode(credentials)))
-            .map_err(|e| bad(&e.to_string()))?;
-        value.set_sensitive(true);
-        let _ = url.set_username("");
-        let _ = url.set_password(None);
-        Some(value)
-    };
+    let authorization =
+        crate::http_client::take_basic_credentials(&mut url).map_err(|e| bad(&e))?;
     Ok(Route {
         url: url.to_string(),
         host,
@@ -297,6 +283,8 @@ pub(crate) async fn tunnel(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD as B64;
 
     fn settings(vars: &[(&str, &str)]) -> Settings {
         Settings::read(|name| {
