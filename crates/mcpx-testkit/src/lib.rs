@@ -7,12 +7,15 @@
 //! * [`shared`]: finds `../shared` (the read-only spec, register and requirements).
 //! * [`tap`]: the schema tap: validates any frame against a given revision's
 //!   `schema.json`, compiled once per revision and definition.
+//! * [`http`]: a scripted HTTP server on 127.0.0.1 (fixed answers, or passed on), keeping
+//!   every request.
 //! * [`proxy`]: an HTTP proxy on 127.0.0.1 (`CONNECT` and absolute-form requests),
 //!   keeping what opened each connection.
 //! * [`tls`]: a TLS front on 127.0.0.1 with a certificate authority of its own, for
 //!   `https://` upstreams.
 #![forbid(unsafe_code)]
 
+pub mod http;
 pub mod proxy;
 pub mod scratch;
 pub mod shared;

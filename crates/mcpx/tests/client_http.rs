@@ -1,22 +1,10 @@
 //! mcpx's upstream client against a real `mcpx example-server --http`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::process::Stdio;
-
 use mcpx_client::{CallOptions, EraCache, Target, TargetTransport, connect};
 use mcpx_protocol::{Era, Revision};
-use tokio::process::{Child, Command};
 
 mod common;
-
-async fn example_server(args: &[&str]) -> (Child, u16) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
-    cmd.arg("example-server")
-        .args(args)
-        .args(["--http", "127.0.0.1:0"])
-        .stdout(Stdio::null());
-    common::start_listening(cmd).await
-}
 
 fn target(port: u16) -> Target {
     Target::new(
@@ -33,7 +21,7 @@ fn target(port: u16) -> Target {
 /// dead session, and not as a transport failure).
 #[tokio::test]
 async fn a_modern_404_is_method_not_found() {
-    let (_server, port) = example_server(&[]).await;
+    let (_server, port) = common::example_http(&[]).await;
     let conn = connect(&target(port), &EraCache::disabled()).await.unwrap();
     assert_eq!(conn.facts().era, Era::Modern);
     // `ping` does not exist in 2026-07-28.
@@ -58,13 +46,13 @@ async fn a_modern_404_is_method_not_found() {
 /// "legacy" and initialises; a modern server answers discover.
 #[tokio::test]
 async fn probing_finds_each_era_over_http() {
-    let (_legacy, port) = example_server(&["--revision", "2025-06-18"]).await;
+    let (_legacy, port) = common::example_http(&["--revision", "2025-06-18"]).await;
     let conn = connect(&target(port), &EraCache::disabled()).await.unwrap();
     assert_eq!(
         (conn.facts().era, conn.facts().revision),
         (Era::Legacy, Revision::V2025_06_18)
     );
-    let (_modern, port) = example_server(&["--revision", "2026-07-28"]).await;
+    let (_modern, port) = common::example_http(&["--revision", "2026-07-28"]).await;
     let conn = connect(&target(port), &EraCache::disabled()).await.unwrap();
     assert_eq!(conn.facts().era, Era::Modern);
 }
@@ -74,7 +62,7 @@ async fn probing_finds_each_era_over_http() {
 /// modern probe and `initialize` over POST both fail with a 4xx.
 #[tokio::test]
 async fn http_falls_back_to_http_sse() {
-    let (_server, port) = example_server(&[]).await;
+    let (_server, port) = common::example_http(&[]).await;
     let target = Target::new(
         "old",
         TargetTransport::Http {
@@ -137,7 +125,7 @@ async fn auth_errors_are_reported_not_probed_past() {
 /// `crates/mcpx-transport/tests/http_server.rs`).
 #[tokio::test]
 async fn a_modern_body_without_the_version_header_is_a_header_mismatch() {
-    let (_server, port) = example_server(&[]).await;
+    let (_server, port) = common::example_http(&[]).await;
     let body = serde_json::json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{
         "io.modelcontextprotocol/protocolVersion":"2026-07-28",
         "io.modelcontextprotocol/clientCapabilities":{}}}})

@@ -77,17 +77,7 @@ async fn a_tls_listener_requiring_a_token_serves_a_gateway_in_front() {
     )
     .await;
     h.initialize(json!({})).await;
-    let (v, _) = h
-        .request(
-            "tools/call",
-            json!({"name": "everything__test_simple_text", "arguments": {}}),
-        )
-        .await;
-    assert_eq!(
-        text(result(&v, "tools/call")),
-        "This is a simple text response for testing.",
-        "{v}"
-    );
+    h.calls_simple_text("everything__test_simple_text").await;
     h.finish().await;
 
     // A wrong token: the first gateway's challenge, reported by the second.

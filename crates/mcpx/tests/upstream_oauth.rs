@@ -7,10 +7,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use mcpx_testkit::http::{Answer, ScriptedHttp};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 mod common;
@@ -31,52 +31,15 @@ async fn guarded_gateway(tag: &str) -> (Child, u16) {
     start_listening(cmd).await
 }
 
-/// A token endpoint on 127.0.0.1 answering its requests with `answers` in turn (the
-/// last one again once they run out); it keeps each request (head and body).
-async fn token_endpoint(answers: Vec<String>) -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let kept = seen.clone();
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = listener.accept().await {
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") {
-                if conn.read(&mut byte).await.unwrap_or(0) == 0 {
-                    break;
-                }
-                head.push(byte[0]);
-            }
-            let text = String::from_utf8_lossy(&head).into_owned();
-            let length: usize = text
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            let mut body = vec![0u8; length];
-            let _ = conn.read_exact(&mut body).await;
-            let n = {
-                let mut s = kept.lock().unwrap();
-                s.push(format!("{text}{}", String::from_utf8_lossy(&body)));
-                s.len()
-            };
-            let answer = answers.get(n - 1).or(answers.last()).unwrap().clone();
-            let _ = conn.write_all(answer.as_bytes()).await;
-        }
-    });
-    (port, seen)
-}
-
-fn json_answer(status: &str, body: &serde_json::Value) -> String {
-    let body = body.to_string();
-    format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
+/// A token endpoint answering its requests with `answers` in turn (the last one again
+/// once they run out).
+async fn token_endpoint(answers: Vec<Answer>) -> ScriptedHttp {
+    let n = AtomicUsize::new(0);
+    ScriptedHttp::start(move |_| {
+        let i = n.fetch_add(1, Ordering::Relaxed);
+        answers.get(i).or(answers.last()).unwrap().clone()
+    })
+    .await
 }
 
 fn oauth_config(gw: u16, token: u16) -> serde_json::Value {
@@ -94,30 +57,20 @@ fn oauth_config(gw: u16, token: u16) -> serde_json::Value {
 #[tokio::test]
 async fn a_token_is_got_used_and_replaced_when_refused() {
     let (_gw, gw) = guarded_gateway("replaced").await;
-    let (token_port, seen) = token_endpoint(vec![
-        json_answer(
+    let tokens = token_endpoint(vec![
+        Answer::json(
             "200 OK",
             &json!({"access_token": "stale", "token_type": "bearer", "expires_in": 3600}),
         ),
-        json_answer(
+        Answer::json(
             "200 OK",
             &json!({"access_token": TOKEN, "token_type": "Bearer", "expires_in": 3600}),
         ),
     ])
     .await;
-    let mut h = Host::start("oauth-front", &oauth_config(gw, token_port), R0618).await;
+    let mut h = Host::start("oauth-front", &oauth_config(gw, tokens.port), R0618).await;
     h.initialize(json!({})).await;
-    let (v, _) = h
-        .request(
-            "tools/call",
-            json!({"name": "everything__test_simple_text", "arguments": {}}),
-        )
-        .await;
-    assert_eq!(
-        text(result(&v, "tools/call")),
-        "This is a simple text response for testing.",
-        "{v}"
-    );
+    h.calls_simple_text("everything__test_simple_text").await;
     let wire = h.finish().await;
     // The extension's client guide: "Declare support", on every request (2026-07-28
     // clientCapabilities.extensions), discovery included.
@@ -138,27 +91,24 @@ async fn a_token_is_got_used_and_replaced_when_refused() {
         "{wire:?}"
     );
 
-    let seen = seen.lock().unwrap().clone();
+    let seen = tokens.seen();
     assert_eq!(
         seen.len(),
         2,
         "one token, then one more after the 401: {seen:?}"
     );
     // base64 of `mcpx:pa%20ss`: RFC 6749 §2.3.1 form-encodes the id and secret first.
-    let basic = "bWNweDpwYSUyMHNz";
+    let basic = "Basic bWNweDpwYSUyMHNz";
     let resource = format!("resource=http%3A%2F%2F127%2E0%2E0%2E1%3A{gw}%2Fmcp");
     for request in &seen {
-        let lower = request.to_ascii_lowercase();
-        assert!(lower.starts_with("post /token http/1.1\r\n"), "{request}");
-        assert!(
-            request.contains(&format!("authorization: Basic {basic}")),
-            "{request}"
+        assert_eq!(request.line(), "POST /token HTTP/1.1", "{request:?}");
+        assert_eq!(request.header("authorization"), Some(basic), "{request:?}");
+        assert_eq!(
+            request.header("content-type"),
+            Some("application/x-www-form-urlencoded"),
+            "{request:?}"
         );
-        assert!(
-            lower.contains("content-type: application/x-www-form-urlencoded"),
-            "{request}"
-        );
-        let body = request.rsplit("\r\n\r\n").next().unwrap();
+        let body = &request.body;
         let fields: Vec<&str> = body.split('&').collect();
         assert!(fields.contains(&"grant_type=client_credentials"), "{body}");
         assert!(fields.contains(&resource.as_str()), "{body}");
@@ -171,11 +121,12 @@ async fn a_token_is_got_used_and_replaced_when_refused() {
 #[tokio::test]
 async fn a_refused_grant_is_reported() {
     let (_gw, gw) = guarded_gateway("refused").await;
-    let (token_port, _) = token_endpoint(vec![json_answer(
+    let tokens = token_endpoint(vec![Answer::json(
         "401 Unauthorized",
         &json!({"error": "invalid_client", "error_description": "unknown client"}),
     )])
     .await;
+    let token_port = tokens.port;
     let line = unavailable_because("oauth-refused", &oauth_config(gw, token_port), &[]).await;
     assert!(
         line.contains(&format!(
@@ -185,90 +136,12 @@ async fn a_refused_grant_is_reported() {
     );
 }
 
-/// How [`http_server`] answers a request.
-#[derive(Clone)]
-enum Answer {
-    /// This whole response.
-    Fixed(String),
-    /// The request, passed to `127.0.0.1:port` (one exchange, then closed).
-    Forward(u16),
-}
-
-/// An HTTP server on 127.0.0.1 answering each request (head, with its body) as `route`
-/// says, one request a connection; it keeps each request's line (and `| body`).
-async fn http_server(
-    route: impl Fn(&str) -> Answer + Send + Sync + 'static,
-) -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let kept = seen.clone();
-    let route = Arc::new(route);
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = listener.accept().await {
-            let (route, kept) = (route.clone(), kept.clone());
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if conn.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let text = String::from_utf8_lossy(&head).into_owned();
-                let length: usize = text
-                    .lines()
-                    .find_map(|l| {
-                        let (k, v) = l.split_once(':')?;
-                        k.eq_ignore_ascii_case("content-length")
-                            .then(|| v.trim().parse().ok())?
-                    })
-                    .unwrap_or(0);
-                let mut body = vec![0u8; length];
-                let _ = conn.read_exact(&mut body).await;
-                let line = text.lines().next().unwrap_or("");
-                kept.lock().unwrap().push(if body.is_empty() {
-                    line.to_owned()
-                } else {
-                    format!("{line} | {}", String::from_utf8_lossy(&body))
-                });
-                match route(&text) {
-                    Answer::Fixed(a) => {
-                        let _ = conn.write_all(a.as_bytes()).await;
-                    }
-                    Answer::Forward(port) => {
-                        let Ok(mut up) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await
-                        else {
-                            return;
-                        };
-                        // One exchange: the server closes after its answer.
-                        let mut lines: Vec<&str> = text
-                            .trim_end()
-                            .lines()
-                            .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
-                            .collect();
-                        lines.push("Connection: close");
-                        let head = format!("{}\r\n\r\n", lines.join("\r\n"));
-                        let _ = up.write_all(head.as_bytes()).await;
-                        let _ = up.write_all(&body).await;
-                        let _ = tokio::io::copy(&mut up, &mut conn).await;
-                    }
-                }
-            });
-        }
-    });
-    (port, seen)
-}
-
-fn not_found() -> Answer {
-    Answer::Fixed(
-        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
-    )
-}
-
-fn json_doc(body: &serde_json::Value) -> Answer {
-    Answer::Fixed(json_answer("200 OK", body))
+/// The port a request was sent to (its `Host`).
+fn own_port(r: &mcpx_testkit::http::Request) -> String {
+    r.header("host")
+        .and_then(|h| h.strip_prefix("127.0.0.1:"))
+        .unwrap_or("0")
+        .to_owned()
 }
 
 /// No `tokenUrl`: the upstream's 401 names its Protected Resource Metadata (and a
@@ -279,34 +152,31 @@ fn json_doc(body: &serde_json::Value) -> Answer {
 #[tokio::test]
 async fn the_token_endpoint_is_discovered() {
     let (_gw, gw) = guarded_gateway("discovered").await;
-    let (auth, auth_seen) = http_server(|head| {
-        let line = head.lines().next().unwrap_or("");
+    let auth_server = ScriptedHttp::start(|r| {
+        let line = r.line();
         if line.starts_with("GET /.well-known/openid-configuration/tenant ") {
-            let port = head
-                .lines()
-                .find_map(|l| l.strip_prefix("host: 127.0.0.1:"))
-                .unwrap_or("0")
-                .trim()
-                .to_owned();
-            json_doc(&json!({"issuer": format!("http://127.0.0.1:{port}/tenant"),
-                "token_endpoint": format!("http://127.0.0.1:{port}/tenant/token")}))
+            let port = own_port(r);
+            Answer::json(
+                "200 OK",
+                &json!({"issuer": format!("http://127.0.0.1:{port}/tenant"),
+                "token_endpoint": format!("http://127.0.0.1:{port}/tenant/token")}),
+            )
         } else if line.starts_with("POST /tenant/token ") {
-            json_doc(&json!({"access_token": TOKEN, "token_type": "Bearer", "expires_in": 60}))
+            Answer::json(
+                "200 OK",
+                &json!({"access_token": TOKEN, "token_type": "Bearer", "expires_in": 60}),
+            )
         } else {
-            not_found()
+            Answer::not_found()
         }
     })
     .await;
+    let auth = auth_server.port;
 
     for in_challenge in [true, false] {
-        let (front, front_seen) = http_server(move |head| {
-            let line = head.lines().next().unwrap_or("");
-            let me = head
-                .lines()
-                .find_map(|l| l.strip_prefix("host: 127.0.0.1:"))
-                .unwrap_or("0")
-                .trim()
-                .to_owned();
+        let front_server = ScriptedHttp::start(move |r| {
+            let line = r.line();
+            let me = own_port(r);
             let prm = json!({"resource": format!("http://127.0.0.1:{me}/mcp"),
                 "authorization_servers": [format!("http://127.0.0.1:{auth}/tenant")]});
             // The metadata is where the challenge says, or (without it) at the root
@@ -317,41 +187,42 @@ async fn the_token_endpoint_is_discovered() {
                 "GET /.well-known/oauth-protected-resource "
             };
             if line.starts_with(metadata) {
-                json_doc(&prm)
+                Answer::json("200 OK", &prm)
             } else if line.starts_with("GET /") && !line.starts_with("GET /mcp") {
-                not_found()
-            } else if !head.to_ascii_lowercase().contains("\r\nauthorization: bearer") {
+                Answer::not_found()
+            } else if !r
+                .header("authorization")
+                .is_some_and(|a| a.to_ascii_lowercase().starts_with("bearer "))
+            {
                 let challenge = if in_challenge {
-                    format!(r#"Bearer resource_metadata="http://127.0.0.1:{me}/prm", scope="mcp:all""#)
+                    format!(
+                        r#"Bearer resource_metadata="http://127.0.0.1:{me}/prm", scope="mcp:all""#
+                    )
                 } else {
                     "Bearer".to_owned()
                 };
-                Answer::Fixed(format!(
-                    "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: {challenge}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                ))
+                Answer::empty(
+                    "401 Unauthorized",
+                    &[&format!("WWW-Authenticate: {challenge}")],
+                )
             } else {
                 Answer::Forward(gw)
             }
         })
         .await;
+        let front = front_server.port;
         let config = json!({"mcpServers": {"up": {"type": "http",
             "url": format!("http://127.0.0.1:{front}/mcp"),
             "mcpx": {"oauth": {"clientId": "mcpx", "clientSecret": "s"}}}}});
         let mut h = Host::start("oauth-discover", &config, R0618).await;
         h.initialize(json!({})).await;
-        let (v, _) = h
-            .request(
-                "tools/call",
-                json!({"name": "everything__test_simple_text", "arguments": {}}),
-            )
-            .await;
-        assert_eq!(
-            text(result(&v, "tools/call")),
-            "This is a simple text response for testing.",
-            "{v}"
-        );
+        h.calls_simple_text("everything__test_simple_text").await;
         h.finish().await;
-        let front_seen = front_seen.lock().unwrap().clone();
+        let front_seen: Vec<String> = front_server
+            .seen()
+            .iter()
+            .map(|r| r.line().to_owned())
+            .collect();
         let looked: Vec<&String> = front_seen
             .iter()
             .filter(|l| l.starts_with("GET /prm") || l.starts_with("GET /.well-known"))
@@ -369,11 +240,8 @@ async fn the_token_endpoint_is_discovered() {
             );
         }
     }
-    let auth_seen = auth_seen.lock().unwrap().clone();
-    let lines: Vec<&str> = auth_seen
-        .iter()
-        .map(|l| l.split(" | ").next().unwrap())
-        .collect();
+    let auth_seen = auth_server.seen();
+    let lines: Vec<&str> = auth_seen.iter().map(|r| r.line()).collect();
     assert_eq!(
         lines,
         [
@@ -386,9 +254,9 @@ async fn the_token_endpoint_is_discovered() {
     );
     // The challenge's scope is asked for; without one, none.
     assert!(
-        auth_seen[2].ends_with("&scope=mcp%3Aall"),
-        "{}",
+        auth_seen[2].body.ends_with("&scope=mcp%3Aall"),
+        "{:?}",
         auth_seen[2]
     );
-    assert!(!auth_seen[5].contains("scope="), "{}", auth_seen[5]);
+    assert!(!auth_seen[5].body.contains("scope="), "{:?}", auth_seen[5]);
 }

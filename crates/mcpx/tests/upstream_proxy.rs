@@ -6,22 +6,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::ffi::OsStr;
-use std::process::Stdio;
 
 use mcpx_testkit::proxy::TestProxy;
 use mcpx_testkit::tls::TlsFront;
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
 
 mod common;
 use common::*;
-
-async fn example_http() -> (Child, u16) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
-    cmd.args(["example-server", "--http", "127.0.0.1:0"])
-        .stdout(Stdio::null());
-    start_listening(cmd).await
-}
 
 /// Whether `head` has the header `name: value` (the name in any case).
 fn has(head: &str, name: &str, value: &str) -> bool {
@@ -44,17 +35,7 @@ async fn call_through(tag: &str, url: &str, proxy: Option<&str>, env: &[(&str, &
     let config = json!({"mcpServers": {"up": up}});
     let mut h = Host::start_env(tag, &config, R0618, &[], env).await;
     h.initialize(json!({})).await;
-    let (v, _) = h
-        .request(
-            "tools/call",
-            json!({"name": "test_simple_text", "arguments": {}}),
-        )
-        .await;
-    assert_eq!(
-        text(result(&v, "tools/call")),
-        "This is a simple text response for testing.",
-        "{tag}: {v}"
-    );
+    h.calls_simple_text("test_simple_text").await;
     h.finish().await;
 }
 
@@ -64,7 +45,7 @@ fn request_line(head: &str) -> String {
 
 #[tokio::test]
 async fn a_configured_proxy_carries_http_and_https_upstreams() {
-    let (_server, port) = example_http().await;
+    let (_server, port) = example_http(&[]).await;
     let proxy = TestProxy::start().await;
     let via = format!("http://u:p@127.0.0.1:{}", proxy.port);
 
@@ -119,7 +100,7 @@ async fn a_configured_proxy_carries_http_and_https_upstreams() {
 /// this machine's loopback), and `"proxy": "none"` ignores the environment.
 #[tokio::test]
 async fn loopback_and_none_go_direct_whatever_the_environment_says() {
-    let (_server, port) = example_http().await;
+    let (_server, port) = example_http(&[]).await;
     let proxy = TestProxy::start().await;
     let env_proxy = format!("http://127.0.0.1:{}", proxy.port);
     let env = [

@@ -3,21 +3,16 @@
 //! certificate no trusted authority signed is refused, and the call says why.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::process::Stdio;
-
 use mcpx_testkit::tls::{TlsFront, unrelated_ca_pem};
 use serde_json::json;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 mod common;
 use common::*;
 
 /// `mcpx example-server --http` (both eras) behind a TLS front.
 async fn https_example() -> (Child, TlsFront) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
-    cmd.args(["example-server", "--http", "127.0.0.1:0"])
-        .stdout(Stdio::null());
-    let (server, port) = start_listening(cmd).await;
+    let (server, port) = example_http(&[]).await;
     (server, TlsFront::start(port).await)
 }
 
@@ -54,17 +49,7 @@ async fn an_https_upstream_is_reached_over_tls() {
                 .any(|t| t["name"] == "test_simple_text"),
             "{kind}: {list}"
         );
-        let (v, _) = h
-            .request(
-                "tools/call",
-                json!({"name": "test_simple_text", "arguments": {}}),
-            )
-            .await;
-        assert_eq!(
-            text(result(&v, "tools/call")),
-            "This is a simple text response for testing.",
-            "{kind}: {v}"
-        );
+        h.calls_simple_text("test_simple_text").await;
         h.finish().await;
     }
 }

@@ -429,3 +429,27 @@ pub async fn unavailable_because(
     let _ = gw.kill().await;
     line
 }
+
+/// `mcpx example-server --http 127.0.0.1:0` with `args`; the child and its port.
+pub async fn example_http(args: &[&str]) -> (Child, u16) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
+    cmd.arg("example-server")
+        .args(args)
+        .args(["--http", "127.0.0.1:0"])
+        .stdout(Stdio::null());
+    start_listening(cmd).await
+}
+
+/// The example server's text every `test_simple_text` answers.
+pub const SIMPLE_TEXT: &str = "This is a simple text response for testing.";
+
+impl Host {
+    /// Calls the tool `name` (the example server's `test_simple_text`, as this host
+    /// sees it) and checks its answer.
+    pub async fn calls_simple_text(&mut self, name: &str) {
+        let (v, _) = self
+            .request("tools/call", json!({"name": name, "arguments": {}}))
+            .await;
+        assert_eq!(text(result(&v, "tools/call")), SIMPLE_TEXT, "{v}");
+    }
+}
