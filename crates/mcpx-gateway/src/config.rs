@@ -19,6 +19,12 @@
 //! `timeout`, …) are tolerated and ignored, except `disabled: true`, which mcpx
 //! honours. Inside mcpx's own blocks every key is known: an unknown one is an error
 //! naming the file, line and key.
+//!
+//! A value that is well-formed but not acceptable is refused with the file and the
+//! reason. When the value belongs to one server, the error also gives the line where
+//! that server's entry starts.
+//!
+//! docs/config.md lists every key.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,10 +58,13 @@ pub enum ConfigError {
         message: String,
     },
     /// A value is well-formed but not acceptable (a bad pattern, an unknown revision).
-    #[error("{path}: {message}")]
+    #[error("{path}{}: {message}", .line.map(|l| format!(":{l}")).unwrap_or_default())]
     Value {
         /// The file.
         path: PathBuf,
+        /// The 1-based line where the server's entry starts, when the value belongs to
+        /// one server and its key was found in the text.
+        line: Option<usize>,
         /// What is wrong.
         message: String,
     },
@@ -194,6 +203,83 @@ impl ToolFilter {
     }
 }
 
+/// What mcpx does when a stdio upstream's process exits (or an HTTP upstream's
+/// connection fails).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnExit {
+    /// Start it again, whatever the exit status (`"always"`, the default).
+    #[default]
+    Always,
+    /// Start it again unless it exited with status 0 (`"on-failure"`).
+    OnFailure,
+    /// Leave it stopped (`"never"`).
+    Never,
+}
+
+/// When and how often an upstream is started again (`mcpx.restart`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// Whether to restart at all (`onExit`, default [`OnExit::Always`]).
+    pub on_exit: OnExit,
+    /// Quick failures in a row before the upstream is in a crash loop (`maxRestarts`,
+    /// default 5, at least 1).
+    pub max_restarts: u32,
+    /// The first retry's delay (`backoffMs`, default 1 s). It doubles per attempt.
+    pub backoff: Duration,
+    /// The longest delay between retries (`maxBackoffMs`, default 30 s, at least
+    /// `backoff`).
+    pub max_backoff: Duration,
+    /// Uptime after which the failure count is reset (`resetAfterMs`, default 60 s).
+    /// A failure sooner than this after a start is quick.
+    pub reset_after: Duration,
+    /// How often a crash-looping upstream is tried again (`crashLoopRetryMs`, default
+    /// 5 min).
+    pub crash_loop_retry: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            on_exit: OnExit::Always,
+            max_restarts: 5,
+            backoff: Duration::from_millis(1000),
+            max_backoff: Duration::from_millis(30_000),
+            reset_after: Duration::from_millis(60_000),
+            crash_loop_retry: Duration::from_millis(300_000),
+        }
+    }
+}
+
+impl RestartPolicy {
+    /// The delay before attempt `attempt` (1-based): `backoff * 2^(attempt-1)`, capped
+    /// at `max_backoff`. It does not overflow; attempt 0 counts as 1.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let doubled = 2u32
+            .checked_pow(attempt.saturating_sub(1))
+            .and_then(|factor| self.backoff.checked_mul(factor));
+        doubled.map_or(self.max_backoff, |d| d.min(self.max_backoff))
+    }
+}
+
+/// When an upstream is first started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartMode {
+    /// When mcpx starts (`"eager"`, the default).
+    #[default]
+    Eager,
+    /// On the first call that needs it (`"lazy"`).
+    Lazy,
+}
+
+/// A periodic check that an upstream still answers (`mcpx.healthCheck`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// Time between checks (`intervalMs`, required, at least 100 ms).
+    pub interval: Duration,
+    /// How long one check may take (`timeoutMs`, default 5 s).
+    pub timeout: Duration,
+}
+
 /// mcpx's settings for one upstream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerSettings {
@@ -214,6 +300,15 @@ pub struct ServerSettings {
     /// OAuth client credentials for an `http` upstream (`"oauth": {"tokenUrl",
     /// "clientId", "clientSecret" or "clientSecretEnv", "scope"}`).
     pub oauth: Option<ClientCredentials>,
+    /// When and how often the upstream is started again (`restart`).
+    pub restart: RestartPolicy,
+    /// When the upstream is first started (`start`, default eager).
+    pub start: StartMode,
+    /// Stop the child after this long with no call (`idleTimeoutMs`; stdio upstreams
+    /// only; default: never).
+    pub idle_timeout: Option<Duration>,
+    /// A periodic check that the upstream answers (`healthCheck`; default: none).
+    pub health_check: Option<HealthCheck>,
 }
 
 impl Default for ServerSettings {
@@ -226,6 +321,10 @@ impl Default for ServerSettings {
             connect_timeout: Duration::from_secs(30),
             proxy: Proxy::default(),
             oauth: None,
+            restart: RestartPolicy::default(),
+            start: StartMode::default(),
+            idle_timeout: None,
+            health_check: None,
         }
     }
 }
@@ -268,6 +367,18 @@ pub struct Global {
     pub task_ttl: Duration,
     /// The polling interval suggested to hosts and used for upstream tasks (default 500 ms).
     pub task_poll_interval: Duration,
+    /// How long a host's `initialize` or `server/discover` waits for upstreams still
+    /// connecting at start (`startupWaitMs`, default 1 s).
+    pub startup_wait: Duration,
+    /// How long calls in flight on an upstream that a reload changes or removes may
+    /// take to finish before it is stopped (`drainMs`, default 10 s).
+    pub drain_timeout: Duration,
+    /// An upstream's `list_changed` notifications within this window cause one
+    /// re-list and one notification to hosts (`listChangedWindowMs`, default 150 ms).
+    pub list_changed_window: Duration,
+    /// Changes to the configuration file within this time of each other cause one
+    /// reload (`reloadDebounceMs`, default 300 ms).
+    pub reload_debounce: Duration,
 }
 
 impl Default for Global {
@@ -285,6 +396,10 @@ impl Default for Global {
             max_tasks: 1024,
             task_ttl: Duration::from_secs(3600),
             task_poll_interval: Duration::from_millis(500),
+            startup_wait: Duration::from_millis(1000),
+            drain_timeout: Duration::from_millis(10_000),
+            list_changed_window: Duration::from_millis(150),
+            reload_debounce: Duration::from_millis(300),
         }
     }
 }
@@ -332,6 +447,29 @@ struct FileServerMcpx {
     connect_timeout_ms: Option<u64>,
     proxy: Option<String>,
     oauth: Option<FileOauth>,
+    #[serde(default)]
+    restart: FileRestart,
+    start: Option<String>,
+    idle_timeout_ms: Option<u64>,
+    health_check: Option<FileHealthCheck>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FileRestart {
+    on_exit: Option<String>,
+    max_restarts: Option<u32>,
+    backoff_ms: Option<u64>,
+    max_backoff_ms: Option<u64>,
+    reset_after_ms: Option<u64>,
+    crash_loop_retry_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FileHealthCheck {
+    interval_ms: u64,
+    timeout_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -393,6 +531,10 @@ struct FileLimits {
     max_tasks: Option<usize>,
     task_ttl_ms: Option<u64>,
     task_poll_interval_ms: Option<u64>,
+    startup_wait_ms: Option<u64>,
+    drain_ms: Option<u64>,
+    list_changed_window_ms: Option<u64>,
+    reload_debounce_ms: Option<u64>,
 }
 
 /// Blanks out `//` and `/* */` comments and trailing commas, keeping every other byte
@@ -472,14 +614,17 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         column: e.column(),
         message: without_position(&e.to_string()),
     })?;
-    let value_err = |message: String| ConfigError::Value {
+    let value_err = |line: Option<usize>, message: String| ConfigError::Value {
         path: path.to_owned(),
+        line,
         message,
     };
     let spec = SpecPolicy::default()
         .with_precedence(&doc.mcpx.spec.precedence)
         .and_then(|p| p.with_lenient(&doc.mcpx.spec.lenient))
-        .map_err(|e| value_err(format!("mcpx.spec: {e}")))?;
+        .map_err(|e| value_err(None, format!("mcpx.spec: {e}")))?;
+    let limits = &doc.mcpx.limits;
+    let ms = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
     let defaults = Global::default();
     let global = Global {
         separator: doc.mcpx.names.separator.unwrap_or(defaults.separator),
@@ -534,12 +679,19 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             .task_poll_interval_ms
             .map_or(defaults.task_poll_interval, Duration::from_millis)
             .max(Duration::from_millis(10)),
+        startup_wait: ms(limits.startup_wait_ms, defaults.startup_wait),
+        drain_timeout: ms(limits.drain_ms, defaults.drain_timeout),
+        list_changed_window: ms(limits.list_changed_window_ms, defaults.list_changed_window),
+        reload_debounce: ms(limits.reload_debounce_ms, defaults.reload_debounce),
     };
     if global.max_name_len < 16 {
-        return Err(value_err(format!(
-            "mcpx.names.maxLength {} is too short (at least 16)",
-            global.max_name_len
-        )));
+        return Err(value_err(
+            None,
+            format!(
+                "mcpx.names.maxLength {} is too short (at least 16)",
+                global.max_name_len
+            ),
+        ));
     }
     if !global
         .separator
@@ -547,14 +699,19 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         .all(|c| c.is_ascii_alphanumeric() || b"_.-".contains(&c))
         || global.separator.is_empty()
     {
-        return Err(value_err(format!(
-            "mcpx.names.separator {:?} must be non-empty and use only [A-Za-z0-9_.-]",
-            global.separator
-        )));
+        return Err(value_err(
+            None,
+            format!(
+                "mcpx.names.separator {:?} must be non-empty and use only [A-Za-z0-9_.-]",
+                global.separator
+            ),
+        ));
     }
+    let lines = server_lines(&clean);
     let mut servers = BTreeMap::new();
     for (name, s) in doc.mcp_servers {
-        let err = |m: &str| value_err(format!("mcpServers.{name}: {m}"));
+        let line = lines.get(&name).copied();
+        let err = |m: &str| value_err(line, format!("mcpServers.{name}: {m}"));
         let transport = match (s.kind.as_deref(), s.command, s.url) {
             (None | Some("stdio"), Some(command), None) => Transport::Stdio {
                 command,
@@ -618,6 +775,30 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                     )));
                 }
             },
+            restart: restart_policy(&s.mcpx.restart, &err)?,
+            start: match s.mcpx.start.as_deref() {
+                None | Some("eager") => StartMode::Eager,
+                Some("lazy") => StartMode::Lazy,
+                Some(other) => {
+                    return Err(err(&format!(
+                        "mcpx.start is \"eager\" or \"lazy\", not {other:?}"
+                    )));
+                }
+            },
+            idle_timeout: match (s.mcpx.idle_timeout_ms, &transport) {
+                (None, _) => None,
+                (Some(0), _) => return Err(err("mcpx.idleTimeoutMs must be at least 1")),
+                (Some(ms), Transport::Stdio { .. }) => Some(Duration::from_millis(ms)),
+                (Some(_), _) => {
+                    return Err(err(
+                        "mcpx.idleTimeoutMs is for stdio upstreams (a child process mcpx can stop)",
+                    ));
+                }
+            },
+            health_check: match &s.mcpx.health_check {
+                None => None,
+                Some(h) => Some(health_check(h, &err)?),
+            },
         };
         servers.insert(
             name,
@@ -633,6 +814,133 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         global,
         spec,
     })
+}
+
+/// An upstream's `mcpx.restart`, with the defaults filled in and checked.
+fn restart_policy(
+    r: &FileRestart,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<RestartPolicy, ConfigError> {
+    let d = RestartPolicy::default();
+    let ms = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
+    let policy = RestartPolicy {
+        on_exit: match r.on_exit.as_deref() {
+            None | Some("always") => OnExit::Always,
+            Some("on-failure") => OnExit::OnFailure,
+            Some("never") => OnExit::Never,
+            Some(other) => {
+                return Err(err(&format!(
+                    "mcpx.restart.onExit is \"always\", \"on-failure\" or \"never\", not {other:?}"
+                )));
+            }
+        },
+        max_restarts: r.max_restarts.unwrap_or(d.max_restarts),
+        backoff: ms(r.backoff_ms, d.backoff),
+        max_backoff: ms(r.max_backoff_ms, d.max_backoff),
+        reset_after: ms(r.reset_after_ms, d.reset_after),
+        crash_loop_retry: ms(r.crash_loop_retry_ms, d.crash_loop_retry),
+    };
+    if policy.max_restarts == 0 {
+        return Err(err("mcpx.restart.maxRestarts must be at least 1"));
+    }
+    if policy.backoff.is_zero() {
+        return Err(err("mcpx.restart.backoffMs must be at least 1"));
+    }
+    if policy.max_backoff < policy.backoff {
+        return Err(err(&format!(
+            "mcpx.restart.maxBackoffMs ({} ms) must be at least backoffMs ({} ms)",
+            policy.max_backoff.as_millis(),
+            policy.backoff.as_millis()
+        )));
+    }
+    if policy.crash_loop_retry.is_zero() {
+        return Err(err("mcpx.restart.crashLoopRetryMs must be at least 1"));
+    }
+    Ok(policy)
+}
+
+/// An upstream's `mcpx.healthCheck`, checked.
+fn health_check(
+    h: &FileHealthCheck,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<HealthCheck, ConfigError> {
+    if h.interval_ms < 100 {
+        return Err(err(&format!(
+            "mcpx.healthCheck.intervalMs must be at least 100, not {}",
+            h.interval_ms
+        )));
+    }
+    if h.timeout_ms == Some(0) {
+        return Err(err("mcpx.healthCheck.timeoutMs must be at least 1"));
+    }
+    Ok(HealthCheck {
+        interval: Duration::from_millis(h.interval_ms),
+        timeout: Duration::from_millis(h.timeout_ms.unwrap_or(5000)),
+    })
+}
+
+/// The 1-based line of each server's key in the top-level `mcpServers` object.
+///
+/// `clean` is the text with comments blanked ([`strip_jsonc`]), so a quoted name in a
+/// comment is not taken for a key. Keys are compared decoded, so an escaped name is
+/// found too. A name given twice gets the line of its last entry, the one serde keeps.
+fn server_lines(clean: &str) -> BTreeMap<String, usize> {
+    let b = clean.as_bytes();
+    let mut lines = BTreeMap::new();
+    let mut line = 1;
+    let mut depth = 0usize;
+    // The last string seen and the line it is on: a key when a `:` follows.
+    let mut last: Option<(usize, usize, usize)> = None;
+    // Whether the value being entered is the root's `mcpServers`.
+    let mut servers_next = false;
+    let mut in_servers = false;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\n' => line += 1,
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                last = Some((start, (i + 1).min(b.len()), line));
+            }
+            b':' => {
+                let key = last.take().and_then(|(s, e, l)| {
+                    Some((serde_json::from_str::<String>(clean.get(s..e)?).ok()?, l))
+                });
+                match key {
+                    Some((k, _)) if depth == 1 => servers_next = k == "mcpServers",
+                    Some((k, l)) if depth == 2 && in_servers => {
+                        lines.insert(k, l);
+                    }
+                    _ => {}
+                }
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                in_servers |= servers_next && depth == 2 && b[i] == b'{';
+                servers_next = false;
+            }
+            b'}' | b']' => {
+                if depth == 2 {
+                    in_servers = false;
+                }
+                depth = depth.saturating_sub(1);
+            }
+            b',' => {
+                last = None;
+                servers_next = false;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    lines
 }
 
 /// serde_json appends " at line L column C"; the error carries those separately.
@@ -831,6 +1139,37 @@ mod tests {
             let e = parse_one(&server).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
         }
+    }
+
+    #[test]
+    fn restart_delay_doubles_up_to_the_cap_without_overflow() {
+        let p = RestartPolicy::default();
+        let ms = Duration::from_millis;
+        assert_eq!(p.delay(0), ms(1000));
+        assert_eq!(p.delay(1), ms(1000));
+        assert_eq!(p.delay(2), ms(2000));
+        assert_eq!(p.delay(5), ms(16_000));
+        assert_eq!(p.delay(6), ms(30_000));
+        assert_eq!(p.delay(40), ms(30_000));
+        assert_eq!(p.delay(u32::MAX), ms(30_000));
+        let huge = RestartPolicy {
+            backoff: Duration::MAX / 2,
+            max_backoff: Duration::MAX,
+            ..RestartPolicy::default()
+        };
+        assert_eq!(huge.delay(2), Duration::MAX - Duration::from_nanos(1));
+        assert_eq!(huge.delay(3), Duration::MAX);
+    }
+
+    #[test]
+    fn server_lines_are_the_lines_of_the_keys_in_mcp_servers() {
+        let text = "{\n  // \"b\": in a comment\n  \"other\": {\"b\": 1},\n  \"mcpServers\": {\n    \"a\": {\"env\": {\"b\": \"x\"}},\n\n    \"b\": {},\n    \"q\\u0022\": {\"args\": [\"a\", {\"c\": 1}]}, \"c\": {}\n  },\n  \"mcpx\": {\"d\": {}}\n}";
+        let lines = server_lines(&strip_jsonc(text));
+        let want: BTreeMap<String, usize> = [("a", 5), ("b", 7), ("q\"", 8), ("c", 8)]
+            .into_iter()
+            .map(|(k, l)| (k.to_owned(), l))
+            .collect();
+        assert_eq!(lines, want);
     }
 
     #[test]

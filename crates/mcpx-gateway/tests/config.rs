@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mcpx_gateway::config::{self, ConfigError, ProtocolPreference, Transport};
+use mcpx_gateway::config::{
+    self, ConfigError, HealthCheck, OnExit, ProtocolPreference, RestartPolicy, StartMode, Transport,
+};
 use mcpx_protocol::Revision;
 
 const CLAUDE_DESKTOP: &str = r#"{
@@ -128,4 +130,223 @@ fn explicit_files_must_exist_and_search_falls_through() {
     assert_eq!(path, file);
     assert!(c.servers.contains_key("e"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn parse_server(mcpx: &str) -> Result<config::ServerConfig, ConfigError> {
+    let text = format!(r#"{{"mcpServers": {{"a": {{"command": "x", "mcpx": {mcpx}}}}}}}"#);
+    config::parse(&text, Path::new("cfg")).map(|c| c.servers["a"].clone())
+}
+
+#[test]
+fn supervision_settings_default_when_absent() {
+    let s = parse_server("{}").unwrap().mcpx;
+    let ms = Duration::from_millis;
+    assert_eq!(
+        s.restart,
+        RestartPolicy {
+            on_exit: OnExit::Always,
+            max_restarts: 5,
+            backoff: ms(1000),
+            max_backoff: ms(30_000),
+            reset_after: ms(60_000),
+            crash_loop_retry: ms(300_000),
+        }
+    );
+    assert_eq!(s.restart, RestartPolicy::default());
+    assert_eq!(s.start, StartMode::Eager);
+    assert_eq!(s.idle_timeout, None);
+    assert_eq!(s.health_check, None);
+    let g = config::parse("{}", Path::new("cfg")).unwrap().global;
+    assert_eq!(g.startup_wait, ms(1000));
+    assert_eq!(g.drain_timeout, ms(10_000));
+    assert_eq!(g.list_changed_window, ms(150));
+    assert_eq!(g.reload_debounce, ms(300));
+}
+
+#[test]
+fn supervision_settings_are_parsed() {
+    let s = parse_server(
+        r#"{"restart": {"onExit": "on-failure", "maxRestarts": 3, "backoffMs": 200,
+            "maxBackoffMs": 800, "resetAfterMs": 5000, "crashLoopRetryMs": 9000},
+            "start": "lazy", "idleTimeoutMs": 120000,
+            "healthCheck": {"intervalMs": 250, "timeoutMs": 100}}"#,
+    )
+    .unwrap()
+    .mcpx;
+    let ms = Duration::from_millis;
+    assert_eq!(
+        s.restart,
+        RestartPolicy {
+            on_exit: OnExit::OnFailure,
+            max_restarts: 3,
+            backoff: ms(200),
+            max_backoff: ms(800),
+            reset_after: ms(5000),
+            crash_loop_retry: ms(9000),
+        }
+    );
+    assert_eq!(s.restart.delay(3), ms(800));
+    assert_eq!(s.start, StartMode::Lazy);
+    assert_eq!(s.idle_timeout, Some(ms(120_000)));
+    assert_eq!(
+        s.health_check,
+        Some(HealthCheck {
+            interval: ms(250),
+            timeout: ms(100),
+        })
+    );
+    for (value, want) in [
+        ("always", OnExit::Always),
+        ("on-failure", OnExit::OnFailure),
+        ("never", OnExit::Never),
+    ] {
+        let r = parse_server(&format!(r#"{{"restart": {{"onExit": "{value}"}}}}"#)).unwrap();
+        assert_eq!(r.mcpx.restart.on_exit, want);
+    }
+    let eager = parse_server(r#"{"start": "eager"}"#).unwrap();
+    assert_eq!(eager.mcpx.start, StartMode::Eager);
+    let h = parse_server(r#"{"healthCheck": {"intervalMs": 100}}"#).unwrap();
+    assert_eq!(
+        h.mcpx.health_check,
+        Some(HealthCheck {
+            interval: ms(100),
+            timeout: ms(5000),
+        })
+    );
+    let remote = config::parse(
+        r#"{"mcpServers": {"r": {"url": "http://127.0.0.1:1/mcp",
+            "mcpx": {"healthCheck": {"intervalMs": 1000}, "start": "lazy"}}}}"#,
+        Path::new("cfg"),
+    )
+    .unwrap();
+    assert!(remote.servers["r"].mcpx.health_check.is_some());
+    let g = config::parse(
+        r#"{"mcpx": {"limits": {"startupWaitMs": 0, "drainMs": 2500,
+            "listChangedWindowMs": 40, "reloadDebounceMs": 1000}}}"#,
+        Path::new("cfg"),
+    )
+    .unwrap()
+    .global;
+    assert_eq!(g.startup_wait, ms(0));
+    assert_eq!(g.drain_timeout, ms(2500));
+    assert_eq!(g.list_changed_window, ms(40));
+    assert_eq!(g.reload_debounce, ms(1000));
+}
+
+#[test]
+fn bad_supervision_settings_are_refused_naming_the_key() {
+    for (mcpx, want) in [
+        (
+            r#"{"restart": {"onExit": "sometimes"}}"#,
+            "mcpx.restart.onExit",
+        ),
+        (
+            r#"{"restart": {"maxRestarts": 0}}"#,
+            "mcpx.restart.maxRestarts",
+        ),
+        (r#"{"restart": {"backoffMs": 0}}"#, "mcpx.restart.backoffMs"),
+        (
+            r#"{"restart": {"backoffMs": 5000, "maxBackoffMs": 4000}}"#,
+            "mcpx.restart.maxBackoffMs (4000 ms) must be at least backoffMs (5000 ms)",
+        ),
+        (
+            r#"{"restart": {"crashLoopRetryMs": 0}}"#,
+            "mcpx.restart.crashLoopRetryMs",
+        ),
+        (r#"{"start": "later"}"#, "mcpx.start"),
+        (r#"{"idleTimeoutMs": 0}"#, "mcpx.idleTimeoutMs"),
+        (
+            r#"{"healthCheck": {"intervalMs": 99}}"#,
+            "mcpx.healthCheck.intervalMs must be at least 100",
+        ),
+        (
+            r#"{"healthCheck": {"intervalMs": 1000, "timeoutMs": 0}}"#,
+            "mcpx.healthCheck.timeoutMs",
+        ),
+    ] {
+        let e = parse_server(mcpx).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            matches!(e, ConfigError::Value { line: Some(1), .. }),
+            "{msg}"
+        );
+        assert!(msg.starts_with("cfg:1: mcpServers.a: "), "{msg}");
+        assert!(msg.contains(want), "{mcpx}: {msg}");
+    }
+    // Shape errors: an unknown key, a missing interval, a wrong type (file, line, key).
+    for (mcpx, want) in [
+        (
+            r#"{"restart": {"maxRestart": 1}}"#,
+            "unknown field `maxRestart`",
+        ),
+        (
+            r#"{"healthCheck": {"timeoutMs": 10}}"#,
+            "missing field `intervalMs`",
+        ),
+        (r#"{"restart": {"maxRestarts": -1}}"#, "invalid value"),
+    ] {
+        let e = parse_server(mcpx).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, ConfigError::Invalid { line: 1, .. }), "{msg}");
+        assert!(msg.contains(want), "{mcpx}: {msg}");
+    }
+    let e = config::parse(
+        "{\"mcpx\": {\"limits\": {\n\"drainMs\": \"soon\"}}}",
+        Path::new("cfg"),
+    )
+    .unwrap_err();
+    assert!(matches!(e, ConfigError::Invalid { line: 2, .. }), "{e}");
+    let e = config::parse(
+        "{\"mcpx\": {\"limits\": {\n\"reloadDebounce\": 1}}}",
+        Path::new("cfg"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("cfg:2:") && e.contains("`reloadDebounce`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn idle_timeout_is_for_stdio_upstreams() {
+    for server in [
+        r#"{"url": "http://127.0.0.1:1/mcp", "mcpx": {"idleTimeoutMs": 1000}}"#,
+        r#"{"type": "sse", "url": "http://127.0.0.1:1/sse", "mcpx": {"idleTimeoutMs": 1000}}"#,
+    ] {
+        let text = format!("{{\n\"mcpServers\": {{\n\n  \"r\": {server}\n}}}}");
+        let e = config::parse(&text, Path::new("/etc/mcpx.json")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/etc/mcpx.json:4: mcpServers.r: mcpx.idleTimeoutMs is for stdio upstreams (a child process mcpx can stop)"
+        );
+    }
+}
+
+#[test]
+fn a_servers_value_error_says_the_line_its_entry_starts_on() {
+    let text = r#"{
+  // "bad": a comment naming the server first
+  "mcpServers": {
+    "good": { "command": "x", "env": { "bad": "1" } },
+
+    "bad": {
+      "command": "x",
+      "mcpx": { "restart": { "maxRestarts": 0 } }
+    }
+  }
+}"#;
+    let e = config::parse(text, Path::new("/etc/mcpx.json")).unwrap_err();
+    assert!(
+        matches!(&e, ConfigError::Value { line: Some(6), .. }),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "/etc/mcpx.json:6: mcpServers.bad: mcpx.restart.maxRestarts must be at least 1"
+    );
+    // A global value has no server line.
+    let e = config::parse(r#"{"mcpx":{"names":{"separator":"::"}}}"#, Path::new("f")).unwrap_err();
+    assert!(matches!(&e, ConfigError::Value { line: None, .. }), "{e:?}");
+    assert!(e.to_string().starts_with("f: mcpx.names.separator"), "{e}");
 }
