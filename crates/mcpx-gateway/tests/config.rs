@@ -350,3 +350,20 @@ fn a_servers_value_error_says_the_line_its_entry_starts_on() {
     assert!(matches!(&e, ConfigError::Value { line: None, .. }), "{e:?}");
     assert!(e.to_string().starts_with("f: mcpx.names.separator"), "{e}");
 }
+
+#[test]
+fn the_example_in_docs_config_md_parses() {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/config.md");
+    let text = std::fs::read_to_string(&doc).unwrap();
+    let example = text
+        .split("```jsonc\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap();
+    let c = config::parse(example, &doc).unwrap();
+    let files = &c.servers["files"].mcpx;
+    assert_eq!(files.start, StartMode::Lazy);
+    assert_eq!(files.restart.on_exit, OnExit::OnFailure);
+    assert!(c.servers["remote"].mcpx.health_check.is_some());
+    assert_eq!(c.global.drain_timeout, Duration::from_millis(5000));
+}
