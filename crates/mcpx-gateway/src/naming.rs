@@ -7,12 +7,26 @@
 //! * with a single upstream, names pass through unchanged;
 //! * with several, a name becomes `<namespace><separator><name>`;
 //! * characters outside `[A-Za-z0-9_.-]` become `_`;
-//! * a name longer than the limit (default 64, where many hosts cap) is cut and given a
-//!   stable 8-hex-digit hash of the full original, so it stays unique and stays the
-//!   same from run to run;
+//! * a name longer than the limit (default 64, where many hosts cap) is shortened and
+//!   given a stable 8-hex-digit hash of the full original (namespace, NUL, name), so it
+//!   stays unique and stays the same from run to run;
 //! * two upstream names that would show as the same name are a *collision*: the later
-//!   one (in upstream order, then list order) gets the hash suffix as well, and the
-//!   collision is reported, never silently dropped.
+//!   one (in upstream order, then list order) gets the hash as well, and the collision
+//!   is reported, never silently dropped.
+//!
+//! # Shortening
+//!
+//! The hash stands where the cut is. The namespace is cut first, since the tool's own
+//! name is what a model reads:
+//!
+//! 1. `<namespace head>_<hash><separator><name>`, the namespace cut to fit but kept to
+//!    at least 4 characters. The name is whole.
+//! 2. Failing that, the namespace is cut to 4 characters and the name loses its middle:
+//!    `<namespace head><separator><name head>_<hash>_<name tail>`. The name's start and
+//!    end stay readable.
+//!
+//! A single upstream's name (no namespace) goes straight to the second form. A limit
+//! too small for either keeps the start of the whole name and appends `_<hash>`.
 
 use std::collections::HashMap;
 
@@ -54,7 +68,8 @@ fn stable_hash(s: &str) -> u64 {
     })
 }
 
-fn sanitize(s: &str) -> String {
+/// `s` with every character outside `[A-Za-z0-9_.-]` replaced by `_`.
+pub(crate) fn sanitize(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
@@ -66,30 +81,78 @@ fn sanitize(s: &str) -> String {
         .collect()
 }
 
-/// `name` cut to fit `max_len` with `_<hash of key>` appended.
-fn hashed(name: &str, key: &str, max_len: usize) -> String {
-    let suffix = format!("_{:08x}", stable_hash(key) as u32);
-    let keep = max_len.saturating_sub(suffix.len());
-    // `name` is ASCII after sanitising, so any byte index is a char boundary.
-    let head = &name[..name.len().min(keep)];
-    format!("{head}{suffix}")
+/// The fewest characters of a namespace kept when a name is shortened.
+const MIN_NAMESPACE: usize = 4;
+
+/// The 8-hex-digit hash of an upstream's (namespace, name).
+fn hash8(namespace: &str, name: &str) -> String {
+    format!(
+        "{:08x}",
+        stable_hash(&format!("{namespace}\u{0}{name}")) as u32
+    )
+}
+
+/// `ns` (empty when names are not prefixed), `sep` and `name`, all sanitised (so
+/// ASCII: any byte index is a char boundary), made to fit `max_len` with `hash` in
+/// them (see the module doc, Shortening).
+fn shortened(ns: &str, sep: &str, name: &str, hash: &str, max_len: usize) -> String {
+    let sep = if ns.is_empty() { "" } else { sep };
+    // 1. The namespace cut, the name whole.
+    let floor = ns.len().min(MIN_NAMESPACE);
+    if !ns.is_empty() {
+        let room = max_len.checked_sub(1 + hash.len() + sep.len() + name.len());
+        if let Some(keep) = room.filter(|k| *k >= floor) {
+            let head = &ns[..ns.len().min(keep)];
+            return format!("{head}_{hash}{sep}{name}");
+        }
+    }
+    // 2. The namespace at its shortest, the name's middle cut.
+    let head = &ns[..floor];
+    let room = max_len.saturating_sub(head.len() + sep.len() + 2 + hash.len());
+    if room >= 2 && name.len() > room {
+        let start = room / 2;
+        let end = room - start;
+        let (a, b) = (&name[..start], &name[name.len() - end..]);
+        return format!("{head}{sep}{a}_{hash}_{b}");
+    }
+    // A limit too small for either: the start of the whole, then the hash.
+    let whole = format!("{ns}{sep}{name}");
+    let keep = max_len.saturating_sub(1 + hash.len());
+    let mut out = format!("{}_{hash}", &whole[..whole.len().min(keep)]);
+    out.truncate(max_len);
+    out
 }
 
 impl NameRules {
     /// The name a host sees for `name` of upstream `namespace`, before collisions.
     pub fn exposed(&self, namespace: &str, name: &str) -> String {
-        let full = if self.prefix {
-            format!("{namespace}{}{name}", self.separator)
+        self.shape(namespace, name, false)
+    }
+
+    /// The exposed name, with the hash even when it fits (`hashed`: a collision's
+    /// later name).
+    fn shape(&self, namespace: &str, name: &str, hashed: bool) -> String {
+        let ns = if self.prefix {
+            sanitize(namespace)
         } else {
-            name.to_owned()
+            String::new()
         };
-        let clean = sanitize(&full);
+        let sep = if self.prefix {
+            sanitize(&self.separator)
+        } else {
+            String::new()
+        };
+        let clean = sanitize(name);
         // When sanitising changed a name, two originals may now look alike; the hash is
         // added only if they actually collide (see `NameMap::build`).
-        if clean.len() <= self.max_len {
-            clean
+        let len = ns.len() + sep.len() + clean.len();
+        let hash = hash8(namespace, name);
+        if hashed && len + 1 + hash.len() <= self.max_len {
+            format!("{ns}{sep}{clean}_{hash}")
+        } else if hashed || len > self.max_len {
+            shortened(&ns, &sep, &clean, &hash, self.max_len)
         } else {
-            hashed(&clean, &format!("{namespace}\u{0}{name}"), self.max_len)
+            format!("{ns}{sep}{clean}")
         }
     }
 }
@@ -110,11 +173,7 @@ impl NameMap {
             let exposed = match map.back.get(&wanted) {
                 None => wanted,
                 Some(kept) => {
-                    let renamed = hashed(
-                        &wanted,
-                        &format!("{ns}\u{0}{name}"),
-                        rules.max_len.min(wanted.len() + 9),
-                    );
+                    let renamed = rules.shape(ns, name, true);
                     map.collisions.push(Collision {
                         wanted: wanted.clone(),
                         kept: kept.clone(),
@@ -186,6 +245,86 @@ mod tests {
             "stable across builds"
         );
         assert_eq!(a.resolve(&name), Some(("ns", long.as_str())));
+    }
+
+    fn valid(name: &str) -> bool {
+        name.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+    }
+
+    #[test]
+    fn a_long_namespace_is_cut_before_the_name() {
+        let ns = "averyveryverylongnamespace_for_a_servers";
+        assert_eq!(ns.len(), 40);
+        // 40 + 2 + 24 > 64. Cut from the end, the name kept 13 of its 24 characters.
+        let tool = "search_the_issue_tracker";
+        let name = rules(true).exposed(ns, tool);
+        assert!(name.len() <= 64, "{name}");
+        assert!(name.starts_with("avery"), "{name}");
+        assert!(name.ends_with(&format!("__{tool}")), "{name}");
+        assert!(valid(&name), "{name}");
+        assert_eq!(name, rules(true).exposed(ns, tool), "stable");
+        let hash = hash8(ns, tool);
+        assert!(name.contains(&format!("_{hash}__")), "{name}");
+        // A short tool name fits beside the whole namespace: nothing is cut.
+        let name = rules(true).exposed(ns, "tool_name");
+        assert_eq!(name, format!("{ns}__tool_name"), "it fits: unchanged");
+    }
+
+    #[test]
+    fn a_very_long_name_loses_only_its_middle() {
+        let ns = "averyveryverylongnamespace_for_a_servers";
+        let tool = format!("begin_{}_finish", "m".repeat(80));
+        let name = rules(true).exposed(ns, &tool);
+        assert_eq!(name.len(), 64, "{name}");
+        assert!(name.starts_with("aver__begin_m"), "{name}");
+        assert!(name.ends_with("m_finish"), "{name}");
+        assert!(name.contains(&format!("_{}_", hash8(ns, &tool))), "{name}");
+        assert!(valid(&name), "{name}");
+        // One upstream: no namespace, the same cut.
+        let name = rules(false).exposed(ns, &tool);
+        assert_eq!(name.len(), 64, "{name}");
+        assert!(
+            name.starts_with("begin_m") && name.ends_with("m_finish"),
+            "{name}"
+        );
+    }
+
+    #[test]
+    fn every_limit_is_kept() {
+        let ns = "n".repeat(30);
+        let tool = "t".repeat(30);
+        for max_len in 0..80 {
+            let r = NameRules {
+                max_len,
+                ..rules(true)
+            };
+            for (a, b) in [(ns.as_str(), tool.as_str()), ("ns", "x"), ("", "tool")] {
+                let name = r.exposed(a, b);
+                assert!(name.len() <= max_len, "{max_len}: {name}");
+                assert!(valid(&name), "{name}");
+                let renamed = r.shape(a, b, true);
+                assert!(renamed.len() <= max_len, "{max_len}: {renamed}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_collision_at_the_limit_keeps_the_name_tail() {
+        // Sanitised alike, and exactly at the limit: the later one's hash goes into
+        // its namespace, and both names stay whole.
+        let tool_a = format!("{} y", "x".repeat(40));
+        let tool_b = format!("{}_y", "x".repeat(40));
+        let ns = "namespace_of_twenty_"; // 20 + 2 + 42 = 64
+        let m = NameMap::build(&rules(true), [(ns, tool_a.as_str()), (ns, tool_b.as_str())]);
+        let first = m.exposed(ns, &tool_a).unwrap();
+        let second = m.exposed(ns, &tool_b).unwrap();
+        assert_eq!(first.len(), 64);
+        assert_ne!(first, second);
+        assert!(second.len() <= 64, "{second}");
+        assert!(second.ends_with(&format!("__{}", tool_b)), "{second}");
+        assert_eq!(m.collisions.len(), 1);
+        assert_eq!(m.resolve(second), Some((ns, tool_b.as_str())));
     }
 
     #[test]

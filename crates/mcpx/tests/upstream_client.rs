@@ -1419,8 +1419,8 @@ done
 }
 
 /// D-C13: with several upstreams every name is `<namespace>__<name>`, within
-/// `[A-Za-z0-9_.-]` and the configured length (here 40), a long name cut with a hash
-/// suffix; names that collide after that are all kept (the later one renamed), each
+/// `[A-Za-z0-9_.-]` and the configured length (here 40), a long name shortened with a
+/// hash in it; names that collide after that are all kept (the later one renamed), each
 /// routes to its own upstream tool, and the collision is logged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_are_namespaced_sanitised_bounded_and_collisions_reported() {
