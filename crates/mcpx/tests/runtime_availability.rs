@@ -203,7 +203,6 @@ async fn a_silent_upstream_does_not_hold_up_the_http_listener() {
     let session = Session::open(&gw.url(), R1125, Duration::from_millis(2500)).await;
     let v = session
         .request(
-            2,
             "tools/call",
             json!({"name": "mute__test_simple_text", "arguments": {}}),
         )

@@ -106,7 +106,6 @@ async fn a_call_in_flight_fails_when_its_child_dies() {
     .await;
 
     signal(child, "KILL");
-    let killed = Instant::now();
     let v = gw
         .response(id, "tools/call", Duration::from_secs(1))
         .await
@@ -116,7 +115,6 @@ async fn a_call_in_flight_fails_when_its_child_dies() {
                 gw.stderr()
             )
         });
-    assert!(killed.elapsed() <= Duration::from_secs(1));
     let message = v["error"]["message"]
         .as_str()
         .unwrap_or_else(|| panic!("expected an error, got {v}"));
@@ -130,11 +128,11 @@ async fn a_call_in_flight_fails_when_its_child_dies() {
 /// backoff and `maxRestarts` 3: a few starts (more than one, at most maxRestarts + 1),
 /// then none for another second (a crash loop waits `crashLoopRetryMs`, 5 min by
 /// default); a call to a tool in its namespace gets -32603 with `data.state`
-/// `crash_loop`; `mcpx probe` on the same configuration says `crash loop` and how the
-/// command exited.
+/// `crash_loop`, its message saying how the command exited; `mcpx probe` on the same
+/// configuration says `crash loop` and how the command exited.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quick_failures_in_a_row_end_in_a_crash_loop() {
-    let files = mcpx_testkit::scratch::dir("rt-crash-loop-files");
+    let files = mcpx_testkit::scratch::dir("rt-crashes");
     let restart = json!({"backoffMs": 50, "maxBackoffMs": 200, "maxRestarts": 3});
     let config = |starts: &Path| {
         json!({"mcpServers": {
@@ -181,6 +179,11 @@ async fn quick_failures_in_a_row_end_in_a_crash_loop() {
         .await
         .expect("no answer within 5 s to a call of the crash-looping upstream");
     assert_eq!(not_ready_state(&v, "crashy"), "crash_loop", "{v}");
+    // The cause: how the command ended.
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("status 1"),
+        "{v}"
+    );
     // The other upstream serves meanwhile.
     gw.call_until_ok("ok__test_simple_text", json!({}), Duration::from_secs(10))
         .await;

@@ -13,7 +13,7 @@
 //! * [`Deadline`] and [`wait_for`]: every wait polls a condition with a bound.
 //!
 //! Each gateway, when dropped, kills the process groups of the upstream children it
-//! saw, so a failing test leaves no `sleep 600` behind.
+//! saw (it looks every 50 ms), so a failing test leaves no `sleep 600` behind.
 //!
 //! Declared by each test file as
 //! `#[path = "common/runtime.rs"] mod runtime;` next to `mod common;`.
@@ -365,30 +365,50 @@ pub fn tool_names(result: &Value) -> Vec<String> {
 
 // ---- the upstream processes a gateway started ---------------------------------------
 
-/// The process groups of the upstreams a gateway started, killed when it is dropped.
-#[derive(Debug, Default)]
+/// The process groups of the upstreams a gateway started: recorded every 50 ms while
+/// the gateway lives (and whenever a test looks), all killed when it is dropped, so a
+/// failing test, or an mcpx that dies before its upstreams, leaves none behind.
+#[derive(Debug)]
 struct Groups {
-    pgids: BTreeSet<u32>,
+    parent: u32,
+    pgids: Arc<Mutex<BTreeSet<u32>>>,
+}
+
+fn record_groups(parent: u32, into: &Mutex<BTreeSet<u32>>) {
+    for p in children(parent) {
+        if let Some(s) = stat(p) {
+            into.lock().unwrap().insert(s.pgrp);
+        }
+    }
 }
 
 impl Groups {
-    /// Records the groups of `parent`'s living children.
-    fn record(&mut self, parent: u32) {
-        for p in children(parent) {
-            if let Some(s) = stat(p) {
-                self.pgids.insert(s.pgrp);
+    /// Starts recording the groups of `parent`'s children.
+    fn watch(parent: u32) -> Groups {
+        let pgids = Arc::new(Mutex::new(BTreeSet::new()));
+        let weak = Arc::downgrade(&pgids);
+        tokio::spawn(async move {
+            while let Some(p) = weak.upgrade() {
+                record_groups(parent, &p);
+                drop(p);
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-        }
+        });
+        Groups { parent, pgids }
     }
 
-    fn kill_all(&mut self, parent: u32) {
-        self.record(parent);
-        for g in std::mem::take(&mut self.pgids) {
+    fn record(&self) {
+        record_groups(self.parent, &self.pgids);
+    }
+
+    fn kill_all(&self) {
+        self.record();
+        let own = stat(std::process::id()).map(|s| s.pgrp);
+        for g in std::mem::take(&mut *self.pgids.lock().unwrap()) {
             // Never this test process's own group.
-            if stat(std::process::id()).is_some_and(|s| s.pgrp == g) {
-                continue;
+            if Some(g) != own && g > 1 {
+                signal_group(g, "KILL");
             }
-            signal_group(g, "KILL");
         }
     }
 }
@@ -433,8 +453,7 @@ impl Gateway {
     /// Starts `mcpx serve --config <config> args…` as a host of `rev` would.
     pub async fn start(tag: &str, config: &Value, rev: Revision, args: &[&str]) -> Gateway {
         let dir = mcpx_testkit::scratch::dir(&format!("rt-{tag}"));
-        let cfg = dir.join("mcpx.json");
-        std::fs::write(&cfg, serde_json::to_string_pretty(config).unwrap()).unwrap();
+        let cfg = config_file(&dir, config);
         let mut child = Command::new(MCPX)
             .args(["serve", "--config"])
             .arg(&cfg)
@@ -476,14 +495,24 @@ impl Gateway {
             dir,
             cfg,
             stderr,
-            groups: Groups::default(),
+            groups: Groups::watch(pid),
         }
     }
 
     pub async fn send(&mut self, v: &Value) {
         let s = self.stdin.as_mut().expect("stdin already closed");
-        s.write_all(format!("{v}\n").as_bytes()).await.unwrap();
-        s.flush().await.unwrap();
+        let sent = match s.write_all(format!("{v}\n").as_bytes()).await {
+            Ok(()) => s.flush().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            // mcpx is gone: say why, from what it wrote last.
+            let _ = self.wait_exit(Duration::from_secs(2)).await;
+            panic!(
+                "cannot write to mcpx ({e}): it exited; its stderr:\n{}",
+                self.stderr()
+            );
+        }
     }
 
     /// The next line mcpx writes within `within` (the line and its frame); `None` when
@@ -539,15 +568,23 @@ impl Gateway {
         let id = self.send_request(method, params).await;
         match self.response(id, method, Duration::from_secs(20)).await {
             Some(v) => v,
-            None => panic!(
-                "no answer to {method} ({}); mcpx's stderr:\n{}",
-                if self.lines.is_closed() && self.lines.is_empty() {
-                    "mcpx closed its stdout"
-                } else {
-                    "not within 20 s"
-                },
-                self.stderr()
-            ),
+            None => {
+                let closed = self.lines.is_closed() && self.lines.is_empty();
+                if closed {
+                    // Let its last words reach the stderr reader.
+                    let _ = self.wait_exit(Duration::from_secs(2)).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                panic!(
+                    "no answer to {method} ({}); mcpx's stderr:\n{}",
+                    if closed {
+                        "mcpx closed its stdout"
+                    } else {
+                        "not within 20 s"
+                    },
+                    self.stderr()
+                )
+            }
         }
     }
 
@@ -671,13 +708,13 @@ impl Gateway {
 
     /// The living children of mcpx (their groups are recorded for cleanup).
     pub fn children(&mut self) -> Vec<u32> {
-        self.groups.record(self.pid);
+        self.groups.record();
         children(self.pid)
     }
 
     /// The one living child of mcpx tagged `tag`, if there is exactly one.
     pub fn upstream_pid(&mut self, tag: &str) -> Option<u32> {
-        self.groups.record(self.pid);
+        self.groups.record();
         match tagged_children(self.pid, tag)[..] {
             [p] => Some(p),
             _ => None,
@@ -693,7 +730,7 @@ impl Gateway {
                 .find(|p| Some(*p) != old)
         })
         .await;
-        self.groups.record(self.pid);
+        self.groups.record();
         found.unwrap_or_else(|| {
             panic!(
                 "no {}child of mcpx for upstream {tag} within {within:?} (children: {:?}); mcpx's stderr:\n{}",
@@ -720,8 +757,18 @@ impl Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        self.groups.kill_all(self.pid);
+        self.groups.kill_all();
     }
+}
+
+/// Writes `config` to `dir/config/mcpx.json`: a directory of its own, so that what a
+/// watcher of the file's directory sees is the file's changes only (not the wire log's
+/// or the era cache's writes in `dir`).
+fn config_file(dir: &Path, config: &Value) -> PathBuf {
+    let cfg = dir.join("config").join("mcpx.json");
+    std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    std::fs::write(&cfg, serde_json::to_string_pretty(config).unwrap()).unwrap();
+    cfg
 }
 
 /// The frames in `dir/wire.jsonl` (a line being written is skipped).
@@ -762,8 +809,7 @@ impl HttpGateway {
         within: Duration,
     ) -> HttpGateway {
         let dir = mcpx_testkit::scratch::dir(&format!("rt-{tag}"));
-        let cfg = dir.join("mcpx.json");
-        std::fs::write(&cfg, serde_json::to_string_pretty(config).unwrap()).unwrap();
+        let cfg = config_file(&dir, config);
         let started = Instant::now();
         let mut child = Command::new(MCPX)
             .args(["serve", "--config"])
@@ -782,30 +828,34 @@ impl HttpGateway {
         let pid = child.id().unwrap();
         let stderr = Arc::new(Mutex::new(String::new()));
         keep_stderr(child.stderr.take().unwrap(), stderr.clone());
+        // Built before the wait, so that a panic drops it: mcpx and its upstreams
+        // are killed.
+        let mut gw = HttpGateway {
+            child,
+            pid,
+            port: 0,
+            dir,
+            cfg,
+            announced_after: Duration::ZERO,
+            stderr,
+            groups: Groups::watch(pid),
+        };
         let port = poll(within, || {
-            let text = stderr.lock().unwrap();
+            let text = gw.stderr.lock().unwrap();
             let rest = text.split("Streamable HTTP at http://127.0.0.1:").nth(1)?;
             let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
             digits.parse::<u16>().ok()
         })
         .await;
-        let announced_after = started.elapsed();
+        gw.announced_after = started.elapsed();
         let Some(port) = port else {
             panic!(
                 "mcpx serve --http announced no address within {within:?}; its stderr:\n{}",
-                stderr.lock().unwrap()
+                gw.stderr()
             );
         };
-        HttpGateway {
-            child,
-            pid,
-            port,
-            dir,
-            cfg,
-            announced_after,
-            stderr,
-            groups: Groups::default(),
-        }
+        gw.port = port;
+        gw
     }
 
     pub fn url(&self) -> String {
@@ -821,7 +871,7 @@ impl HttpGateway {
     }
 
     pub fn upstream_pid(&mut self, tag: &str) -> Option<u32> {
-        self.groups.record(self.pid);
+        self.groups.record();
         match tagged_children(self.pid, tag)[..] {
             [p] => Some(p),
             _ => None,
@@ -829,7 +879,7 @@ impl HttpGateway {
     }
 
     pub fn children(&mut self) -> Vec<u32> {
-        self.groups.record(self.pid);
+        self.groups.record();
         children(self.pid)
     }
 
@@ -843,7 +893,7 @@ impl HttpGateway {
 
 impl Drop for HttpGateway {
     fn drop(&mut self) {
-        self.groups.kill_all(self.pid);
+        self.groups.kill_all();
     }
 }
 
@@ -880,6 +930,8 @@ pub fn validate_all(rev: Revision, frames: &[Value]) {
 pub struct Session {
     client: reqwest::Client,
     url: String,
+    /// The id of the session's next request (shared by its clones).
+    next_id: Arc<std::sync::atomic::AtomicI64>,
     pub sid: String,
     pub rev: Revision,
 }
@@ -919,6 +971,7 @@ impl Session {
         let s = Session {
             client,
             url: url.to_owned(),
+            next_id: Arc::new(std::sync::atomic::AtomicI64::new(1)),
             sid,
             rev,
         };
@@ -942,7 +995,10 @@ impl Session {
     }
 
     /// A request; its response within 30 s.
-    pub async fn request(&self, id: i64, method: &str, params: Value) -> Value {
+    pub async fn request(&self, method: &str, params: Value) -> Value {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let body = tokio::time::timeout(Duration::from_secs(30), async {
             self.post(&frame)
@@ -970,23 +1026,22 @@ impl Session {
     }
 
     /// Every tool name (all pages).
-    pub async fn tools(&self, id: i64) -> Vec<String> {
+    pub async fn tools(&self) -> Vec<String> {
         let mut names = Vec::new();
         let mut cursor: Option<String> = None;
-        for page in 0.. {
+        loop {
             let params = match &cursor {
                 Some(c) => json!({"cursor": c}),
                 None => json!({}),
             };
-            let v = self.request(id * 100 + page, "tools/list", params).await;
+            let v = self.request("tools/list", params).await;
             let r = v.get("result").unwrap_or_else(|| panic!("tools/list: {v}"));
             names.extend(tool_names(r));
             match r["nextCursor"].as_str() {
                 Some(c) => cursor = Some(c.to_owned()),
-                None => break,
+                None => return names,
             }
         }
-        names
     }
 
     /// The session's GET stream, read in the background.
