@@ -280,9 +280,7 @@ async fn sighup_reloads_on_stdio() {
     let a1 = gw.wait_upstream("a", None, Duration::from_secs(10)).await;
     let b1 = gw.wait_upstream("b", None, Duration::from_secs(10)).await;
     // Notifications of the startup are not the reload's.
-    let quiet = Deadline::after(Duration::from_secs(5));
-    while !quiet.passed() && gw.next(Duration::from_millis(500)).await.is_some() {}
-    gw.backlog.clear();
+    gw.drain(Duration::from_millis(500)).await;
 
     let mut second = servers(&[], false, true);
     second["mcpx"] = limits;

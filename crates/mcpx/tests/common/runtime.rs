@@ -673,6 +673,15 @@ impl Gateway {
         }
     }
 
+    /// Reads what mcpx has written until it has been quiet for `quiet` (for at most
+    /// 5 s) and forgets it: what came before a point in the test is not taken for
+    /// what comes after.
+    pub async fn drain(&mut self, quiet: Duration) {
+        let d = Deadline::after(Duration::from_secs(5));
+        while !d.passed() && self.next_line(quiet.min(d.left())).await.is_some() {}
+        self.backlog.clear();
+    }
+
     /// Removes the notifications `method` from the backlog; returns how many there were.
     pub fn take_notes(&mut self, method: &str) -> usize {
         let before = self.backlog.len();
