@@ -60,7 +60,32 @@ impl AnyUpstream {
     pub fn is_closed(&self) -> bool {
         match self {
             AnyUpstream::Child(c) => c.is_closed(),
-            _ => false,
+            AnyUpstream::Sse(s) => s.is_closed(),
+            AnyUpstream::Http(_) => false,
+        }
+    }
+
+    /// Resolves once the transport is known dead, with why: a child that exited, an
+    /// HTTP+SSE stream that ended. Streamable HTTP connects per request and is never
+    /// known dead this way, so its future never resolves.
+    pub fn closed(&self) -> std::pin::Pin<Box<dyn Future<Output = String> + Send + 'static>> {
+        match self {
+            AnyUpstream::Child(c) => Box::pin(c.closed()),
+            AnyUpstream::Sse(s) => Box::pin(s.closed()),
+            AnyUpstream::Http(_) => Box::pin(std::future::pending()),
+        }
+    }
+
+    /// Whether a child exited with status 0 (stdio only).
+    pub fn exited_cleanly(&self) -> bool {
+        matches!(self, AnyUpstream::Child(c) if c.exited_cleanly())
+    }
+
+    /// The child's process id (stdio only).
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            AnyUpstream::Child(c) => c.pid(),
+            _ => None,
         }
     }
 

@@ -352,6 +352,23 @@ impl Connection {
         self.inner.up.is_closed()
     }
 
+    /// Resolves once the connection is known dead (a child that exited, an HTTP+SSE
+    /// stream that ended), with why; never for Streamable HTTP, whose failures show
+    /// on requests instead.
+    pub fn closed(&self) -> impl Future<Output = String> + Send + 'static {
+        self.inner.up.closed()
+    }
+
+    /// Whether a stdio upstream's process exited with status 0.
+    pub fn exited_cleanly(&self) -> bool {
+        self.inner.up.exited_cleanly()
+    }
+
+    /// The child's process id, for a stdio upstream.
+    pub fn pid(&self) -> Option<u32> {
+        self.inner.up.pid()
+    }
+
     /// The transport's name (stdio, Streamable HTTP, HTTP+SSE).
     pub fn transport_kind(&self) -> &'static str {
         self.inner.up.kind()

@@ -92,3 +92,69 @@ pub enum ClientError {
         message: String,
     },
 }
+
+impl ClientError {
+    /// The kind of cause, one word: what a host's error `data.cause` and a metric's
+    /// label say. `spawn` (the program could not start), `exited` (the connection
+    /// closed: a process that exited, a stream that ended), `io`, `http`, `timeout`,
+    /// `unauthorized`, `cancelled`, `ended`, `handshake`, `result_unknown`, `remote`
+    /// (a JSON-RPC error), `protocol`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ClientError::Transport { source, .. } => match source {
+                TransportError::Spawn { .. } => "spawn",
+                TransportError::Closed { .. } => "exited",
+                TransportError::Io(_) => "io",
+                TransportError::Http { .. } | TransportError::Redirected { .. } => "http",
+                TransportError::Auth { .. } => "unauthorized",
+                TransportError::SessionExpired => "session_expired",
+                TransportError::Protocol(_) => "protocol",
+                TransportError::Timeout(_) => "timeout",
+            },
+            ClientError::Unauthorized { .. } => "unauthorized",
+            ClientError::Timeout { .. } => "timeout",
+            ClientError::Cancelled { .. } => "cancelled",
+            ClientError::EndedByUpstream { .. } => "ended",
+            ClientError::Handshake { .. } => "handshake",
+            ClientError::ResultUnknown { .. } => "result_unknown",
+            ClientError::Remote { .. } => "remote",
+            ClientError::Protocol { .. } => "protocol",
+        }
+    }
+
+    /// The upstream this error names.
+    pub fn upstream(&self) -> &str {
+        match self {
+            ClientError::Transport { upstream, .. }
+            | ClientError::Unauthorized { upstream, .. }
+            | ClientError::Timeout { upstream, .. }
+            | ClientError::Cancelled { upstream, .. }
+            | ClientError::EndedByUpstream { upstream, .. }
+            | ClientError::Handshake { upstream, .. }
+            | ClientError::ResultUnknown { upstream, .. }
+            | ClientError::Remote { upstream, .. }
+            | ClientError::Protocol { upstream, .. } => upstream,
+        }
+    }
+
+    /// The message without its leading `upstream NAME: `, for a sentence that names
+    /// the upstream already.
+    pub fn reason(&self) -> String {
+        let full = self.to_string();
+        let prefix = format!("upstream {}: ", self.upstream());
+        match full.strip_prefix(&prefix) {
+            Some(rest) => rest.to_owned(),
+            None => full,
+        }
+    }
+
+    /// Whether the connection this came from is unusable: the transport failed or
+    /// the handshake did (a JSON-RPC error, a timeout or a refused credential leave it
+    /// as it was).
+    pub fn breaks_connection(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Transport { .. } | ClientError::Handshake { .. }
+        )
+    }
+}

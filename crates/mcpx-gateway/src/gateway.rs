@@ -15,13 +15,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use mcpx_client::{
-    CallEvent, CallOptions, ClientError, Connection, EraCache, ServerFacts, Target,
-    TargetTransport, connect,
+    CallEvent, CallOptions, ClientError, Connection, EraCache, ServerFacts, Target, TargetTransport,
 };
 use mcpx_protocol::error::{
     INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED,
 };
-use mcpx_protocol::header::param_headers;
 use mcpx_protocol::jsonrpc::Json;
 use mcpx_protocol::lower::elicitation;
 use mcpx_protocol::lower::{
@@ -35,112 +33,93 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
+use crate::catalog::{self, Catalog, ListKind, ToolFacts};
 use crate::config::{Config, ServerConfig, Transport};
-use crate::naming::{NameMap, NameRules};
+use crate::error::{Cause, GatewayError};
+use crate::id::UpstreamId;
+use crate::naming::NameRules;
+use crate::reload;
+use crate::upstream::{self, State, Upstream};
 
 // Gateway tasks (H13): a child module, so it drives calls through the routing here.
 #[path = "tasks.rs"]
 mod tasks;
 
-/// The lists the catalog merges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ListKind {
-    /// `tools/list`
-    Tools,
-    /// `prompts/list`
-    Prompts,
-    /// `resources/list`
-    Resources,
-    /// `resources/templates/list`
-    Templates,
-}
-
-impl ListKind {
-    fn method(self) -> &'static str {
-        match self {
-            ListKind::Tools => "tools/list",
-            ListKind::Prompts => "prompts/list",
-            ListKind::Resources => "resources/list",
-            ListKind::Templates => "resources/templates/list",
-        }
-    }
-    fn key(self) -> &'static str {
-        match self {
-            ListKind::Tools => "tools",
-            ListKind::Prompts => "prompts",
-            ListKind::Resources => "resources",
-            ListKind::Templates => "resourceTemplates",
-        }
-    }
-    fn capability(self) -> &'static str {
-        match self {
-            ListKind::Tools => "tools",
-            ListKind::Prompts => "prompts",
-            ListKind::Resources | ListKind::Templates => "resources",
-        }
-    }
-    fn changed_notification(self) -> &'static str {
-        match self {
-            ListKind::Tools => "notifications/tools/list_changed",
-            ListKind::Prompts => "notifications/prompts/list_changed",
-            ListKind::Resources | ListKind::Templates => "notifications/resources/list_changed",
-        }
-    }
-}
-
-/// The merged lists.
+/// The upstreams in force, in configuration order; swapped whole by a reload.
 #[derive(Debug, Default)]
-pub struct Catalog {
-    /// Each list's items as the host sees them (renamed where names are mapped).
-    lists: HashMap<&'static str, Vec<Value>>,
-    tool_names: NameMap,
-    prompt_names: NameMap,
-    /// What every `tools/call` needs to know of its tool, by exposed name: read once per
-    /// refresh, not searched for in the list on each call.
-    tools: HashMap<String, ToolFacts>,
-    /// The `x-mcp-header` annotations of the tools that have any, by exposed name: the
-    /// Streamable HTTP server checks a 2026-07-28 call's `Mcp-Param-*` headers against
-    /// them on every call, and finding the tool in the list and reading its schema
-    /// each time cost a walk of the whole list (a gateway's can be hundreds long).
-    param_headers: HashMap<String, Vec<mcpx_protocol::header::ParamHeader>>,
-    /// Resource URIs to their upstream.
-    by_uri: HashMap<String, usize>,
-    /// URI template prefixes (up to the first `{`) to their upstream, longest first.
-    template_prefixes: Vec<(String, usize)>,
+pub struct Upstreams {
+    list: Vec<Arc<Upstream>>,
+    by_id: HashMap<UpstreamId, Arc<Upstream>>,
 }
 
-/// A listed tool's facts a call acts on.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct ToolFacts {
-    /// Annotated read-only or idempotent: a re-issue is safe (B-C10).
-    pub(super) idempotent: bool,
-    /// Its `execution.taskSupport`.
-    pub(super) support: mcpx_protocol::task::TaskSupport,
+impl Upstreams {
+    fn new(list: Vec<Arc<Upstream>>) -> Upstreams {
+        let by_id = list.iter().map(|u| (u.id.clone(), u.clone())).collect();
+        Upstreams { list, by_id }
+    }
+
+    /// In configuration order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Upstream>> {
+        self.list.iter()
+    }
+
+    /// The upstream of this id.
+    pub fn get(&self, id: &str) -> Option<&Arc<Upstream>> {
+        self.by_id.get(id)
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
 }
 
-/// One upstream and its connection.
-#[derive(Debug)]
-struct Slot {
-    name: String,
-    namespace: String,
-    config: ServerConfig,
-    target: Target,
-    conn: tokio::sync::Mutex<Option<Connection>>,
-    last_error: Mutex<Option<String>>,
-    /// What the upstream offered when last connected.
-    last_facts: Mutex<Option<Arc<ServerFacts>>>,
-    /// One permit per sampling or elicitation ask of this upstream that mcpx may hold
-    /// toward hosts at once (`askMaxPending`, register E-15).
-    asks: Arc<tokio::sync::Semaphore>,
-}
-
-/// The gateway.
+/// The gateway: the upstreams, the merged catalog, and what hosts hold across requests.
+///
+/// # Locks
+///
+/// Every `std::sync` lock here guards one field, is held for a few instructions and
+/// never across an `.await`, and no two are held at once, except in
+/// [`Gateway::rebuild`], which holds `rebuilding` while it reads `upstreams` and then
+/// writes `catalog` (order: `rebuilding`, then `upstreams`, then `catalog`), so that
+/// two rebuilds cannot swap in an older catalog over a newer one. The one async lock,
+/// `listen_holds`, is held across the upstream call it decides (see there) and is taken
+/// before `subscribers`.
+///
+/// # Invariants
+///
+/// * The catalog was built from the upstreams in `upstreams` (or their predecessors,
+///   until the rebuild a reload ends with): a route names an upstream by id, and an id
+///   the upstream set lacks means a reload removed it ([`GatewayError::Removed`]).
+/// * Work held across requests names its upstream by [`UpstreamId`] (ask progress
+///   routes, url elicitations, subscription holds) or holds the [`Upstream`] itself
+///   (parked calls, tasks), never an index.
 #[derive(Debug)]
 pub struct Gateway {
-    slots: Vec<Arc<Slot>>,
-    config: Config,
+    /// The configuration in force (swapped whole by a reload).
+    config: RwLock<Arc<Config>>,
     era_cache: EraCache,
-    catalog: RwLock<Catalog>,
+    upstreams: RwLock<Arc<Upstreams>>,
+    catalog: RwLock<Arc<Catalog>>,
+    /// Held while a catalog is built and swapped in (see the type's doc).
+    rebuilding: Mutex<()>,
+    /// Catalog warnings already logged: each is logged once.
+    warned: Mutex<std::collections::HashSet<String>>,
+    /// Upstreams whose first lists are in the catalog (a host's first request waits
+    /// for them, up to `startupWaitMs`).
+    listed: Mutex<std::collections::HashSet<UpstreamId>>,
+    /// Told whenever an upstream settles or is listed.
+    progress: tokio::sync::Notify,
+    /// Every upstream settled its first start, or `startupWaitMs` passed: requests no
+    /// longer wait.
+    settled: std::sync::atomic::AtomicBool,
+    /// The supervisors' tasks, for shutdown.
+    supervisors: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// List changes, for hosts (legacy sessions and modern listen streams).
     changes: broadcast::Sender<ListKind>,
     /// Upstreams' `notifications/resources/updated`, for modern hosts' listen streams.
@@ -151,15 +130,15 @@ pub struct Gateway {
     offered: Mutex<Offered>,
     /// Fired when mcpx shuts down: its listen streams end gracefully (H1).
     stopping: tokio_util::sync::CancellationToken,
-    /// Legacy hosts subscribed to each resource URI, with the token that ends mcpx's own
-    /// listen stream for it (modern upstreams).
+    /// Legacy hosts subscribed to each resource URI (as the host names it), with the
+    /// token that ends mcpx's own listen stream for it (modern upstreams).
     subscribers: Mutex<HashMap<String, Vec<(Peer, tokio_util::sync::CancellationToken)>>>,
     /// Modern hosts' listens holding mcpx's `resources/subscribe` at a legacy upstream,
-    /// counted by (upstream, URI). That one upstream subscription is shared with the
-    /// legacy hosts in `subscribers`; mcpx unsubscribes only when no host of either kind
-    /// holds it (D-C4). An async lock, held across the upstream call it decides, so an
-    /// unsubscribe cannot overtake a newer subscribe to the same URI.
-    listen_holds: tokio::sync::Mutex<HashMap<(usize, String), usize>>,
+    /// counted by (upstream, upstream's URI). That one upstream subscription is shared
+    /// with the legacy hosts in `subscribers`; mcpx unsubscribes only when no host of
+    /// either kind holds it (D-C4). An async lock, held across the upstream call it
+    /// decides, so an unsubscribe cannot overtake a newer subscribe to the same URI.
+    listen_holds: tokio::sync::Mutex<HashMap<(UpstreamId, String), usize>>,
     /// Calls of modern hosts to legacy upstreams, parked while the host answers an
     /// `input_required` result, by `requestState` token.
     parked: Mutex<HashMap<String, Parked>>,
@@ -172,18 +151,17 @@ pub struct Gateway {
     /// Url-mode elicitations relayed to 2025-11-25 hosts: (upstream, elicitationId) and
     /// the host session it went to, oldest first, so the upstream's
     /// `notifications/elicitation/complete` reaches that host only (E-12).
-    url_elicitations: Mutex<std::collections::VecDeque<(usize, String, Peer)>>,
+    url_elicitations: Mutex<std::collections::VecDeque<(UpstreamId, String, Peer)>>,
     /// The most verbose log level any legacy host asked for, applied to legacy upstreams.
     upstream_log_level: Mutex<Option<Level>>,
     /// Asks relayed to legacy hosts with a progress token: the token mcpx gave the host
-    /// (random, so no other host can reach the ask) to the asking upstream's slot and
-    /// its own token (C-C6).
-    ask_progress: Mutex<HashMap<String, (usize, Value)>>,
+    /// (random, so no other host can reach the ask) to the asking upstream and its own
+    /// token (C-C6).
+    ask_progress: Mutex<HashMap<String, (UpstreamId, Value)>>,
     /// Gateway tasks (H13), bounded by `mcpx.limits.maxTasks`/`taskTtlMs`.
     tasks: tasks::Store,
 }
 
-/// A `subscriptions/listen` call has no response to wait for: it lasts as long as
 /// the connection.
 const LISTEN_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
 /// The `requestState` prefix of a call mcpx parked (followed by a random token).
@@ -198,7 +176,10 @@ const MAX_URL_ELICITATIONS: usize = 256;
 /// A modern host's call to a legacy upstream, waiting for the host's answers.
 #[derive(Debug)]
 struct Parked {
-    upstream: usize,
+    upstream: Arc<Upstream>,
+    /// The facts of the connection the upstream call runs on, and its generation.
+    facts: Arc<ServerFacts>,
+    conn_generation: u64,
     method: String,
     /// The tool or prompt name or resource URI the host's call named: a retry must
     /// name the same (E-30).
@@ -254,8 +235,8 @@ fn stamp_related(params: &mut Value, id: &mcpx_protocol::Id) {
 
 /// A `tools/call` or `prompts/get` routed by its `params.name`.
 pub(super) struct Routed<'a> {
-    /// The upstream's index.
-    pub(super) upstream: usize,
+    /// The upstream.
+    pub(super) upstream: Arc<Upstream>,
     /// The name the host called (mcpx's, possibly namespaced).
     pub(super) exposed: Cow<'a, str>,
     /// The params to send upstream: the host's, borrowed, when the names agree; renamed
@@ -403,7 +384,7 @@ fn prepare_sampling(call: &Call, params: &mut Value) -> Result<(), SamplingRefus
 
 /// Forgets an ask's progress route when the ask ends (answered, failed or dropped).
 struct ProgressRoute<'a> {
-    routes: &'a Mutex<HashMap<String, (usize, Value)>>,
+    routes: &'a Mutex<HashMap<String, (UpstreamId, Value)>>,
     token: String,
 }
 
@@ -532,6 +513,49 @@ fn fault(code: i64, message: String, host: Revision) -> Fault {
     Fault::new(code, message, host)
 }
 
+/// A `resources/read` result of a URI the host named `exposed` and the upstream knows
+/// as `theirs` (see [`Catalog::resource`]): its contents name the URI as the host does.
+fn expose_contents(mut reply: Reply, exposed: &str, theirs: &str) -> Reply {
+    let Ok(mut v) = serde_json::from_str::<Value>(reply.result.as_str()) else {
+        return reply;
+    };
+    let mut changed = false;
+    if let Some(items) = v.get_mut("contents").and_then(Value::as_array_mut) {
+        for item in items {
+            if item.get("uri").and_then(Value::as_str) == Some(theirs) {
+                item["uri"] = json!(exposed);
+                changed = true;
+            }
+        }
+    }
+    if changed {
+        reply.result = Json::of_value(&v);
+    }
+    reply
+}
+
+/// Takes `old` out of service after a reload replaced or removed it: its calls in
+/// flight get up to `drain` to finish, then its supervisor stops it (a child gets
+/// SIGTERM, then SIGKILL) and this returns once it has.
+async fn retire(old: Arc<Upstream>, drain: Duration) {
+    old.retire();
+    if !old.supervisor().drain(drain).await {
+        tracing::warn!(
+            upstream = %old.id,
+            "{} call(s) still in flight after {drain:?} (drainMs); stopping it anyway",
+            old.supervisor().in_flight()
+        );
+    }
+    let mut status = old.supervisor().watch();
+    old.supervisor().command(upstream::Command::Stop);
+    let stopped = status
+        .wait_for(|s| s.state == upstream::State::Stopped)
+        .await;
+    if stopped.is_err() {
+        tracing::debug!(upstream = %old.id, "its supervisor is gone");
+    }
+}
+
 fn raw(v: &Value) -> Result<Box<RawValue>, Fault> {
     RawValue::from_string(v.to_string())
         .map_err(|e| fault(INTERNAL_ERROR, e.to_string(), Revision::NEWEST))
@@ -592,33 +616,22 @@ pub fn upstream_target(config: &Config, name: &str, s: &ServerConfig) -> Target 
 }
 
 impl Gateway {
-    /// A gateway for `config`. Call [`Gateway::start`] to connect the upstreams.
+    /// A gateway for `config`. Call [`Gateway::start`] to start the upstreams'
+    /// supervisors.
     pub fn new(config: Config, era_cache: EraCache) -> Arc<Gateway> {
-        let slots = config
-            .servers
-            .iter()
-            .filter(|(_, s)| !s.disabled)
-            .map(|(name, s)| {
-                let target = upstream_target(&config, name, s);
-                Arc::new(Slot {
-                    name: name.clone(),
-                    namespace: s.mcpx.namespace.clone().unwrap_or_else(|| name.clone()),
-                    config: s.clone(),
-                    target,
-                    conn: tokio::sync::Mutex::new(None),
-                    last_error: Mutex::new(None),
-                    last_facts: Mutex::new(None),
-                    asks: Arc::new(tokio::sync::Semaphore::new(config.global.ask_max_pending)),
-                })
-            })
-            .collect();
         let (changes, _) = broadcast::channel(64);
         let (updates, _) = broadcast::channel(64);
         Arc::new(Gateway {
-            slots,
-            config,
+            config: RwLock::new(Arc::new(config)),
             era_cache,
-            catalog: RwLock::new(Catalog::default()),
+            upstreams: RwLock::new(Arc::new(Upstreams::default())),
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            rebuilding: Mutex::new(()),
+            warned: Mutex::new(std::collections::HashSet::new()),
+            listed: Mutex::new(std::collections::HashSet::new()),
+            progress: tokio::sync::Notify::new(),
+            settled: std::sync::atomic::AtomicBool::new(false),
+            supervisors: Mutex::new(Vec::new()),
             changes,
             updates,
             legacy_peers: Mutex::new(Vec::new()),
@@ -637,18 +650,136 @@ impl Gateway {
         })
     }
 
-    /// Connects every upstream (concurrently) and builds the catalog. Upstreams that
-    /// fail are reported and retried on use; the others serve.
-    pub async fn start(self: &Arc<Self>) {
-        let mut tasks = tokio::task::JoinSet::new();
-        for (i, _) in self.slots.iter().enumerate() {
-            let gw = self.clone();
-            tasks.spawn(async move {
-                let _ = gw.connection(i).await;
-            });
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// The upstreams in force.
+    pub fn upstreams(&self) -> Arc<Upstreams> {
+        self.upstreams
+            .read()
+            .map(|u| u.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// The upstream named `id`, if the configuration in force has it.
+    pub fn upstream(&self, id: &str) -> Option<Arc<Upstream>> {
+        self.upstreams().get(id).cloned()
+    }
+
+    /// The catalog in force (a snapshot: never held across an await by anyone).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Whether names carry namespaces (several upstreams are configured).
+    fn namespaced(&self) -> bool {
+        self.upstreams().len() > 1
+    }
+
+    /// Starts a supervisor for every configured upstream and returns at once: hosts
+    /// are served while upstreams connect, and each joins the catalog as it comes up
+    /// (hosts are told with `list_changed`).
+    pub fn start(self: &Arc<Self>) {
+        let config = self.config();
+        let mut list = Vec::new();
+        for (name, s) in config.servers.iter().filter(|(_, s)| !s.disabled) {
+            list.push(self.spawn_upstream(&config, name, s, None));
         }
-        while tasks.join_next().await.is_some() {}
-        self.refresh().await;
+        if let Ok(mut u) = self.upstreams.write() {
+            *u = Arc::new(Upstreams::new(list));
+        }
+        self.rebuild();
+    }
+
+    /// Makes upstream `name` and starts its supervisor; `predecessor` (a reload's
+    /// changed entry) is drained and stopped before it starts, and lends it its lists.
+    fn spawn_upstream(
+        self: &Arc<Self>,
+        config: &Config,
+        name: &str,
+        s: &ServerConfig,
+        predecessor: Option<Arc<Upstream>>,
+    ) -> Arc<Upstream> {
+        let target = upstream_target(config, name, s);
+        let (up, commands) = Upstream::new(
+            UpstreamId::new(name),
+            s.clone(),
+            target,
+            self.era_cache.clone(),
+            config.global.ask_max_pending,
+        );
+        let before = predecessor.map(|old| {
+            up.inherit(&old);
+            let drain = config.global.drain_timeout;
+            Box::pin(async move { retire(old, drain).await })
+                as std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
+        });
+        let gw = Arc::downgrade(self);
+        let weak_up = Arc::downgrade(&up);
+        let span = tracing::info_span!("upstream", upstream = %up.id);
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            up.supervisor().clone().run(commands, before, move |conn| {
+                if let (Some(gw), Some(up)) = (gw.upgrade(), weak_up.upgrade()) {
+                    gw.on_ready(&up, conn);
+                }
+            }),
+            span,
+        ));
+        // Every settling (first start ended) wakes the startup wait.
+        let gw = Arc::downgrade(self);
+        let mut status = up.supervisor().watch();
+        tokio::spawn(async move {
+            while status.changed().await.is_ok() {
+                let Some(gw) = gw.upgrade() else { return };
+                gw.progress.notify_waiters();
+            }
+        });
+        if let Ok(mut t) = self.supervisors.lock() {
+            t.retain(|h| !h.is_finished());
+            t.push(task);
+        }
+        up
+    }
+
+    /// Waits, up to `startupWaitMs`, until every upstream has settled its first start
+    /// and those that came up are listed: what a host's `initialize` or
+    /// `server/discover` waits for, so that the first answer offers what is ready
+    /// without waiting for the slowest upstream.
+    pub async fn settled(&self) {
+        if self.settled.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        // Boxed: awaited on every request, and only the first ones wait.
+        Box::pin(self.settle()).await;
+    }
+
+    async fn settle(&self) {
+        let wait = self.config().global.startup_wait;
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notified = self.progress.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let pending = self.upstreams().iter().any(|u| {
+                let s = u.status();
+                !s.settled
+                    || (s.state == State::Ready
+                        && !self.listed.lock().is_ok_and(|l| l.contains(&u.id)))
+            });
+            if !pending || tokio::time::timeout_at(deadline, notified).await.is_err() {
+                self.settled
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+        }
     }
 
     /// Begins shutting down: hosts' `subscriptions/listen` streams end gracefully.
@@ -656,91 +787,62 @@ impl Gateway {
         self.stopping.cancel();
     }
 
-    /// Names and last errors of upstreams that are not connected.
-    pub fn unavailable(&self) -> Vec<(String, String)> {
-        self.slots
+    /// Stops every upstream (a child gets stdin closed, then SIGTERM to its process
+    /// group, then SIGKILL) and waits for their supervisors, up to `within`.
+    pub async fn stop_upstreams(&self, within: Duration) {
+        for up in self.upstreams().iter() {
+            up.retire();
+            up.supervisor().command(upstream::Command::Stop);
+        }
+        let tasks: Vec<_> = self
+            .supervisors
+            .lock()
+            .map(|mut t| std::mem::take(&mut *t))
+            .unwrap_or_default();
+        let all = futures_util::future::join_all(tasks);
+        if tokio::time::timeout(within, all).await.is_err() {
+            tracing::warn!("some upstreams did not stop within {within:?}");
+        }
+    }
+
+    /// Each upstream's status, in configuration order.
+    pub fn statuses(&self) -> Vec<(Arc<Upstream>, upstream::Status)> {
+        self.upstreams()
             .iter()
-            .filter_map(|s| {
-                let e = s.last_error.lock().ok()?.clone()?;
-                Some((s.name.clone(), e))
-            })
+            .map(|u| (u.clone(), u.status()))
             .collect()
     }
 
-    /// The connection of upstream `i`, connecting (again) when there is none or the one
-    /// held is known dead (a stdio upstream that exited between calls).
-    async fn connection(self: &Arc<Self>, i: usize) -> Result<Connection, String> {
-        // The common case, with no await: a live connection whose lock is free.
-        if let Ok(guard) = self.slots[i].conn.try_lock()
-            && let Some(c) = guard.as_ref().filter(|c| !c.is_closed())
-        {
-            return Ok(c.clone());
-        }
-        // Boxed: connecting (spawn, handshake, timeouts) is a future of several KiB
-        // that every call's future would otherwise carry inline for the rare time it
-        // runs (see mcpx_transport::stdio on why a call's future size costs).
-        Box::pin(self.connect_slot(i)).await
+    /// A supervisor's new connection: its facts and capabilities are taken in now
+    /// (before the upstream is seen ready), then it is listed, watched and given the
+    /// hosts' log level.
+    fn on_ready(self: &Arc<Self>, up: &Arc<Upstream>, conn: &Connection) {
+        let facts = conn.facts();
+        tracing::info!(upstream = %up.id, era = %facts.era, revision = %facts.revision, transport = conn.transport_kind(), pid = ?conn.pid(), "connected");
+        up.set_facts(facts);
+        self.update_offered();
+        self.watch(up, conn);
+        let gw = self.clone();
+        let up = up.clone();
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            let level = gw.upstream_log_level.lock().ok().and_then(|l| *l);
+            if let Some(level) = level {
+                gw.apply_log_level(&conn, level).await;
+            }
+            gw.relist(&up).await;
+            // A first connection has nothing to subscribe again to.
+            if up.supervisor().ready().is_some_and(|(g, _)| g > 1) {
+                gw.resubscribe(&up, &conn).await;
+            }
+        });
     }
 
-    /// [`Gateway::connection`]'s slow path: waits for the slot's lock, then connects
-    /// unless another call did meanwhile.
-    async fn connect_slot(self: &Arc<Self>, i: usize) -> Result<Connection, String> {
-        let slot = &self.slots[i];
-        let mut guard = slot.conn.lock().await;
-        if let Some(c) = guard.as_ref() {
-            if !c.is_closed() {
-                return Ok(c.clone());
-            }
-            // Nothing was sent on it for this request, so connecting again is safe for
-            // any method; the old one is already gone (issue "The gateway": an upstream
-            // that crashes; the next use reconnects).
-            tracing::warn!(upstream = %slot.name, "connection lost while idle; connecting again");
-            if let Some(old) = guard.take() {
-                old.close().await;
-            }
-        }
-        let connecting = connect(&slot.target, &self.era_cache);
-        let result = match tokio::time::timeout(
-            slot.config.mcpx.connect_timeout + Duration::from_secs(5),
-            connecting,
-        )
-        .await
-        {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err(format!(
-                "upstream {}: no connection within {:?}",
-                slot.name, slot.config.mcpx.connect_timeout
-            )),
-        };
-        match result {
-            Ok(conn) => {
-                let facts = conn.facts();
-                tracing::info!(upstream = %slot.name, era = %facts.era, revision = %facts.revision, transport = conn.transport_kind(), "connected");
-                if let Ok(mut e) = slot.last_error.lock() {
-                    *e = None;
-                }
-                if let Ok(mut f) = slot.last_facts.lock() {
-                    *f = Some(facts.clone());
-                }
-                let offered = GatewayBackend(self.clone()).summary().offered();
-                if let Ok(mut o) = self.offered.lock() {
-                    *o = offered;
-                }
-                self.watch(i, &conn);
-                let level = self.upstream_log_level.lock().ok().and_then(|l| *l);
-                if let Some(level) = level {
-                    self.apply_log_level(&conn, level).await;
-                }
-                *guard = Some(conn.clone());
-                Ok(conn)
-            }
-            Err(e) => {
-                tracing::warn!(upstream = %slot.name, "{e}");
-                if let Ok(mut last) = slot.last_error.lock() {
-                    *last = Some(e.clone());
-                }
-                Err(e)
-            }
+    /// The capabilities offered, as the upstreams' last facts say.
+    fn update_offered(&self) {
+        let offered = GatewayBackend::summary_of(self).offered();
+        if let Ok(mut o) = self.offered.lock() {
+            *o = offered;
         }
     }
 
@@ -776,33 +878,22 @@ impl Gateway {
             }
         };
         if lower {
-            for i in 0..self.slots.len() {
-                let conn = self.slots[i].conn.lock().await.clone();
-                if let Some(conn) = conn {
+            for up in self.upstreams().iter() {
+                if let Some(conn) = up.ready() {
                     self.apply_log_level(&conn, level).await;
                 }
             }
         }
     }
 
-    /// Forgets a connection that failed, so the next use reconnects.
-    async fn drop_connection(&self, i: usize, why: &str) {
-        let slot = &self.slots[i];
-        let old = slot.conn.lock().await.take();
-        if let Some(c) = old {
-            tracing::warn!(upstream = %slot.name, "connection lost: {why}");
-            if let Ok(mut e) = slot.last_error.lock() {
-                *e = Some(why.to_owned());
-            }
-            c.close().await;
-        }
-    }
-
-    /// Follows an upstream's list changes: refresh the catalog, tell the hosts. A modern
-    /// upstream only reports changes on a `subscriptions/listen` stream, which mcpx opens.
-    fn watch(self: &Arc<Self>, i: usize, conn: &Connection) {
+    /// Follows an upstream's list changes (coalesced: see [`Gateway::schedule_relist`]),
+    /// resource updates and url elicitations' completions. A modern upstream only
+    /// reports list changes on a `subscriptions/listen` stream, which mcpx opens.
+    fn watch(self: &Arc<Self>, up: &Arc<Upstream>, conn: &Connection) {
         let mut rx = conn.changes();
         let gw = Arc::downgrade(self);
+        let id = up.id.clone();
+        let weak_up = Arc::downgrade(up);
         tokio::spawn(async move {
             loop {
                 let frame = match rx.recv().await {
@@ -810,24 +901,23 @@ impl Gateway {
                     Err(broadcast::error::RecvError::Lagged(_)) => continue,
                     Err(broadcast::error::RecvError::Closed) => return,
                 };
-                let Some(gw) = gw.upgrade() else { return };
-                let kind = match frame.method() {
-                    Some("notifications/tools/list_changed") => ListKind::Tools,
-                    Some("notifications/prompts/list_changed") => ListKind::Prompts,
-                    Some("notifications/resources/list_changed") => ListKind::Resources,
+                let (Some(gw), Some(up)) = (gw.upgrade(), weak_up.upgrade()) else {
+                    return;
+                };
+                match frame.method() {
+                    Some(
+                        "notifications/tools/list_changed"
+                        | "notifications/prompts/list_changed"
+                        | "notifications/resources/list_changed",
+                    ) => gw.schedule_relist(&up),
                     Some("notifications/resources/updated") => {
-                        gw.relay_resource_updated(&frame).await;
-                        continue;
+                        gw.relay_resource_updated(&id, &frame).await;
                     }
                     Some("notifications/elicitation/complete") => {
-                        gw.relay_elicitation_complete(i, &frame).await;
-                        continue;
+                        gw.relay_elicitation_complete(&id, &frame).await;
                     }
-                    _ => continue,
-                };
-                tracing::debug!(upstream = %gw.slots[i].name, ?kind, "list changed");
-                gw.refresh().await;
-                gw.announce(kind).await;
+                    _ => {}
+                }
             }
         });
         let facts = conn.facts();
@@ -873,7 +963,7 @@ impl Gateway {
                                 );
                             }
                             Err(e) => {
-                                // The connection failed: whoever reconnects listens anew.
+                                // The connection failed: the next one listens anew.
                                 tracing::debug!(upstream = conn.name(), "listen ended: {e}");
                                 break;
                             }
@@ -884,6 +974,31 @@ impl Gateway {
                 });
             }
         }
+    }
+
+    /// Re-lists `up` once `listChangedWindowMs` after the first of a burst of its list
+    /// changes: a storm of `list_changed` costs one re-list per window, and hosts are
+    /// told only of lists that really changed.
+    fn schedule_relist(self: &Arc<Self>, up: &Arc<Upstream>) {
+        if up
+            .relist_scheduled
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let window = self.config().global.list_changed_window;
+        let gw = Arc::downgrade(self);
+        let up = Arc::downgrade(up);
+        tokio::spawn(async move {
+            tokio::time::sleep(window).await;
+            let (Some(gw), Some(up)) = (gw.upgrade(), up.upgrade()) else {
+                return;
+            };
+            up.relist_scheduled
+                .store(false, std::sync::atomic::Ordering::Release);
+            tracing::debug!(upstream = %up.id, "lists changed; listing again");
+            gw.relist(&up).await;
+        });
     }
 
     /// Tells every host that a list changed: legacy sessions by notification, modern
@@ -902,41 +1017,114 @@ impl Gateway {
         }
     }
 
-    /// `notifications/resources/updated` goes to the legacy hosts that subscribed to
-    /// that URI.
-    async fn relay_resource_updated(&self, frame: &Frame) {
+    /// `notifications/resources/updated` of upstream `id` goes to the legacy hosts that
+    /// subscribed to that URI (as the host names it: see [`Catalog::exposed_uri`]), and
+    /// to modern hosts' listen streams.
+    async fn relay_resource_updated(&self, id: &UpstreamId, frame: &Frame) {
         let uri = frame
             .params()
             .and_then(|p| mcpx_protocol::jsonrpc::member(p, "uri"))
             .and_then(|u| serde_json::from_str::<String>(u).ok())
             .unwrap_or_default();
+        let exposed = self.catalog().exposed_uri(id, &uri).into_owned();
+        let frame = if exposed == uri {
+            frame.clone()
+        } else {
+            let mut params: Value = frame
+                .params()
+                .and_then(|p| serde_json::from_str(p).ok())
+                .unwrap_or_else(|| json!({}));
+            params["uri"] = json!(exposed);
+            match raw(&params) {
+                Ok(p) => Frame::notification("notifications/resources/updated", Some(&p)),
+                Err(_) => return,
+            }
+        };
         let peers: Vec<Peer> = self
             .subscribers
             .lock()
             .ok()
             .and_then(|s| {
-                s.get(&uri)
+                s.get(&exposed)
                     .map(|v| v.iter().map(|(p, _)| p.clone()).collect())
             })
             .unwrap_or_default();
         for peer in peers {
             let _ = peer.notify(frame.clone()).await;
         }
-        let _ = self.updates.send(frame.clone());
+        let _ = self.updates.send(frame);
+    }
+
+    /// A new connection of `up` has no subscriptions: mcpx subscribes again to every
+    /// URI hosts hold at it (a legacy upstream's `resources/subscribe`, a modern one's
+    /// listen per legacy host's subscription).
+    async fn resubscribe(self: &Arc<Self>, up: &Arc<Upstream>, conn: &Connection) {
+        let facts = conn.facts();
+        if !facts
+            .capabilities
+            .pointer("/resources/subscribe")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+        {
+            return;
+        }
+        let catalog = self.catalog();
+        let mut uris: Vec<(String, Vec<tokio_util::sync::CancellationToken>)> = self
+            .subscribers
+            .lock()
+            .map(|s| {
+                s.iter()
+                    .filter_map(|(exposed, subs)| {
+                        let (owner, theirs) = catalog.resource(exposed)?;
+                        (*owner == up.id).then(|| {
+                            (
+                                theirs.to_owned(),
+                                subs.iter().map(|(_, t)| t.clone()).collect(),
+                            )
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if facts.era == Era::Legacy {
+            let holds = self.listen_holds.lock().await;
+            for (id, uri) in holds.keys() {
+                if *id == up.id && !uris.iter().any(|(u, _)| u == uri) {
+                    uris.push((uri.clone(), Vec::new()));
+                }
+            }
+            drop(holds);
+            for (uri, _) in uris {
+                let params = Params::of_value(&json!({ "uri": uri }));
+                if let Err(e) = conn
+                    .call("resources/subscribe", Some(&params), CallOptions::default())
+                    .await
+                {
+                    tracing::warn!(upstream = %up.id, "subscribing again to {uri}: {e}");
+                }
+            }
+        } else {
+            for (uri, tokens) in uris {
+                for t in tokens {
+                    self.listen_for_updates(conn, &uri, t);
+                }
+            }
+        }
     }
 
     /// Subscribes mcpx at the upstream owning `uri` for a modern host's listen stream
     /// (register D-C4): `resources/subscribe` on a legacy upstream, a listen of its own
-    /// with `resourceSubscriptions` on a modern one (ended by `stop`). `false` when no
-    /// upstream that declared `resources.subscribe` owns the URI.
+    /// with `resourceSubscriptions` on a modern one (ended by `stop`). `None` when no
+    /// upstream that declared `resources.subscribe` owns the URI; else the upstream
+    /// and its own URI.
     async fn subscribe_upstream(
         self: &Arc<Self>,
         call: &Call,
         uri: &str,
         stop: &tokio_util::sync::CancellationToken,
-    ) -> Option<usize> {
-        let i = self.route_uri(call, uri).ok()?;
-        let conn = self.connection(i).await.ok()?;
+    ) -> Option<(Arc<Upstream>, String)> {
+        let (up, theirs) = self.route_uri(call, uri).ok()?;
+        let (_, conn) = up.connection().await.ok()?;
         let facts = conn.facts();
         let subscribable = facts
             .capabilities
@@ -948,25 +1136,31 @@ impl Gateway {
         }
         if facts.era == Era::Legacy {
             let mut holds = self.listen_holds.lock().await;
-            let params = Params::of_value(&json!({ "uri": uri }));
+            let params = Params::of_value(&json!({ "uri": theirs }));
             let f = conn
                 .call("resources/subscribe", Some(&params), CallOptions::default())
                 .await
                 .ok()?;
             f.result()?;
-            *holds.entry((i, uri.to_owned())).or_default() += 1;
-            return Some(i);
+            *holds.entry((up.id.clone(), theirs.clone())).or_default() += 1;
+            return Some((up, theirs));
         }
-        self.listen_for_updates(&conn, uri, stop.clone());
-        Some(i)
+        self.listen_for_updates(&conn, &theirs, stop.clone());
+        Some((up, theirs))
     }
 
     /// Ends what [`Gateway::subscribe_upstream`] began for a listen stream that ended: a
     /// legacy upstream is unsubscribed unless another listen or a legacy host still
-    /// holds the URI (modern upstreams' listens end with the stream's token).
-    async fn unsubscribe_upstream(self: &Arc<Self>, i: usize, uri: &str) {
+    /// holds the URI (modern upstreams' listens end with the stream's token). `exposed`
+    /// is the URI as the host named it, `theirs` the upstream's.
+    async fn unsubscribe_upstream(
+        self: &Arc<Self>,
+        up: &Arc<Upstream>,
+        exposed: &str,
+        theirs: &str,
+    ) {
         let mut holds = self.listen_holds.lock().await;
-        let key = (i, uri.to_owned());
+        let key = (up.id.clone(), theirs.to_owned());
         let Some(n) = holds.get_mut(&key) else {
             return;
         };
@@ -978,11 +1172,10 @@ impl Gateway {
         let held = self
             .subscribers
             .lock()
-            .map(|s| s.get(uri).is_some_and(|v| !v.is_empty()))
+            .map(|s| s.get(exposed).is_some_and(|v| !v.is_empty()))
             .unwrap_or(true);
-        let conn = self.slots[i].conn.lock().await.clone();
-        if let Some(conn) = conn.filter(|c| !held && c.facts().era == Era::Legacy) {
-            let params = Params::of_value(&json!({ "uri": uri }));
+        if let Some(conn) = up.ready().filter(|c| !held && c.facts().era == Era::Legacy) {
+            let params = Params::of_value(&json!({ "uri": theirs }));
             let _ = conn
                 .call(
                     "resources/unsubscribe",
@@ -1021,28 +1214,28 @@ impl Gateway {
     /// `resources/subscribe` and `resources/unsubscribe` from a legacy host. A legacy
     /// upstream gets them as they are; a modern one has no such methods, so mcpx holds
     /// a `subscriptions/listen` stream with `resourceSubscriptions` for the URI instead
-    /// (register D-C4).
+    /// (register D-C4). `uri` is as the host named it; `params` are for the upstream
+    /// (its own URI).
     async fn subscription(
         self: &Arc<Self>,
         call: &Call,
-        i: usize,
+        up: &Arc<Upstream>,
         uri: &str,
         params: &Value,
     ) -> Result<Reply, Fault> {
         let subscribe = call.method == "resources/subscribe";
+        let theirs = params
+            .get("uri")
+            .and_then(Value::as_str)
+            .unwrap_or(uri)
+            .to_owned();
         let peer = call.peer.clone();
         let key = peer
             .as_ref()
             .and_then(Peer::session_id)
             .unwrap_or_default()
             .to_owned();
-        let conn = self.connection(i).await.map_err(|e| {
-            fault(
-                INTERNAL_ERROR,
-                format!("upstream {} is unavailable: {e}", self.slots[i].name),
-                call.host,
-            )
-        })?;
+        let (_, conn) = up.connection().await.map_err(|e| e.to_fault(call.host))?;
         let facts = conn.facts();
         let modern = facts.era == Era::Modern;
         let subscribable = facts
@@ -1054,10 +1247,7 @@ impl Gateway {
             // A-C7: only upstreams that declared resources.subscribe are asked.
             return Err(fault(
                 METHOD_NOT_FOUND,
-                format!(
-                    "upstream {} does not support resource subscriptions",
-                    self.slots[i].name
-                ),
+                format!("upstream {} does not support resource subscriptions", up.id),
                 call.host,
             ));
         }
@@ -1071,7 +1261,7 @@ impl Gateway {
             Some(self.listen_holds.lock().await)
         };
         if !modern && subscribe {
-            self.forward(call, i, &call.method, &Params::of_value(params), true)
+            self.forward(call, up, &call.method, &Params::of_value(params), true)
                 .await?;
         }
         let others_remain = {
@@ -1087,7 +1277,7 @@ impl Gateway {
                 if let (Some(peer), false) = (peer, already) {
                     let token = tokio_util::sync::CancellationToken::new();
                     if modern {
-                        self.listen_for_updates(&conn, uri, token.clone());
+                        self.listen_for_updates(&conn, &theirs, token.clone());
                     }
                     entry.push((peer, token));
                 }
@@ -1106,11 +1296,12 @@ impl Gateway {
             }
             remain
         };
-        let listens_remain = holds
-            .as_ref()
-            .is_some_and(|h| h.get(&(i, uri.to_owned())).is_some_and(|n| *n > 0));
+        let listens_remain = holds.as_ref().is_some_and(|h| {
+            h.get(&(up.id.clone(), theirs.clone()))
+                .is_some_and(|n| *n > 0)
+        });
         if !modern && !subscribe && !others_remain && !listens_remain {
-            self.forward(call, i, &call.method, &Params::of_value(params), true)
+            self.forward(call, up, &call.method, &Params::of_value(params), true)
                 .await?;
         }
         Ok(Reply {
@@ -1129,191 +1320,142 @@ impl Gateway {
         }
     }
 
-    /// Rebuilds the catalog from every connected upstream.
-    pub async fn refresh(self: &Arc<Self>) {
-        let rules = NameRules {
-            separator: self.config.global.separator.clone(),
-            max_len: self.config.global.max_name_len,
-            prefix: self.slots.len() > 1,
+    /// Fetches `up`'s lists (those its capabilities offer), keeps them, rebuilds the
+    /// catalog and tells hosts of the lists that changed. A list that fails keeps
+    /// its last known items.
+    pub async fn relist(self: &Arc<Self>, up: &Arc<Upstream>) {
+        let Some((generation, conn)) = up.supervisor().ready() else {
+            return;
         };
-        let mut raw: Vec<(usize, ListKind, Vec<Value>)> = Vec::new();
-        for i in 0..self.slots.len() {
-            let conn = match self.slots[i].conn.lock().await.clone() {
-                Some(c) => c,
-                None => continue,
+        let facts = conn.facts();
+        let mut lists = (*up.lists()).clone();
+        for kind in ListKind::ALL {
+            if !facts.has(kind.capability()) {
+                lists.set(kind, None);
+                continue;
+            }
+            let opts = CallOptions {
+                timeout: up.config.mcpx.call_timeout,
+                ..CallOptions::default()
             };
-            let facts = conn.facts();
-            for kind in [
-                ListKind::Tools,
-                ListKind::Prompts,
-                ListKind::Resources,
-                ListKind::Templates,
-            ] {
-                if !facts.has(kind.capability()) {
-                    continue;
-                }
-                let opts = CallOptions {
-                    timeout: self.slots[i].config.mcpx.call_timeout,
-                    ..CallOptions::default()
-                };
-                match conn.list_all(kind.method(), kind.key(), opts, 1000).await {
-                    Ok(items) => raw.push((i, kind, items)),
-                    Err(e) => {
-                        tracing::warn!(upstream = %self.slots[i].name, "{} failed: {e}", kind.method());
-                        if matches!(e, ClientError::Transport { .. }) {
-                            self.drop_connection(i, &e.to_string()).await;
-                        }
+            match conn.list_all(kind.method(), kind.key(), opts, 1000).await {
+                Ok(items) => lists.set(kind, Some(items)),
+                Err(e) => {
+                    tracing::warn!(upstream = %up.id, "{} failed: {e}", kind.method());
+                    if e.breaks_connection() {
+                        up.lost(generation, Cause::Client(e));
+                        break;
                     }
                 }
             }
         }
-        let mut catalog = Catalog::default();
-        for kind in [ListKind::Tools, ListKind::Prompts] {
-            let mut names: Vec<(usize, String)> = Vec::new();
-            for (i, k, items) in &raw {
-                if *k != kind {
-                    continue;
+        up.set_lists(lists);
+        if let Ok(mut l) = self.listed.lock() {
+            l.insert(up.id.clone());
+        }
+        self.progress.notify_waiters();
+        self.rebuild_and_announce().await;
+    }
+
+    /// Builds the catalog from every upstream's last known lists and swaps it in
+    /// (see the type's doc on locks); returns the kinds of lists hosts see changed.
+    fn rebuild(&self) -> Vec<ListKind> {
+        let _serial = self.rebuilding.lock();
+        let config = self.config();
+        let ups = self.upstreams();
+        let rules = NameRules {
+            separator: config.global.separator.clone(),
+            max_len: config.global.max_name_len,
+            prefix: ups.len() > 1,
+        };
+        let lists: Vec<Arc<catalog::Lists>> = ups.iter().map(|u| u.lists()).collect();
+        let sources: Vec<catalog::Source<'_>> = ups
+            .iter()
+            .zip(&lists)
+            .map(|(u, l)| catalog::Source {
+                id: &u.id,
+                namespace: &u.namespace,
+                tools: &u.config.mcpx.tools,
+                lists: l,
+            })
+            .collect();
+        let built = catalog::build(&rules, &sources);
+        if let Ok(mut warned) = self.warned.lock() {
+            for w in &built.warnings {
+                if warned.insert(w.key.clone()) {
+                    tracing::warn!("{}", w.message);
                 }
-                for item in items {
-                    let Some(n) = item.get("name").and_then(Value::as_str) else {
-                        continue;
-                    };
-                    if kind == ListKind::Tools && !self.slots[*i].config.mcpx.tools.allows(n) {
-                        continue;
-                    }
-                    names.push((*i, n.to_owned()));
-                }
-            }
-            let map = NameMap::build(
-                &rules,
-                names
-                    .iter()
-                    .map(|(i, n)| (self.slots[*i].namespace.as_str(), n.as_str())),
-            );
-            for c in &map.collisions {
-                tracing::warn!(
-                    "name collision: {} from {} and {} from {} both map to {}; the second is shown as {}",
-                    c.kept.1,
-                    c.kept.0,
-                    c.renamed.1,
-                    c.renamed.0,
-                    c.wanted,
-                    c.renamed.2
-                );
-            }
-            let mut entries = Vec::new();
-            for (i, k, items) in &raw {
-                if *k != kind {
-                    continue;
-                }
-                let conn = self.slots[*i].conn.lock().await.clone();
-                for item in items {
-                    let Some(n) = item.get("name").and_then(Value::as_str) else {
-                        continue;
-                    };
-                    let Some(exposed) = map.exposed(&self.slots[*i].namespace, n) else {
-                        continue;
-                    };
-                    let mut def = item.clone();
-                    if kind == ListKind::Tools {
-                        // 2026-07-28 streamable-http §Custom Headers: a tool whose
-                        // x-mcp-header annotations are invalid MUST be excluded.
-                        match param_headers(item.get("inputSchema").unwrap_or(&Value::Null)) {
-                            Ok(hs) => {
-                                if !hs.is_empty() {
-                                    catalog.param_headers.insert(exposed.to_owned(), hs.clone());
-                                }
-                                if let Some(c) = &conn {
-                                    c.set_tool_param_headers(n, hs);
-                                }
-                            }
-                            Err(why) => {
-                                tracing::warn!(upstream = %self.slots[*i].name, tool = n, "excluded: {why}");
-                                continue;
-                            }
-                        }
-                        let annotations = item.get("annotations");
-                        let safe = |k: &str| {
-                            annotations.and_then(|a| a.get(k)).and_then(Value::as_bool)
-                                == Some(true)
-                        };
-                        catalog.tools.insert(
-                            exposed.to_owned(),
-                            ToolFacts {
-                                idempotent: safe("readOnlyHint") || safe("idempotentHint"),
-                                support: mcpx_protocol::task::TaskSupport::of_tool(item),
-                            },
-                        );
-                    }
-                    def["name"] = json!(exposed);
-                    entries.push(def);
-                }
-            }
-            catalog.lists.insert(kind.key(), entries);
-            match kind {
-                ListKind::Tools => catalog.tool_names = map,
-                _ => catalog.prompt_names = map,
             }
         }
-        let mut uri_clashes: std::collections::BTreeMap<(usize, usize), Vec<String>> =
-            std::collections::BTreeMap::new();
-        for kind in [ListKind::Resources, ListKind::Templates] {
-            let mut entries = Vec::new();
-            for (i, k, items) in &raw {
-                if *k != kind {
-                    continue;
-                }
-                for item in items {
-                    match kind {
-                        ListKind::Resources => {
-                            let Some(uri) = item.get("uri").and_then(Value::as_str) else {
-                                continue;
-                            };
-                            // The first upstream to offer a URI serves its reads; a clash is
-                            // reported, never silent (D-C13's rule for names, applied to URIs).
-                            match catalog.by_uri.get(uri) {
-                                Some(prev) if *prev != *i => {
-                                    uri_clashes
-                                        .entry((*prev, *i))
-                                        .or_default()
-                                        .push(uri.to_owned());
-                                }
-                                Some(_) => {}
-                                None => {
-                                    catalog.by_uri.insert(uri.to_owned(), *i);
-                                }
-                            }
-                        }
-                        _ => {
-                            if let Some(t) = item.get("uriTemplate").and_then(Value::as_str) {
-                                let prefix = t.split('{').next().unwrap_or(t).to_owned();
-                                catalog.template_prefixes.push((prefix, *i));
-                            }
-                        }
-                    }
-                    entries.push(item.clone());
-                }
+        for (id, tool, headers) in &built.tool_headers {
+            if let Some(c) = ups.get(id.as_str()).and_then(|u| u.ready()) {
+                c.set_tool_param_headers(tool, headers.clone());
             }
-            catalog.lists.insert(kind.key(), entries);
         }
-        for ((kept, other), uris) in &uri_clashes {
-            tracing::warn!(
-                "{} resource URI(s) are offered by both {} and {}; reads go to {} (e.g. {})",
-                uris.len(),
-                self.slots[*kept].name,
-                self.slots[*other].name,
-                self.slots[*kept].name,
-                uris.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
-            );
-        }
-        catalog
-            .template_prefixes
-            .sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
-        if let Ok(mut c) = self.catalog.write() {
-            *c = catalog;
+        let fresh = Arc::new(built.catalog);
+        let before = match self.catalog.write() {
+            Ok(mut c) => std::mem::replace(&mut *c, fresh.clone()),
+            Err(_) => return Vec::new(),
+        };
+        drop(_serial);
+        self.update_offered();
+        fresh.changed_since(&before)
+    }
+
+    /// [`Gateway::rebuild`], then one notification per changed list to every host.
+    async fn rebuild_and_announce(&self) {
+        let mut sent = Vec::new();
+        for kind in self.rebuild() {
+            let note = kind.changed_notification();
+            if !sent.contains(&note) {
+                sent.push(note);
+                self.announce(kind).await;
+            }
         }
     }
 
+    /// Applies a new configuration, diffed by server name against the one in force
+    /// ([`reload::plan`]): unchanged upstreams keep their connections (and their
+    /// calls in flight); a changed one starts again once its predecessor has drained
+    /// (`drainMs`) and stopped, listing its last known tools meanwhile; a removed one
+    /// drains and stops; an added one starts. Hosts are told of the lists that
+    /// change.
+    pub fn reload(self: &Arc<Self>, new: Config) -> reload::Plan {
+        let old = self.config();
+        let plan = reload::plan(&old, &new);
+        let new = Arc::new(new);
+        if let Ok(mut c) = self.config.write() {
+            *c = new.clone();
+        }
+        let current = self.upstreams();
+        let mut list = Vec::new();
+        for (name, s) in new.servers.iter().filter(|(_, s)| !s.disabled) {
+            match current.get(name) {
+                Some(up) if plan.unchanged.iter().any(|n| n == name) => list.push(up.clone()),
+                Some(up) => {
+                    up.retire();
+                    list.push(self.spawn_upstream(&new, name, s, Some(up.clone())));
+                }
+                None => list.push(self.spawn_upstream(&new, name, s, None)),
+            }
+        }
+        for up in current.iter() {
+            if plan.removed.iter().any(|n| *n == up.id.as_str()) {
+                up.retire();
+                tokio::spawn(retire(up.clone(), new.global.drain_timeout));
+            }
+        }
+        if let Ok(mut u) = self.upstreams.write() {
+            *u = Arc::new(Upstreams::new(list));
+        }
+        tracing::info!("configuration reloaded: {plan}");
+        for what in &plan.restart_needed {
+            tracing::warn!("{what} changed: it applies after mcpx restarts");
+        }
+        let gw = self.clone();
+        tokio::spawn(async move { gw.rebuild_and_announce().await });
+        plan
+    }
     /// One page of a merged list, written as 2026-07-28 (the seam lowers it).
     fn list(&self, call: &Call, kind: ListKind) -> Result<Reply, Fault> {
         let cursor = call
@@ -1328,16 +1470,9 @@ impl Gateway {
                 .and_then(|n| n.parse::<usize>().ok())
                 .ok_or_else(|| fault(INVALID_PARAMS, format!("invalid cursor {c:?}"), call.host))?,
         };
-        let page = self.config.global.page_size.max(1);
-        let catalog = self
-            .catalog
-            .read()
-            .map_err(|_| fault(INTERNAL_ERROR, "catalog lock poisoned".into(), call.host))?;
-        let all = catalog
-            .lists
-            .get(kind.key())
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let page = self.config().global.page_size.max(1);
+        let catalog = self.catalog();
+        let all = catalog.list(kind);
         if start > all.len() {
             return Err(fault(
                 INVALID_PARAMS,
@@ -1363,6 +1498,10 @@ impl Gateway {
     /// The upstream of a `tools/call` or `prompts/get`, the upstream's own name for it,
     /// and the params to send it: the host's text as it came when the name passes
     /// through unchanged (nothing re-encoded), else with `name` rewritten.
+    ///
+    /// A name the catalog does not list, in the namespace of an upstream that is not
+    /// ready, gets that upstream's state and cause (its tools may simply not be known
+    /// yet), never "unknown tool".
     fn route_name<'a>(&self, call: &'a Call, prompts: bool) -> Result<Routed<'a>, Fault> {
         let required = || fault(INVALID_PARAMS, "params.name is required".into(), call.host);
         let raw = call.params.as_ref().ok_or_else(required)?;
@@ -1373,38 +1512,39 @@ impl Gateway {
             .get(name_span)
             .and_then(mcpx_protocol::jsonrpc::string_value)
             .ok_or_else(required)?;
-        let catalog = self
-            .catalog
-            .read()
-            .map_err(|_| fault(INTERNAL_ERROR, "catalog lock poisoned".into(), call.host))?;
-        let map = if prompts {
-            &catalog.prompt_names
+        let catalog = self.catalog();
+        let found = if prompts {
+            catalog.prompt(&name)
         } else {
-            &catalog.tool_names
+            catalog.tool(&name)
         };
-        let (ns, original) = map.resolve(&name).ok_or_else(|| {
+        let Some(found) = found else {
+            if let Some(owner) = catalog.owner_of_name(&name)
+                && let Some(up) = self.upstream(owner.as_str())
+            {
+                let status = up.status();
+                if status.state != upstream::State::Ready {
+                    return Err(up.unavailable(&status).to_fault(call.host));
+                }
+            }
             // 2025-11-25 server/tools §Error Handling: an unknown tool is a protocol error
             // (register D-C14).
-            fault(
+            return Err(fault(
                 INVALID_PARAMS,
                 format!(
                     "unknown {}: {name}",
                     if prompts { "prompt" } else { "tool" }
                 ),
                 call.host,
-            )
+            ));
+        };
+        let up = self.upstream(found.upstream.as_str()).ok_or_else(|| {
+            GatewayError::Removed {
+                upstream: found.upstream.clone(),
+            }
+            .to_fault(call.host)
         })?;
-        let i = self
-            .slots
-            .iter()
-            .position(|s| s.namespace == ns)
-            .ok_or_else(|| {
-                fault(
-                    INTERNAL_ERROR,
-                    format!("no upstream for namespace {ns}"),
-                    call.host,
-                )
-            })?;
+        let original = found.original;
         let params = if original == name {
             Cow::Borrowed(raw)
         } else if let Some(renamed) = raw.with_name(original) {
@@ -1417,40 +1557,27 @@ impl Gateway {
             params["name"] = json!(original);
             Cow::Owned(Params::of_value(&params))
         };
-        let tool = if prompts {
-            ToolFacts::default()
-        } else {
-            catalog
-                .tools
-                .get(name.as_ref())
-                .copied()
-                .unwrap_or_default()
-        };
+        let tool = found.facts;
         Ok(Routed {
-            upstream: i,
+            upstream: up,
             exposed: name,
             params,
             tool,
         })
     }
 
-    fn route_uri(&self, call: &Call, uri: &str) -> Result<usize, Fault> {
-        let catalog = self
-            .catalog
-            .read()
-            .map_err(|_| fault(INTERNAL_ERROR, "catalog lock poisoned".into(), call.host))?;
-        if let Some(i) = catalog.by_uri.get(uri) {
-            return Ok(*i);
-        }
-        if let Some((_, i)) = catalog
-            .template_prefixes
-            .iter()
-            .find(|(p, _)| !p.is_empty() && uri.starts_with(p.as_str()))
-        {
-            return Ok(*i);
-        }
-        if self.slots.len() == 1 {
-            return Ok(0);
+    /// The upstream serving resource `uri` (as a host names it) and the URI to send
+    /// it (see [`Catalog::resource`]).
+    fn route_uri(&self, call: &Call, uri: &str) -> Result<(Arc<Upstream>, String), Fault> {
+        let catalog = self.catalog();
+        if let Some((id, theirs)) = catalog.resource(uri) {
+            let up = self.upstream(id.as_str()).ok_or_else(|| {
+                GatewayError::Removed {
+                    upstream: id.clone(),
+                }
+                .to_fault(call.host)
+            })?;
+            return Ok((up, theirs.to_owned()));
         }
         Err(Fault {
             code: mcpx_protocol::error::resource_not_found(call.host),
@@ -1461,29 +1588,25 @@ impl Gateway {
         })
     }
 
-    /// Sends `method` with `params` to upstream `i` for `call`, relaying events.
+    /// Sends `method` with `params` to upstream `up` for `call`, relaying events.
     async fn forward(
         self: &Arc<Self>,
         call: &Call,
-        i: usize,
+        up: &Arc<Upstream>,
         method: &str,
         params: &Params,
         idempotent: bool,
     ) -> Result<Reply, Fault> {
-        let slot = &self.slots[i];
-        let conn = self.connection(i).await.map_err(|e| {
-            fault(
-                INTERNAL_ERROR,
-                format!("upstream {} is unavailable: {e}", slot.name),
-                call.host,
-            )
-        })?;
+        let (generation, conn) = up.connection().await.map_err(|e| e.to_fault(call.host))?;
+        let _in_flight = up.supervisor().begin_call();
         let facts = conn.facts();
         let host_modern = call.host.era() == Era::Modern;
         if host_modern && facts.era == Era::Legacy {
             // Boxed: the rarer path's future stays out of every call's.
-            return Box::pin(self.forward_parking(call, i, conn, method, params, idempotent)).await;
+            return Box::pin(self.forward_parking(call, up, conn, method, params, idempotent))
+                .await;
         }
+        let max_call_time = self.config().global.max_call_time;
         // The params as sent: the caller's text until an input round rewrites them.
         let mut text = std::borrow::Cow::Borrowed(params);
         // A 2026-07-28 upstream asks for input with `input_required` results (MRTR). A
@@ -1511,8 +1634,8 @@ impl Gateway {
                 } else {
                     no_capabilities()
                 },
-                timeout: slot.config.mcpx.call_timeout,
-                max_time: self.config.global.max_call_time,
+                timeout: up.config.mcpx.call_timeout,
+                max_time: max_call_time,
                 cancel: cancel.clone(),
                 idempotent,
                 attribute_unsolicited: true,
@@ -1529,7 +1652,7 @@ impl Gateway {
                             // Boxed, as events are the exception (and the call's
                             // future is live meanwhile: the two would be laid out side
                             // by side).
-                            if let Some(f) = Box::pin(self.on_event(call, &facts, &slot.name, *ev)).await {
+                            if let Some(f) = Box::pin(self.on_event(call, &facts, up.id.as_str(), *ev)).await {
                                 cancel.cancel();
                                 ended.get_or_insert(f);
                             }
@@ -1539,7 +1662,7 @@ impl Gateway {
                 }
             };
             while let Ok(ev) = rx.try_recv() {
-                if let Some(f) = Box::pin(self.on_event(call, &facts, &slot.name, *ev)).await {
+                if let Some(f) = Box::pin(self.on_event(call, &facts, up.id.as_str(), *ev)).await {
                     ended.get_or_insert(f);
                 }
             }
@@ -1550,16 +1673,11 @@ impl Gateway {
             let frame = match outcome {
                 Ok(frame) => frame,
                 Err(e) => {
-                    if matches!(
-                        e,
-                        ClientError::Transport { .. } | ClientError::Handshake { .. }
-                    ) {
-                        // Boxed, as the other exceptions below: a call's future is as
-                        // large as its largest branch, and it is moved and allocated
-                        // on every call.
-                        Box::pin(self.drop_connection(i, &e.to_string())).await;
+                    if e.breaks_connection() {
+                        // The supervisor starts it again (a call never does).
+                        up.lost(generation, Cause::Client(e.clone()));
                     }
-                    return Err(fault(INTERNAL_ERROR, e.to_string(), call.host));
+                    return Err(GatewayError::Client(e).to_fault(call.host));
                 }
             };
             let input_required = facts.era == Era::Modern
@@ -1569,7 +1687,7 @@ impl Gateway {
                     .and_then(|r| mcpx_protocol::jsonrpc::first_member(r, "resultType"))
                     == Some("\"input_required\"");
             if !input_required {
-                return self.answer(call, &facts, &slot.name, method, frame);
+                return self.answer(call, &facts, up.id.as_str(), method, frame);
             }
             rounds += 1;
             if rounds > MAX_INPUT_ROUNDS {
@@ -1577,7 +1695,7 @@ impl Gateway {
                     INTERNAL_ERROR,
                     format!(
                         "upstream {} asked for input more than {MAX_INPUT_ROUNDS} times",
-                        slot.name
+                        up.id
                     ),
                     call.host,
                 ));
@@ -1588,7 +1706,8 @@ impl Gateway {
                 .unwrap_or(Value::Null);
             let responses = match result.get("inputRequests") {
                 Some(Value::Object(requests)) => {
-                    Box::pin(self.ask_legacy_host_all(call, &slot.name, requests.iter())).await?
+                    Box::pin(self.ask_legacy_host_all(call, up.id.as_str(), requests.iter()))
+                        .await?
                 }
                 _ => Map::new(),
             };
@@ -1618,7 +1737,7 @@ impl Gateway {
     async fn forward_parking(
         self: &Arc<Self>,
         call: &Call,
-        i: usize,
+        up: &Arc<Upstream>,
         conn: Connection,
         method: &str,
         params: &Params,
@@ -1631,7 +1750,6 @@ impl Gateway {
         if let Some(log) = &call.log {
             self.lower_upstream_log_level(log.threshold()).await;
         }
-        let slot = &self.slots[i];
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let cancel = tokio_util::sync::CancellationToken::new();
         let opts = CallOptions {
@@ -1639,8 +1757,8 @@ impl Gateway {
             progress: call.progress.is_some(),
             log_level: call.log.as_ref().map(|l| l.threshold().as_str().to_owned()),
             client_capabilities: no_capabilities(),
-            timeout: slot.config.mcpx.call_timeout,
-            max_time: self.config.global.max_call_time,
+            timeout: up.config.mcpx.call_timeout,
+            max_time: self.config().global.max_call_time,
             cancel: cancel.clone(),
             idempotent,
             attribute_unsolicited: true,
@@ -1661,12 +1779,16 @@ impl Gateway {
             params.clone()
         };
         let method_owned = method.to_owned();
+        let facts = conn.facts();
+        let conn_generation = up.supervisor().ready().map_or(0, |(g, _)| g);
         // Boxed: see mcpx_transport::stdio (the harness moves a spawned future by value).
         let task = tokio::spawn(Box::pin(async move {
             conn.call(&method_owned, Some(&text), opts).await
         }));
         let parked = Parked {
-            upstream: i,
+            upstream: up.clone(),
+            facts,
+            conn_generation,
             method: method.to_owned(),
             target: call_target(call),
             events: rx,
@@ -1675,7 +1797,7 @@ impl Gateway {
             open: Vec::new(),
             asked: 0,
             generation: 0,
-            label: self.label(i),
+            label: self.label(up),
         };
         self.run_parked(call, parked, supplied).await
     }
@@ -1688,18 +1810,8 @@ impl Gateway {
         mut p: Parked,
         mut supplied: Map<String, Value>,
     ) -> Result<Reply, Fault> {
-        let name = self.slots[p.upstream].name.clone();
-        let facts = match self.slots[p.upstream].conn.lock().await.as_ref() {
-            Some(c) => c.facts(),
-            None => {
-                p.cancel.cancel();
-                return Err(fault(
-                    INTERNAL_ERROR,
-                    format!("upstream {name}: connection lost"),
-                    call.host,
-                ));
-            }
-        };
+        let name = p.upstream.id.to_string();
+        let facts = p.facts.clone();
         // Set while questions are open: when the gathering window closes.
         let mut gathered_by: Option<tokio::time::Instant> = None;
         loop {
@@ -1722,15 +1834,11 @@ impl Gateway {
                     return match outcome {
                         Ok(frame) => self.answer(call, &facts, &name, &p.method, frame),
                         Err(e) => {
-                            // As in `forward`: a dead connection is dropped, so the next
-                            // use connects again instead of failing forever.
-                            if matches!(
-                                e,
-                                ClientError::Transport { .. } | ClientError::Handshake { .. }
-                            ) {
-                                self.drop_connection(p.upstream, &e.to_string()).await;
+                            // As in `forward`: the supervisor hears of a dead connection.
+                            if e.breaks_connection() {
+                                p.upstream.lost(p.conn_generation, Cause::Client(e.clone()));
                             }
-                            Err(fault(INTERNAL_ERROR, e.to_string(), call.host))
+                            Err(GatewayError::Client(e).to_fault(call.host))
                         }
                     };
                 }
@@ -1753,7 +1861,7 @@ impl Gateway {
                         // Each question restarts the window: questions sent back to
                         // back go to the host in one round.
                         if !p.open.is_empty() {
-                            gathered_by = Some(tokio::time::Instant::now() + self.config.global.ask_gather);
+                            gathered_by = Some(tokio::time::Instant::now() + self.config().global.ask_gather);
                         }
                     }
                     other => {
@@ -1769,7 +1877,7 @@ impl Gateway {
                                 INTERNAL_ERROR,
                                 format!(
                                     "too many calls waiting for clients' answers (maxParkedCalls {})",
-                                    self.config.global.max_parked
+                                    self.config().global.max_parked
                                 ),
                             )));
                         }
@@ -1824,7 +1932,7 @@ impl Gateway {
     fn may_park(&self) -> bool {
         self.parked
             .lock()
-            .map(|m| m.len() < self.config.global.max_parked)
+            .map(|m| m.len() < self.config().global.max_parked)
             .unwrap_or(false)
     }
 
@@ -1840,7 +1948,7 @@ impl Gateway {
         // answered "cancel" and any other question with an error, and the upstream
         // call is cancelled (E-6, E-24).
         let gw = Arc::downgrade(self);
-        let timeout = self.config.global.ask_timeout;
+        let timeout = self.config().global.ask_timeout;
         tokio::spawn(async move {
             tokio::time::sleep(timeout).await;
             let Some(gw) = gw.upgrade() else { return };
@@ -1972,7 +2080,7 @@ impl Gateway {
             };
             return Err((code, format!("upstream {upstream}: {e}")));
         }
-        let i = self.slot_index(upstream);
+        let up = self.upstream(upstream);
         if method == "elicitation/create" {
             // E-11, E-18: shaped for the host (a 2025-11-25 url-mode ask gets a minted
             // elicitationId); what the host cannot be shown fails its request, since a
@@ -1981,10 +2089,13 @@ impl Gateway {
                 format!("mcpx-{}", self.next_elicitation())
             })
             .map_err(|e| (INTERNAL_ERROR, format!("upstream {upstream}: {e}")))?;
-            label_elicitation(i.and_then(|i| self.label(i)).as_deref(), &mut params);
+            label_elicitation(
+                up.as_ref().and_then(|u| self.label(u)).as_deref(),
+                &mut params,
+            );
         }
-        let _permit = match i {
-            Some(i) => ask_permit(&self.slots[i].asks, method)?,
+        let _permit = match &up {
+            Some(up) => ask_permit(&up.asks, method)?,
             None => None,
         };
         stamp_related(&mut params, &call.id);
@@ -1992,7 +2103,7 @@ impl Gateway {
             .map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
         match call
             .ctx
-            .request(method, Some(&raw), self.config.global.ask_timeout)
+            .request(method, Some(&raw), self.config().global.ask_timeout)
             .await
         {
             Ok(frame) => match (frame.result(), frame.error()) {
@@ -2013,14 +2124,10 @@ impl Gateway {
         }
     }
 
-    fn slot_index(&self, name: &str) -> Option<usize> {
-        self.slots.iter().position(|s| s.name == name)
-    }
-
     /// E-10: "[<namespace>] ", put before upstream `i`'s elicitation messages when
     /// namespaces are in use (several upstreams; names are then prefixed too).
-    fn label(&self, i: usize) -> Option<String> {
-        (self.slots.len() > 1).then(|| format!("[{}] ", self.slots[i].namespace))
+    fn label(&self, up: &Upstream) -> Option<String> {
+        self.namespaced().then(|| format!("[{}] ", up.namespace))
     }
 
     /// E-9, E-19: a url-mode elicitation of upstream `name` for a host that declared
@@ -2058,7 +2165,9 @@ impl Gateway {
             "message": params.get("message").and_then(Value::as_str).unwrap_or_default(),
         });
         label_elicitation(
-            self.slot_index(name).and_then(|i| self.label(i)).as_deref(),
+            self.upstream(name)
+                .and_then(|up| self.label(&up))
+                .as_deref(),
             &mut shown,
         );
         let message = shown["message"].as_str().unwrap_or_default().to_owned();
@@ -2084,13 +2193,13 @@ impl Gateway {
 
     /// Remembers that upstream `i`'s url-mode elicitation `id` went to `peer`, when the
     /// host's revision has completion notifications (E-12: 2025-11-25 only).
-    fn note_url_elicitation(&self, host: Revision, i: usize, id: &str, peer: &Peer) {
+    fn note_url_elicitation(&self, host: Revision, up: &UpstreamId, id: &str, peer: &Peer) {
         if !mcpx_protocol::method::server_may_send("notifications/elicitation/complete", host) {
             return;
         }
         if let Ok(mut m) = self.url_elicitations.lock() {
-            m.retain(|(u, e, _)| !(*u == i && e == id));
-            m.push_back((i, id.to_owned(), peer.clone()));
+            m.retain(|(u, e, _)| !(u == up && e == id));
+            m.push_back((up.clone(), id.to_owned(), peer.clone()));
             while m.len() > MAX_URL_ELICITATIONS {
                 m.pop_front();
             }
@@ -2100,7 +2209,7 @@ impl Gateway {
     /// E-12: the elicitations of an upstream's -32042 that reach a 2025-11-25 host
     /// unchanged (A-C11) are remembered like relayed ones, for their completion.
     fn note_required_elicitations(&self, call: &Call, name: &str, data: Option<&str>) {
-        let (Some(i), Some(peer)) = (self.slot_index(name), &call.peer) else {
+        let (Some(up), Some(peer)) = (self.upstream(name), &call.peer) else {
             return;
         };
         let data: Value = data
@@ -2113,7 +2222,7 @@ impl Gateway {
             .flatten()
         {
             if let Some(id) = e.get("elicitationId").and_then(Value::as_str) {
-                self.note_url_elicitation(call.host, i, id, peer);
+                self.note_url_elicitation(call.host, &up.id, id, peer);
             }
         }
     }
@@ -2124,14 +2233,14 @@ impl Gateway {
     /// whose revision has no such notification) is dropped (2025-11-25
     /// client/elicitation §Completion Notifications: only to the client that
     /// initiated the elicitation; clients ignore unknown ids).
-    async fn relay_elicitation_complete(&self, i: usize, frame: &Frame) {
+    async fn relay_elicitation_complete(&self, up: &UpstreamId, frame: &Frame) {
         let id = frame
             .params()
             .and_then(|p| mcpx_protocol::jsonrpc::member(p, "elicitationId"))
             .and_then(|v| serde_json::from_str::<String>(v).ok());
         let peer = id.as_ref().and_then(|id| {
             let mut m = self.url_elicitations.lock().ok()?;
-            let at = m.iter().position(|(u, e, _)| *u == i && e == id)?;
+            let at = m.iter().position(|(u, e, _)| u == up && e == id)?;
             m.remove(at).map(|(_, _, p)| p)
         });
         match peer {
@@ -2139,7 +2248,7 @@ impl Gateway {
                 let _ = peer.notify(frame.clone()).await;
             }
             None => tracing::debug!(
-                upstream = %self.slots[i].name,
+                upstream = %up,
                 elicitation = ?id,
                 "dropped notifications/elicitation/complete for no relayed elicitation"
             ),
@@ -2151,7 +2260,7 @@ impl Gateway {
     /// labelled when namespaces are in use (E-10) and an `elicitationId`, which 2026
     /// lacks, is removed (E-12). `None` when nothing changes.
     fn relabel_input_required(&self, name: &str, result: &str) -> Option<Json> {
-        let label = self.slot_index(name).and_then(|i| self.label(i));
+        let label = self.upstream(name).and_then(|up| self.label(&up));
         if label.is_none() && !result.contains("\"elicitationId\"") {
             return None;
         }
@@ -2167,7 +2276,7 @@ impl Gateway {
     /// [`Self::relabel_input_required`] does (an upstream task's, ext-tasks §Input
     /// Requests, are the same requests).
     pub(super) fn relabel_requests(&self, name: &str, requests: &mut Map<String, Value>) {
-        let label = self.slot_index(name).and_then(|i| self.label(i));
+        let label = self.upstream(name).and_then(|up| self.label(&up));
         relabel_input_requests(label.as_deref(), requests);
     }
 
@@ -2320,7 +2429,7 @@ impl Gateway {
         if method == "sampling/createMessage" {
             prepare_sampling(call, &mut params).map_err(|e| (INVALID_PARAMS, e.to_string()))?;
         }
-        let i = self.slot_index(name);
+        let up = self.upstream(name);
         if method == "elicitation/create" {
             // E-11, E-18: shaped for the host; what it cannot be shown, a malformed
             // ask, or a mode mcpx did not declare is the upstream's -32602 (E-14).
@@ -2328,18 +2437,21 @@ impl Gateway {
                 format!("mcpx-{}", self.next_elicitation())
             })
             .map_err(|e| (INVALID_PARAMS, e.to_string()))?;
-            label_elicitation(i.and_then(|i| self.label(i)).as_deref(), &mut params);
-            if let (elicitation::Mode::Url, Some(i), Some(peer), Some(id)) = (
+            label_elicitation(
+                up.as_ref().and_then(|u| self.label(u)).as_deref(),
+                &mut params,
+            );
+            if let (elicitation::Mode::Url, Some(up), Some(peer), Some(id)) = (
                 mode,
-                i,
+                &up,
                 &call.peer,
                 params.get("elicitationId").and_then(Value::as_str),
             ) {
-                self.note_url_elicitation(call.host, i, id, peer);
+                self.note_url_elicitation(call.host, &up.id, id, peer);
             }
         }
-        let _permit = match i {
-            Some(i) => ask_permit(&self.slots[i].asks, method)?,
+        let _permit = match &up {
+            Some(up) => ask_permit(&up.asks, method)?,
             None => None,
         };
         // C-C12: the upstream's own related-task (its task's id, when the ask came from
@@ -2357,7 +2469,7 @@ impl Gateway {
         // 2025-11-25 basic/utilities/tasks §Input Required Status: a gateway task whose
         // work waits on this ask is input_required until it is answered (C-C12).
         let _waiting = self.tasks.waiting(call);
-        let timeout = self.config.global.ask_timeout;
+        let timeout = self.config().global.ask_timeout;
         let sent = match (&call.related_task, &call.peer) {
             // A task's work outlives the request that created it (answered with the
             // CreateTaskResult), so its asks go on the session: on HTTP the GET stream
@@ -2390,7 +2502,7 @@ impl Gateway {
     /// to that upstream alone, with the upstream's token. Returns the route, forgotten
     /// when dropped.
     fn route_ask_progress(&self, upstream: &str, params: &mut Value) -> Option<ProgressRoute<'_>> {
-        let slot = self.slots.iter().position(|s| s.name == upstream)?;
+        let id = self.upstream(upstream)?.id.clone();
         let meta = params.get_mut("_meta")?.as_object_mut()?;
         let theirs = meta.get(meta::PROGRESS_TOKEN)?.clone();
         let token = format!("mcpx-ask-{}", random_token()?);
@@ -2398,7 +2510,7 @@ impl Gateway {
         self.ask_progress
             .lock()
             .ok()?
-            .insert(token.clone(), (slot, theirs));
+            .insert(token.clone(), (id, theirs));
         Some(ProgressRoute {
             routes: &self.ask_progress,
             token,
@@ -2420,10 +2532,10 @@ impl Gateway {
             .lock()
             .ok()
             .and_then(|m| m.get(token).cloned());
-        let Some((slot, theirs)) = route else {
+        let Some((id, theirs)) = route else {
             return;
         };
-        let conn = self.slots[slot].conn.lock().await.clone();
+        let conn = self.upstream(id.as_str()).and_then(|u| u.ready());
         let Some(conn) = conn else { return };
         if !mcpx_protocol::method::client_may_send("notifications/progress", conn.facts().revision)
         {
@@ -2459,21 +2571,21 @@ impl Gateway {
         let stop = tokio_util::sync::CancellationToken::new();
         let _stop_upstream_listens = stop.clone().drop_guard();
         let mut urx = self.updates.subscribe();
-        let mut watched: Vec<(String, usize)> = Vec::new();
+        let mut watched: Vec<(String, Arc<Upstream>, String)> = Vec::new();
         if let Some(uris) = requested
             .get("resourceSubscriptions")
             .and_then(Value::as_array)
         {
             for uri in uris.iter().filter_map(Value::as_str) {
-                if watched.iter().any(|(u, _)| u == uri) {
+                if watched.iter().any(|(u, _, _)| u == uri) {
                     continue;
                 }
-                if let Some(i) = self.subscribe_upstream(call, uri, &stop).await {
-                    watched.push((uri.to_owned(), i));
+                if let Some((up, theirs)) = self.subscribe_upstream(call, uri, &stop).await {
+                    watched.push((uri.to_owned(), up, theirs));
                 }
             }
             if !watched.is_empty() {
-                let uris: Vec<&str> = watched.iter().map(|(u, _)| u.as_str()).collect();
+                let uris: Vec<&str> = watched.iter().map(|(u, _, _)| u.as_str()).collect();
                 granted.insert("resourceSubscriptions".to_owned(), json!(uris));
             }
         }
@@ -2533,7 +2645,7 @@ impl Gateway {
                         .and_then(|p| mcpx_protocol::jsonrpc::member(p, "uri"))
                         .and_then(|u| serde_json::from_str::<String>(u).ok())
                         .unwrap_or_default();
-                    if watched.iter().any(|(u, _)| *u == uri) {
+                    if watched.iter().any(|(u, _, _)| *u == uri) {
                         // Tagged with this listen's id, not the upstream's.
                         let p = json!({ "uri": uri, "_meta": tag });
                         let _ = call.ctx.notify(Frame::notification("notifications/resources/updated", Some(&raw(&p)?))).await;
@@ -2541,8 +2653,8 @@ impl Gateway {
                 }
             }
         }
-        for (uri, i) in &watched {
-            self.unsubscribe_upstream(*i, uri).await;
+        for (uri, up, theirs) in &watched {
+            self.unsubscribe_upstream(up, uri, theirs).await;
         }
         // A graceful end (2026-07-28 basic/patterns/subscriptions §Graceful Closure).
         Ok(Reply {
@@ -2556,53 +2668,20 @@ impl Gateway {
 #[derive(Debug, Clone)]
 pub struct GatewayBackend(pub Arc<Gateway>);
 
-impl Backend for GatewayBackend {
-    fn offered(&self) -> Offered {
-        self.0.offered.lock().map(|o| *o).unwrap_or_default()
-    }
-
-    async fn log_level_requested(&self, level: Level) {
-        self.0.lower_upstream_log_level(level).await;
-    }
-
-    /// A host's notification. Client-sent progress exists only in the legacy era
-    /// (2026-07-28 basic/patterns/progress: the server sends it); it is relayed per
-    /// C-C6. `notifications/roots/list_changed` is not forwarded (E-3): mcpx declares
-    /// `roots` to legacy upstreams without `listChanged`.
-    async fn notification(&self, method: &str, params: Option<&str>, host: Revision) {
-        if method == "notifications/progress"
-            && mcpx_protocol::method::client_may_send(method, host)
-        {
-            self.0.relay_ask_progress(params).await;
-        }
-    }
-
-    fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
-        let Ok(catalog) = self.0.catalog.read() else {
-            return Vec::new();
-        };
-        // Read at the last refresh, with the list the host sees (a tool whose
-        // annotations are invalid is not listed, so it has none here either).
-        catalog.param_headers.get(tool).cloned().unwrap_or_default()
-    }
-
-    fn summary(&self) -> Summary {
-        let gw = &self.0;
+impl GatewayBackend {
+    /// What the gateway offers, from its upstreams' last facts.
+    fn summary_of(gw: &Gateway) -> Summary {
         // D-C7: a capability is declared iff some upstream offers it (as last seen: an
         // upstream that is down now keeps what it offered), the same set in
         // InitializeResult and DiscoverResult.
-        let facts: Vec<Arc<ServerFacts>> = gw
-            .slots
-            .iter()
-            .filter_map(|s| s.last_facts.lock().ok()?.clone())
-            .collect();
+        let ups = gw.upstreams();
+        let facts: Vec<Arc<ServerFacts>> = ups.iter().filter_map(|u| u.facts()).collect();
         let any = |cap: &str| facts.iter().any(|f| f.has(cap));
-        let instructions: Vec<String> = gw
-            .slots
+        let instructions: Vec<String> = ups
             .iter()
-            .filter_map(|s| {
-                let i = s.last_facts.lock().ok()?.as_ref()?.instructions.clone()?;
-                Some(format!("[{}] {i}", s.name))
+            .filter_map(|u| {
+                let i = u.facts()?.instructions.clone()?;
+                Some(format!("[{}] {i}", u.id))
             })
             .collect();
         // The lists can always change: upstreams come, go and change.
@@ -2628,7 +2707,42 @@ impl Backend for GatewayBackend {
             instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
         }
     }
+}
 
+impl Backend for GatewayBackend {
+    fn offered(&self) -> Offered {
+        self.0.offered.lock().map(|o| *o).unwrap_or_default()
+    }
+
+    async fn log_level_requested(&self, level: Level) {
+        self.0.lower_upstream_log_level(level).await;
+    }
+
+    /// A host's notification. Client-sent progress exists only in the legacy era
+    /// (2026-07-28 basic/patterns/progress: the server sends it); it is relayed per
+    /// C-C6. `notifications/roots/list_changed` is not forwarded (E-3): mcpx declares
+    /// `roots` to legacy upstreams without `listChanged`.
+    async fn notification(&self, method: &str, params: Option<&str>, host: Revision) {
+        if method == "notifications/progress"
+            && mcpx_protocol::method::client_may_send(method, host)
+        {
+            self.0.relay_ask_progress(params).await;
+        }
+    }
+
+    fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
+        // Read at the last rebuild, with the list the host sees (a tool whose
+        // annotations are invalid is not listed, so it has none here either).
+        self.0.catalog().param_headers(tool).to_vec()
+    }
+
+    async fn ready(&self) {
+        self.0.settled().await;
+    }
+
+    fn summary(&self) -> Summary {
+        GatewayBackend::summary_of(&self.0)
+    }
     // Not an `async fn`: one would move `call` into a local of its own and keep both
     // copies in the future (rustc does not overlap them), half a kilobyte more on every
     // call. Every rarer branch below is boxed for the same reason: a future is as large
@@ -2665,15 +2779,14 @@ impl Backend for GatewayBackend {
                 // tools/call goes through `tasks` (above); this arm serves prompts/get.
                 "prompts/get" => {
                     let Routed {
-                        upstream: i,
-                        params,
-                        ..
+                        upstream, params, ..
                     } = gw.route_name(&call, true)?;
                     // prompts/get changes nothing: safe to re-issue (B-C10).
-                    gw.forward(&call, i, &call.method, &params, true).await
+                    gw.forward(&call, &upstream, &call.method, &params, true)
+                        .await
                 }
                 "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                    let params: Value = call
+                    let mut params: Value = call
                         .params
                         .as_deref()
                         .and_then(|p| serde_json::from_str(p).ok())
@@ -2685,14 +2798,23 @@ impl Backend for GatewayBackend {
                             fault(INVALID_PARAMS, "params.uri is required".into(), call.host)
                         })?
                         .to_owned();
-                    let i = gw.route_uri(&call, &uri)?;
+                    let (up, theirs) = gw.route_uri(&call, &uri)?;
+                    if theirs != uri {
+                        params["uri"] = json!(theirs);
+                    }
                     match call.method.as_str() {
                         "resources/subscribe" | "resources/unsubscribe" => {
-                            Box::pin(gw.subscription(&call, i, &uri, &params)).await
+                            Box::pin(gw.subscription(&call, &up, &uri, &params)).await
                         }
                         _ => {
-                            gw.forward(&call, i, &call.method, &Params::of_value(&params), true)
-                                .await
+                            let reply = gw
+                                .forward(&call, &up, &call.method, &Params::of_value(&params), true)
+                                .await?;
+                            Ok(if theirs == uri {
+                                reply
+                            } else {
+                                expose_contents(reply, &uri, &theirs)
+                            })
                         }
                     }
                 }
@@ -2703,24 +2825,21 @@ impl Backend for GatewayBackend {
                         .and_then(|p| serde_json::from_str(p).ok())
                         .unwrap_or(json!({}));
                     let r = params.get("ref").cloned().unwrap_or(Value::Null);
-                    let i = match r.get("type").and_then(Value::as_str) {
+                    let up = match r.get("type").and_then(Value::as_str) {
                         Some("ref/prompt") => {
                             let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
-                            let catalog = gw
-                                .catalog
-                                .read()
-                                .map_err(|_| fault(INTERNAL_ERROR, "lock".into(), call.host))?;
-                            let (ns, original) =
-                                catalog.prompt_names.resolve(name).ok_or_else(|| {
-                                    fault(
-                                        INVALID_PARAMS,
-                                        format!("unknown prompt: {name}"),
-                                        call.host,
-                                    )
-                                })?;
-                            let i = gw.slots.iter().position(|s| s.namespace == ns).unwrap_or(0);
-                            params["ref"]["name"] = json!(original);
-                            i
+                            let catalog = gw.catalog();
+                            let found = catalog.prompt(name).ok_or_else(|| {
+                                fault(INVALID_PARAMS, format!("unknown prompt: {name}"), call.host)
+                            })?;
+                            let up = gw.upstream(found.upstream.as_str()).ok_or_else(|| {
+                                GatewayError::Removed {
+                                    upstream: found.upstream.clone(),
+                                }
+                                .to_fault(call.host)
+                            })?;
+                            params["ref"]["name"] = json!(found.original);
+                            up
                         }
                         Some("ref/resource") => {
                             let uri = r
@@ -2728,7 +2847,9 @@ impl Backend for GatewayBackend {
                                 .and_then(Value::as_str)
                                 .unwrap_or_default()
                                 .to_owned();
-                            gw.route_uri(&call, &uri)?
+                            let (up, theirs) = gw.route_uri(&call, &uri)?;
+                            params["ref"]["uri"] = json!(theirs);
+                            up
                         }
                         _ => {
                             return Err(fault(
@@ -2741,7 +2862,7 @@ impl Backend for GatewayBackend {
                     // C-C9: from 2025-03-26 a server that completes declares `completions`;
                     // an upstream that did not is not asked (a 2024-11-05 one, which had no
                     // such capability, is). Its answer is "no suggestions".
-                    let facts = gw.slots[i].conn.lock().await.as_ref().map(|c| c.facts());
+                    let facts = up.ready().map(|c| c.facts());
                     if let Some(f) = facts.filter(|f| {
                         f.revision.facts().completions_capability && !f.has("completions")
                     }) {
@@ -2754,7 +2875,7 @@ impl Backend for GatewayBackend {
                     }
                     gw.forward(
                         &call,
-                        i,
+                        &up,
                         "completion/complete",
                         &Params::of_value(&params),
                         true,

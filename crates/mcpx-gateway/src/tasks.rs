@@ -54,6 +54,8 @@ use mcpx_protocol::revision::TasksFlavor;
 use mcpx_protocol::task::{Status, TaskSupport, declares_extension, iso8601, strip_task_support};
 use mcpx_protocol::{Era, Frame, Params, Revision, meta};
 use mcpx_server::{Call, Fault, Reply};
+
+use super::{GatewayError, Upstream};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -210,7 +212,7 @@ struct Entry {
 /// An upstream's 2026-07-28 task that a gateway task stands for.
 #[derive(Debug, Clone)]
 struct UpstreamTask {
-    slot: usize,
+    upstream: Arc<Upstream>,
     id: String,
     conn: Connection,
 }
@@ -549,26 +551,22 @@ fn with_extension(caps: &Value) -> Value {
 }
 
 impl Gateway {
-    fn upstream_opts(&self, i: usize, flavor: TasksFlavor) -> CallOptions {
+    fn upstream_opts(&self, up: &Upstream, flavor: TasksFlavor) -> CallOptions {
         CallOptions {
             client_capabilities: if flavor == TasksFlavor::Extension {
                 Arc::new(with_extension(&json!({})))
             } else {
                 super::no_capabilities()
             },
-            timeout: self.slots[i].config.mcpx.call_timeout,
-            max_time: self.config.global.max_call_time,
+            timeout: up.config.mcpx.call_timeout,
+            max_time: self.config().global.max_call_time,
             ..CallOptions::default()
         }
     }
 
     /// The upstream fault of a client error.
-    fn client_fault(&self, i: usize, e: ClientError, host: Revision) -> Fault {
-        fault(
-            INTERNAL_ERROR,
-            format!("upstream {}: {e}", self.slots[i].name),
-            host,
-        )
+    fn client_fault(&self, _up: &Upstream, e: ClientError, host: Revision) -> Fault {
+        GatewayError::Client(e).to_fault(host)
     }
 
     /// Starts the upstream side of a `tools/call`: an upstream task where the upstream
@@ -576,20 +574,14 @@ impl Gateway {
     async fn task_start(
         self: &Arc<Self>,
         call: &Call,
-        i: usize,
+        up: &Arc<Upstream>,
         params: &Params,
         idempotent: bool,
         support: TaskSupport,
     ) -> First {
-        let conn = match self.connection(i).await {
-            Ok(c) => c,
-            Err(e) => {
-                return First::Final(Err(fault(
-                    INTERNAL_ERROR,
-                    format!("upstream {} is unavailable: {e}", self.slots[i].name),
-                    call.host,
-                )));
-            }
+        let conn = match up.connection().await {
+            Ok((_, c)) => c,
+            Err(e) => return First::Final(Err(e.to_fault(call.host))),
         };
         let facts = conn.facts();
         match upstream_flavor(&facts) {
@@ -597,8 +589,8 @@ impl Gateway {
             // task; "optional" ones are called plainly (progress and asks stay live).
             TasksFlavor::Core if support == TaskSupport::Required => {
                 let mut p: Value = serde_json::from_str(params).unwrap_or_else(|_| json!({}));
-                p["task"] = json!({ "ttl": ms(self.config.global.task_ttl) });
-                let mut opts = self.upstream_opts(i, TasksFlavor::Core);
+                p["task"] = json!({ "ttl": ms(self.config().global.task_ttl) });
+                let mut opts = self.upstream_opts(up, TasksFlavor::Core);
                 opts.cancel = call.cancel.clone();
                 opts.progress = call.progress.is_some();
                 // Boxed, as every rarer branch on a call's path: a future is as large as its
@@ -611,7 +603,7 @@ impl Gateway {
                 .await
                 {
                     Ok(f) => f,
-                    Err(e) => return First::Final(Err(self.client_fault(i, e, call.host))),
+                    Err(e) => return First::Final(Err(self.client_fault(up, e, call.host))),
                 };
                 let task = frame
                     .result()
@@ -627,13 +619,9 @@ impl Gateway {
                         conn,
                         flavor: TasksFlavor::Core,
                     },
-                    None => First::Final(self.answer(
-                        call,
-                        &facts,
-                        &self.slots[i].name,
-                        "tools/call",
-                        frame,
-                    )),
+                    None => {
+                        First::Final(self.answer(call, &facts, up.id.as_str(), "tools/call", frame))
+                    }
                 }
             }
             // ext-tasks: mcpx always declares the extension to an upstream that has it,
@@ -643,20 +631,21 @@ impl Gateway {
             // and drives the task (C-C13).
             TasksFlavor::Extension => {
                 let mut reply = self
-                    .forward(call, i, "tools/call", params, idempotent)
+                    .forward(call, up, "tools/call", params, idempotent)
                     .await;
                 let needs_extension = matches!(&reply, Err(f)
                     if f.code == mcpx_protocol::error::MISSING_REQUIRED_CLIENT_CAPABILITY
                         && f.data.as_ref().and_then(|d| d.pointer("/requiredCapabilities/extensions"))
                             .and_then(|e| e.get(TASKS_EXTENSION)).is_some());
                 if needs_extension && !declares_extension(&call.client_capabilities) {
-                    let up = derive(
+                    let derived = derive(
                         call,
                         Arc::new(with_extension(&call.client_capabilities)),
                         call.cancel.clone(),
                         call.related_task.clone(),
                     );
-                    reply = Box::pin(self.forward(&up, i, "tools/call", params, idempotent)).await;
+                    reply = Box::pin(self.forward(&derived, up, "tools/call", params, idempotent))
+                        .await;
                 }
                 // Most replies are final results: their `resultType` is read as raw text
                 // and only a task handle is parsed as a whole.
@@ -679,7 +668,7 @@ impl Gateway {
                 }
             }
             _ => First::Final(
-                self.forward(call, i, "tools/call", params, idempotent)
+                self.forward(call, up, "tools/call", params, idempotent)
                     .await,
             ),
         }
@@ -687,7 +676,7 @@ impl Gateway {
 
     /// The upstream's suggested interval, no shorter than mcpx's own.
     fn poll_interval(&self, task: Option<&Value>, key: &str) -> Duration {
-        let ours = self.config.global.task_poll_interval;
+        let ours = self.config().global.task_poll_interval;
         task.and_then(|t| t.get(key))
             .and_then(Value::as_u64)
             .map_or(ours, |u| Duration::from_millis(u).clamp(ours, ours * 20))
@@ -701,7 +690,7 @@ impl Gateway {
     async fn task_poll(
         self: &Arc<Self>,
         call: &Call,
-        i: usize,
+        up: &Arc<Upstream>,
         conn: Connection,
         flavor: TasksFlavor,
         id: String,
@@ -710,7 +699,7 @@ impl Gateway {
         stop_on_cancel: bool,
     ) -> Option<Result<Reply, Fault>> {
         let facts = conn.facts();
-        let name = self.slots[i].name.clone();
+        let name = up.id.to_string();
         let params = Params::of_value(&json!({ "taskId": id }));
         let mut cancel_sent = false;
         // Keys asked of a host that cannot see the task, and answered upstream (keys
@@ -724,7 +713,7 @@ impl Gateway {
             && self.tasks.attach(
                 call,
                 UpstreamTask {
-                    slot: i,
+                    upstream: up.clone(),
                     id: id.clone(),
                     conn: conn.clone(),
                 },
@@ -738,12 +727,16 @@ impl Gateway {
         let _asks =
             (flavor == TasksFlavor::Core).then(|| conn.route_task_asks(&id, asks_tx.clone()));
         let can_ask = call.host.era() == Era::Legacy && call.peer.is_some();
-        let deadline = Instant::now() + self.config.global.task_ttl;
+        let deadline = Instant::now() + self.config().global.task_ttl;
         loop {
             if cancel.is_cancelled() && !cancel_sent {
                 cancel_sent = true;
                 let _ = conn
-                    .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
+                    .call(
+                        "tasks/cancel",
+                        Some(&params),
+                        self.upstream_opts(up, flavor),
+                    )
                     .await;
                 if stop_on_cancel {
                     return None;
@@ -767,7 +760,7 @@ impl Gateway {
                     };
                     if let Some(f) = ended {
                         let _ = conn
-                            .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
+                            .call("tasks/cancel", Some(&params), self.upstream_opts(up, flavor))
                             .await;
                         return Some(Err(f));
                     }
@@ -775,11 +768,11 @@ impl Gateway {
                 }
             }
             let frame = match conn
-                .call("tasks/get", Some(&params), self.upstream_opts(i, flavor))
+                .call("tasks/get", Some(&params), self.upstream_opts(up, flavor))
                 .await
             {
                 Ok(f) => f,
-                Err(e) => return Some(Err(self.client_fault(i, e, call.host))),
+                Err(e) => return Some(Err(self.client_fault(up, e, call.host))),
             };
             if frame.error().is_some() {
                 return Some(self.answer(call, &facts, &name, "tasks/get", frame));
@@ -796,11 +789,11 @@ impl Gateway {
                 (_, Some(Status::Cancelled)) => return None,
                 (TasksFlavor::Core, Some(Status::Completed | Status::Failed)) => {
                     // §Retrieving Task Results: the result is the underlying request's.
-                    let mut opts = self.upstream_opts(i, flavor);
+                    let mut opts = self.upstream_opts(up, flavor);
                     opts.timeout = opts.timeout.max(poll * 4);
                     return Some(match conn.call("tasks/result", Some(&params), opts).await {
                         Ok(f) => self.answer(call, &facts, &name, "tools/call", f),
-                        Err(e) => Err(self.client_fault(i, e, call.host)),
+                        Err(e) => Err(self.client_fault(up, e, call.host)),
                     });
                 }
                 (_, Some(Status::Completed)) => {
@@ -839,10 +832,14 @@ impl Gateway {
                 (TasksFlavor::Extension, Some(Status::InputRequired)) => {
                     // A host that cannot see the task is asked its questions itself.
                     if let Err(f) =
-                        Box::pin(self.ask_for_task(call, i, &conn, &id, &task, &mut asked)).await
+                        Box::pin(self.ask_for_task(call, up, &conn, &id, &task, &mut asked)).await
                     {
                         let _ = conn
-                            .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
+                            .call(
+                                "tasks/cancel",
+                                Some(&params),
+                                self.upstream_opts(up, flavor),
+                            )
                             .await;
                         return Some(Err(f));
                     }
@@ -853,7 +850,7 @@ impl Gateway {
                 (TasksFlavor::Core, Some(Status::InputRequired)) if can_ask => {
                     let outcome = Box::pin(self.core_task_result(
                         call,
-                        i,
+                        up,
                         &conn,
                         &params,
                         (&asks_tx, &mut asks_rx),
@@ -867,7 +864,11 @@ impl Gateway {
                         Err(None) => {}
                         Err(Some(f)) => {
                             let _ = conn
-                                .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
+                                .call(
+                                    "tasks/cancel",
+                                    Some(&params),
+                                    self.upstream_opts(up, flavor),
+                                )
                                 .await;
                             return Some(Err(f));
                         }
@@ -875,7 +876,11 @@ impl Gateway {
                 }
                 (_, Some(Status::InputRequired)) => {
                     let _ = conn
-                        .call("tasks/cancel", Some(&params), self.upstream_opts(i, flavor))
+                        .call(
+                            "tasks/cancel",
+                            Some(&params),
+                            self.upstream_opts(up, flavor),
+                        )
                         .await;
                     return Some(Err(unaskable(call, &name, None)));
                 }
@@ -903,7 +908,7 @@ impl Gateway {
     async fn core_task_result(
         self: &Arc<Self>,
         call: &Call,
-        i: usize,
+        up: &Arc<Upstream>,
         conn: &Connection,
         params: &Params,
         (asks_tx, asks_rx): (
@@ -914,7 +919,7 @@ impl Gateway {
         deadline: Instant,
     ) -> Result<Frame, Option<Fault>> {
         let facts = conn.facts();
-        let name = &self.slots[i].name;
+        let name = up.id.as_str();
         let left = deadline.saturating_duration_since(Instant::now());
         let opts = CallOptions {
             events: Some(asks_tx.clone()),
@@ -923,7 +928,7 @@ impl Gateway {
             // lifetime bounds it, not a call's.
             timeout: left,
             max_time: left,
-            ..self.upstream_opts(i, TasksFlavor::Core)
+            ..self.upstream_opts(up, TasksFlavor::Core)
         };
         let fut = conn.call("tasks/result", Some(params), opts);
         tokio::pin!(fut);
@@ -941,7 +946,7 @@ impl Gateway {
         match outcome {
             Ok(f) => Ok(f),
             Err(ClientError::Cancelled { .. }) => Err(None),
-            Err(e) => Err(Some(self.client_fault(i, e, call.host))),
+            Err(e) => Err(Some(self.client_fault(up, e, call.host))),
         }
     }
 
@@ -956,13 +961,13 @@ impl Gateway {
     async fn ask_for_task(
         self: &Arc<Self>,
         call: &Call,
-        i: usize,
+        up: &Arc<Upstream>,
         conn: &Connection,
         id: &str,
         task: &Value,
         asked: &mut HashSet<String>,
     ) -> Result<(), Fault> {
-        let name = &self.slots[i].name;
+        let name = up.id.as_str();
         if call.host.era() == mcpx_protocol::Era::Modern {
             return Err(fault(
                 INTERNAL_ERROR,
@@ -984,7 +989,7 @@ impl Gateway {
             return Ok(());
         }
         let keys: Vec<String> = responses.keys().cloned().collect();
-        self.update_upstream(call, i, conn, id, responses).await?;
+        self.update_upstream(call, up, conn, id, responses).await?;
         asked.extend(keys);
         Ok(())
     }
@@ -994,7 +999,7 @@ impl Gateway {
     async fn update_upstream(
         &self,
         call: &Call,
-        i: usize,
+        up: &Arc<Upstream>,
         conn: &Connection,
         id: &str,
         responses: Map<String, Value>,
@@ -1004,19 +1009,13 @@ impl Gateway {
             .call(
                 "tasks/update",
                 Some(&p),
-                self.upstream_opts(i, TasksFlavor::Extension),
+                self.upstream_opts(up, TasksFlavor::Extension),
             )
             .await
-            .map_err(|e| self.client_fault(i, e, call.host))?;
+            .map_err(|e| self.client_fault(up, e, call.host))?;
         if frame.error().is_some() {
             // An error frame is always the upstream's refusal, for the host.
-            self.answer(
-                call,
-                &conn.facts(),
-                &self.slots[i].name,
-                "tasks/update",
-                frame,
-            )?;
+            self.answer(call, &conn.facts(), up.id.as_str(), "tasks/update", frame)?;
         }
         Ok(())
     }
@@ -1029,7 +1028,8 @@ impl Gateway {
         ttl: Duration,
         work: Work,
     ) -> Result<Reply, Fault> {
-        let g = &self.config.global;
+        let config = self.config();
+        let g = &config.global;
         let (id, task, cancel) = self.tasks.create(
             owner.clone(),
             ttl,
@@ -1049,20 +1049,22 @@ impl Gateway {
         tokio::spawn(async move {
             let first = match work {
                 Work::Start {
-                    i,
+                    up,
                     params,
                     idempotent,
                     support,
-                } => (
-                    i,
-                    gw.task_start(&tcall, i, &params, idempotent, support).await,
-                ),
-                Work::Adopt { i, first } => (i, first),
+                } => {
+                    let first = gw
+                        .task_start(&tcall, &up, &params, idempotent, support)
+                        .await;
+                    (up, first)
+                }
+                Work::Adopt { up, first } => (up, first),
             };
             let outcome = match first {
                 (_, First::Final(r)) => Some(r).filter(|_| !cancel.is_cancelled()),
                 (
-                    i,
+                    up,
                     First::Upstream {
                         conn,
                         flavor,
@@ -1070,7 +1072,7 @@ impl Gateway {
                         poll,
                     },
                 ) => {
-                    gw.task_poll(&tcall, i, conn, flavor, id, poll, &cancel, stop_on_cancel)
+                    gw.task_poll(&tcall, &up, conn, flavor, id, poll, &cancel, stop_on_cancel)
                         .await
                 }
             };
@@ -1095,13 +1097,13 @@ impl Gateway {
 enum Work {
     /// Start the upstream call.
     Start {
-        i: usize,
+        up: Arc<Upstream>,
         params: Params,
         idempotent: bool,
         support: TaskSupport,
     },
     /// Carry on with an upstream call already started.
-    Adopt { i: usize, first: First },
+    Adopt { up: Arc<Upstream>, first: First },
 }
 
 fn session_key(call: &Call) -> String {
@@ -1115,7 +1117,7 @@ fn session_key(call: &Call) -> String {
 /// `tools/call` from a host of any revision.
 pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Fault> {
     let super::Routed {
-        upstream: i,
+        upstream: up,
         exposed,
         params,
         tool: super::ToolFacts {
@@ -1135,7 +1137,8 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
     } else {
         (None, params)
     };
-    let g = &gw.config.global;
+    let config = gw.config();
+    let g = &config.global;
     match call.host.facts().tasks {
         TasksFlavor::Core => {
             // C-C10: 2025-11-25 §Tool-Level Negotiation, -32601 both ways.
@@ -1163,7 +1166,7 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
                     .and_then(Value::as_u64)
                     .map_or(g.task_ttl, |v| Duration::from_millis(v).min(g.task_ttl));
                 let work = Work::Start {
-                    i,
+                    up: up.clone(),
                     // A task outlives the call: it owns its params.
                     params: params.into_owned(),
                     idempotent,
@@ -1176,7 +1179,7 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
         TasksFlavor::Extension if declares_extension(&call.client_capabilities) => {
             if support.allows_task() {
                 let work = Work::Start {
-                    i,
+                    up: up.clone(),
                     // A task outlives the call: it owns its params.
                     params: params.into_owned(),
                     idempotent,
@@ -1184,24 +1187,30 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
                 };
                 return gw.task_spawn(call, Owner::Extension, g.task_ttl, work);
             }
-            return match gw.task_start(call, i, &params, idempotent, support).await {
+            return match gw.task_start(call, &up, &params, idempotent, support).await {
                 First::Final(r) => r.map(clean),
-                first @ First::Upstream { .. } => {
-                    gw.task_spawn(call, Owner::Extension, g.task_ttl, Work::Adopt { i, first })
-                }
+                first @ First::Upstream { .. } => gw.task_spawn(
+                    call,
+                    Owner::Extension,
+                    g.task_ttl,
+                    Work::Adopt {
+                        up: up.clone(),
+                        first,
+                    },
+                ),
             };
         }
         _ => {}
     }
     // Everyone else: the final result, whatever the upstream made of it.
-    match gw.task_start(call, i, &params, idempotent, support).await {
+    match gw.task_start(call, &up, &params, idempotent, support).await {
         First::Final(r) => r.map(clean),
         First::Upstream {
             conn,
             flavor,
             id,
             poll,
-        } => Box::pin(gw.task_poll(call, i, conn, flavor, id, poll, &call.cancel, true))
+        } => Box::pin(gw.task_poll(call, &up, conn, flavor, id, poll, &call.cancel, true))
             .await
             .map(|r| r.map(clean))
             .unwrap_or_else(|| {
@@ -1230,7 +1239,7 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
             ));
         }
     };
-    let poll = gw.config.global.task_poll_interval;
+    let poll = gw.config().global.task_poll_interval;
     let params: Value = call
         .params
         .as_deref()
@@ -1243,7 +1252,7 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
         })
     };
     if call.method == "tasks/list" {
-        let page = gw.config.global.page_size.max(1);
+        let page = gw.config().global.page_size.max(1);
         let start = match params.get("cursor") {
             None => 0,
             Some(c) => c
@@ -1442,7 +1451,7 @@ async fn update(
         }
     };
     let keys: Vec<String> = open.keys().cloned().collect();
-    gw.update_upstream(call, up.slot, &up.conn, &up.id, open)
+    gw.update_upstream(call, &up.upstream, &up.conn, &up.id, open)
         .await?;
     let mut map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
     if let Some(e) = map.get_mut(id) {

@@ -322,6 +322,14 @@ pub trait Backend: Send + Sync + 'static {
     /// Answers a feature request.
     fn call(&self, call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send;
 
+    /// Resolves when the backend is ready to answer a host's requests: awaited before
+    /// every request, so it must be cheap once ready (a gateway waits, briefly and
+    /// boundedly, for upstreams still starting, so its first answers offer what they
+    /// offer). Default: at once.
+    fn ready(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// A legacy host asked for log messages at `level` and above (`logging/setLevel`).
     /// The backend arranges for its sources to produce them. Default: nothing.
     fn log_level_requested(&self, _level: Level) -> impl Future<Output = ()> + Send {
@@ -474,6 +482,9 @@ impl<B: Backend> Seam<B> {
                 |p| p.client_capabilities().clone(),
             )
         };
+        // What is offered depends on upstreams that may still be starting: the first
+        // requests wait for them, briefly (a modern host's first request may be any).
+        self.backend.ready().await;
         match method {
             "initialize" => {
                 let summary = self.backend.summary();

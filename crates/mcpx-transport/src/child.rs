@@ -271,9 +271,10 @@ impl ChildUpstream {
         if let Some(cwd) = &config.cwd {
             cmd.current_dir(cwd);
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| TransportError::Io(format!("cannot start {:?}: {e}", config.command)))?;
+        let mut child = cmd.spawn().map_err(|e| TransportError::Spawn {
+            command: config.command.clone(),
+            reason: e.to_string(),
+        })?;
         let pgid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -417,6 +418,26 @@ impl ChildUpstream {
     /// stopped): every further request fails, so its owner should start a new one.
     pub fn is_closed(&self) -> bool {
         self.shared.closed_detail().is_some()
+    }
+
+    /// Whether the child has exited with status 0 (a clean exit, as opposed to a
+    /// failure or a signal).
+    pub fn exited_cleanly(&self) -> bool {
+        self.shared.exited.borrow().is_some_and(|s| s.success())
+    }
+
+    /// Resolves once the connection is closed, with why (the exit status, skipped
+    /// lines, the tail of stderr): what a supervisor waits on to restart the child.
+    pub fn closed(&self) -> impl Future<Output = String> + Send + 'static {
+        let mut rx = self.shared.closed.subscribe();
+        async move {
+            match rx.wait_for(Option::is_some).await {
+                Ok(detail) => detail.clone().unwrap_or_default(),
+                // The sender lives in `Shared`, which this receiver's connection owns;
+                // it is gone only when everything is.
+                Err(_) => "the upstream process is gone".to_owned(),
+            }
+        }
     }
 
     async fn write(&self, frame: &Frame) -> Result<(), TransportError> {

@@ -13,9 +13,17 @@ pub enum TransportError {
         /// What is known about why.
         detail: String,
     },
-    /// An I/O error (spawn, connect, read, write).
+    /// An I/O error (connect, read, write).
     #[error("{0}")]
     Io(String),
+    /// A child process could not be started (no such program, no permission).
+    #[error("cannot start {command:?}: {reason}")]
+    Spawn {
+        /// The program.
+        command: String,
+        /// The operating system's reason.
+        reason: String,
+    },
     /// An HTTP status that is not a success, with the body and, when the body is a
     /// JSON-RPC error, its code (register A-C14, B-C9).
     #[error("HTTP {status}{}: {}", .code.map(|c| format!(" (JSON-RPC error {c})")).unwrap_or_default(), short(.body))]

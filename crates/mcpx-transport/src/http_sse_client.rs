@@ -302,6 +302,22 @@ impl SseUpstream {
     pub fn endpoint(&self) -> &Url {
         &self.shared.endpoint
     }
+
+    /// Whether the SSE stream has ended (every further request fails).
+    pub fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+
+    /// Resolves once the SSE stream has ended, with why.
+    pub fn closed(&self) -> impl Future<Output = String> + Send + 'static {
+        let mut rx = self.shared.closed.subscribe();
+        async move {
+            match rx.wait_for(Option::is_some).await {
+                Ok(detail) => detail.clone().unwrap_or_default(),
+                Err(_) => "the SSE stream is closed".to_owned(),
+            }
+        }
+    }
 }
 
 impl Upstream for SseUpstream {

@@ -179,7 +179,7 @@ pub fn probe(source: &Source) -> ExitCode {
                 if s.disabled {
                     return json!({"name": name, "disabled": true});
                 }
-                probe_one(&target, limit).await
+                probe_one(name, s, target, limit).await
             }
         });
         futures_util::future::join_all(probes).await
@@ -199,18 +199,71 @@ pub fn probe(source: &Source) -> ExitCode {
     }
 }
 
-/// One upstream's report.
-async fn probe_one(target: &Target, limit: Duration) -> Value {
-    let name = target.name.clone();
+/// One upstream's report: its supervisor (the gateway's own, with the entry's restart
+/// settings) runs until the upstream is ready, or settles in a state that will not
+/// change soon (a crash loop, a refused credential, a policy that gives up), or
+/// `limit` has passed; what it reached is reported.
+async fn probe_one(
+    name: &str,
+    s: &mcpx_gateway::config::ServerConfig,
+    target: Target,
+    limit: Duration,
+) -> Value {
+    use mcpx_gateway::upstream::{Command, State, Upstream};
     let transport = target.transport.identity();
-    let conn = match tokio::time::timeout(limit, connect(target, &EraCache::disabled())).await {
-        Err(_) => {
-            return json!({"name": name, "transport": transport,
-                "error": format!("no answer within {} s", limit.as_secs())});
+    let (up, commands) = Upstream::new(name.into(), s.clone(), target, EraCache::disabled(), 1);
+    let supervisor = tokio::spawn(up.supervisor().clone().run(commands, None, |_| {}));
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut status = up.supervisor().watch();
+    // A lazy upstream starts on its first use: this is one.
+    up.supervisor().command(Command::Wake);
+    let reached = loop {
+        let now = status.borrow_and_update().clone();
+        match now.state {
+            State::Ready => break Ok(()),
+            State::CrashLoop { .. } | State::NeedsAuthorization { .. } | State::Failed => {
+                break Err(now);
+            }
+            _ => {}
         }
-        Ok(Err(e)) => return json!({"name": name, "transport": transport, "error": e.to_string()}),
-        Ok(Ok(c)) => c,
+        if tokio::time::timeout_at(deadline, status.changed())
+            .await
+            .is_err()
+        {
+            break Err(up.status());
+        }
     };
+    let report = match (reached, up.ready()) {
+        (Ok(()), Some(conn)) => Ok(conn),
+        (Ok(()), None) => Err(up.status()),
+        (Err(st), _) => Err(st),
+    };
+    let report = match report {
+        Ok(conn) => probe_report(name, &transport, &conn, limit).await,
+        Err(st) => {
+            let mut why = match &st.state {
+                State::Starting { .. } => format!("no answer within {} s", limit.as_secs()),
+                other => other.phrase(tokio::time::Instant::now()),
+            };
+            if let Some(cause) = &st.last_error {
+                why.push_str(&format!(": {cause}"));
+            }
+            json!({"name": name, "transport": transport, "state": st.state.key(),
+                "restarts": st.restarts, "error": why})
+        }
+    };
+    up.supervisor().command(Command::Stop);
+    let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;
+    report
+}
+
+/// What a ready upstream offers.
+async fn probe_report(
+    name: &str,
+    transport: &str,
+    conn: &mcpx_client::Connection,
+    limit: Duration,
+) -> Value {
     let facts = conn.facts();
     let mut report = json!({
         "name": name,
@@ -242,7 +295,6 @@ async fn probe_one(target: &Target, limit: Duration) -> Value {
             Err(e) => report["toolsError"] = json!(e.to_string()),
         }
     }
-    conn.close().await;
     report
 }
 

@@ -7,9 +7,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use mcpx_client::EraCache;
+use mcpx_gateway::app::{Adjust, App};
 use mcpx_gateway::config::{self, Config};
-use mcpx_gateway::gateway::{Gateway, GatewayBackend};
-use mcpx_server::Seam;
 use mcpx_transport::stdio::{StdioConfig, serve};
 use mcpx_transport::streamable_http::{self, HttpServerConfig};
 
@@ -103,21 +102,22 @@ pub(crate) fn demo_config() -> Result<Config, String> {
     config::parse(&text, std::path::Path::new("<demo>")).map_err(|e| e.to_string())
 }
 
-/// Runs the gateway until the host goes away (stdio) or Ctrl-C.
+/// Runs the gateway until the host goes away (stdio) or Ctrl-C/SIGTERM, then stops
+/// every upstream before exiting.
 pub fn run(args: &Args) -> ExitCode {
     let loaded = if args.demo {
-        demo_config()
+        demo_config().map(|c| (None, c))
     } else {
         config::load(args.config.as_deref())
             .map(|(path, c)| {
                 tracing::info!("configuration: {}", path.display());
-                c
+                (Some(path), c)
             })
             .map_err(|e| {
                 format!("{e}\n(try `mcpx serve --demo` to front the built-in example servers)")
             })
     };
-    let mut config = match loaded {
+    let (path, mut config) = match loaded {
         Ok(c) => c,
         Err(e) => {
             crate::runtime::init_logging();
@@ -125,14 +125,18 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(rev) = &args.mcp_spec {
-        match config.spec.clone().with_front(rev) {
-            Ok(p) => config.spec = p,
-            Err(e) => {
-                eprintln!("mcpx serve: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
+    // `--mcp-spec`, applied to this configuration and to every reload.
+    let adjust: Option<Adjust> = args.mcp_spec.clone().map(|rev| {
+        Arc::new(move |c: &mut Config| {
+            c.spec = c.spec.clone().with_front(&rev).map_err(|e| e.to_string())?;
+            Ok(())
+        }) as Adjust
+    });
+    if let Some(adjust) = &adjust
+        && let Err(e) = adjust(&mut config)
+    {
+        eprintln!("mcpx serve: {e}");
+        return ExitCode::FAILURE;
     }
     let http = match args
         .http
@@ -147,55 +151,59 @@ pub fn run(args: &Args) -> ExitCode {
         }
     };
     crate::runtime::run("serve", args.threads, |shutdown| async move {
-        let policy = config.spec.clone();
         let max_frame = config.global.max_frame_bytes;
-        let gateway = Gateway::new(config, EraCache::default_location());
-        gateway.start().await;
-        for (name, why) in gateway.unavailable() {
-            eprintln!("mcpx serve: upstream {name} is unavailable: {why}");
+        // Upstreams start in the background: the listener is up at once, and a host's
+        // first request waits at most `startupWaitMs` for them.
+        let app = App::start(config, path, adjust, EraCache::default_location());
+        if let Err(e) = app.watch() {
+            eprintln!(
+                "mcpx serve: the configuration file is not watched (reload with SIGHUP): {e}"
+            );
         }
         {
             // On shutdown the gateway ends its hosts' listen streams gracefully first.
-            let gateway = gateway.clone();
+            let gateway = app.gateway().clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
                 shutdown.cancelled().await;
                 gateway.shutdown();
             });
         }
-        let seam = Arc::new(Seam::new(
-            Arc::new(GatewayBackend(gateway)),
-            "mcpx",
-            env!("CARGO_PKG_VERSION"),
-            policy,
-        ));
-        match http {
+        let served = match http {
             Some(mut config) => {
                 config.limits.max_frame_bytes = max_frame;
-                let listener = tokio::net::TcpListener::bind(config.bind).await?;
-                let addr = listener.local_addr()?;
-                let scheme = if config.tls.is_some() {
-                    "https"
-                } else {
-                    "http"
-                };
-                eprintln!(
-                    "mcpx serve: Streamable HTTP at {scheme}://{addr}{}, HTTP+SSE at {scheme}://{addr}{}",
-                    config.path, config.sse_path
-                );
-                if !addr.ip().is_loopback() && config.bearer_token.is_none() {
-                    eprintln!(
-                        "mcpx serve: warning: {addr} is not a loopback address and no token is required (--token-file): whoever reaches it can use every upstream"
-                    );
+                match tokio::net::TcpListener::bind(config.bind).await {
+                    Err(e) => Err(e),
+                    Ok(listener) => {
+                        let addr = listener.local_addr()?;
+                        let scheme = if config.tls.is_some() {
+                            "https"
+                        } else {
+                            "http"
+                        };
+                        eprintln!(
+                            "mcpx serve: Streamable HTTP at {scheme}://{addr}{}, HTTP+SSE at {scheme}://{addr}{}",
+                            config.path, config.sse_path
+                        );
+                        if !addr.ip().is_loopback() && config.bearer_token.is_none() {
+                            eprintln!(
+                                "mcpx serve: warning: {addr} is not a loopback address and no token is required (--token-file): whoever reaches it can use every upstream"
+                            );
+                        }
+                        streamable_http::serve(listener, app.seam(), config, shutdown).await
+                    }
                 }
-                streamable_http::serve(listener, seam, config, shutdown).await
             }
             None => {
                 let (input, output) = mcpx_transport::stdio::stdin_stdout();
                 let mut config = StdioConfig::default();
                 config.limits.max_frame_bytes = max_frame;
-                serve(seam, input, output, config, shutdown).await
+                serve(app.seam(), input, output, config, shutdown).await
             }
-        }
+        };
+        // No upstream process outlives mcpx: each is stopped (stdin, SIGTERM to its
+        // process group, SIGKILL) before the process exits.
+        app.shutdown().await;
+        served
     })
 }

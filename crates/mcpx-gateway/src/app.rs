@@ -1,0 +1,201 @@
+//! The application: configuration → gateway → the serve seam, with reload, status
+//! and shutdown. `mcpx serve` is this plus a listener; tests use it in-process.
+//!
+//! * [`App::start`] starts every upstream's supervisor and returns at once.
+//! * [`App::watch`] reloads when the configuration file changes (debounced
+//!   `reloadDebounceMs`) and on SIGHUP. A file that does not parse is reported with
+//!   its path, line and reason, and the configuration in force keeps serving.
+//! * [`App::shutdown`] ends hosts' listen streams and stops every upstream (a child
+//!   gets its stdin closed, then SIGTERM to its process group, then SIGKILL), so no
+//!   upstream process outlives mcpx.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcpx_client::EraCache;
+use mcpx_server::Seam;
+
+use crate::config::{self, Config, ConfigError};
+use crate::gateway::{Gateway, GatewayBackend};
+use crate::reload::Plan;
+use crate::upstream::Status;
+use crate::watch::{ConfigWatcher, WatchError};
+
+/// How long [`App::shutdown`] waits for upstreams to stop: enough for a child's
+/// stop sequence (stdin closed, 2 s, SIGTERM, 2 s, SIGKILL).
+pub const STOP_WITHIN: Duration = Duration::from_secs(5);
+
+/// Adjustments the command line makes to every configuration read (`--mcp-spec`).
+pub type Adjust = Arc<dyn Fn(&mut Config) -> Result<(), String> + Send + Sync>;
+
+/// Why a reload did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The app was started without a configuration file (`--demo`).
+    #[error("there is no configuration file to reload")]
+    NoFile,
+    /// The file does not load or parse.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The command line's adjustment refused it.
+    #[error("{path}: {message}")]
+    Adjust {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
+/// A running gateway and what it was started from.
+pub struct App {
+    gateway: Arc<Gateway>,
+    seam: Arc<Seam<GatewayBackend>>,
+    path: Option<PathBuf>,
+    adjust: Option<Adjust>,
+    watcher: Mutex<Option<ConfigWatcher>>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl App {
+    /// Starts the gateway on `config`, read from `path` (none for a built-in
+    /// configuration), whose future reloads `adjust` adjusts as this one was. Must be
+    /// called inside a tokio runtime. Upstreams start in the background.
+    pub fn start(
+        config: Config,
+        path: Option<PathBuf>,
+        adjust: Option<Adjust>,
+        era_cache: EraCache,
+    ) -> Arc<App> {
+        let policy = config.spec.clone();
+        let gateway = Gateway::new(config, era_cache);
+        gateway.start();
+        let seam = Arc::new(Seam::new(
+            Arc::new(GatewayBackend(gateway.clone())),
+            "mcpx",
+            env!("CARGO_PKG_VERSION"),
+            policy,
+        ));
+        Arc::new(App {
+            gateway,
+            seam,
+            path,
+            adjust,
+            watcher: Mutex::new(None),
+        })
+    }
+
+    /// The gateway.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
+
+    /// The serve seam, for a listener.
+    pub fn seam(&self) -> Arc<Seam<GatewayBackend>> {
+        self.seam.clone()
+    }
+
+    /// The configuration file, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Each upstream's name and status, in configuration order.
+    pub fn status(&self) -> Vec<(String, Status)> {
+        self.gateway
+            .statuses()
+            .into_iter()
+            .map(|(u, s)| (u.id.to_string(), s))
+            .collect()
+    }
+
+    /// Reads the configuration file again and applies it. On any error the
+    /// configuration in force is left as it is.
+    pub fn reload(&self) -> Result<Plan, ReloadError> {
+        let path = self.path.as_deref().ok_or(ReloadError::NoFile)?;
+        let (path, mut config) = config::load(Some(path))?;
+        if let Some(adjust) = &self.adjust {
+            adjust(&mut config).map_err(|message| ReloadError::Adjust {
+                path: path.clone(),
+                message,
+            })?;
+        }
+        Ok(self.gateway.reload(config))
+    }
+
+    /// Reloads on every change of the configuration file and on SIGHUP, until the
+    /// app is dropped. Without a file (`--demo`), SIGHUP is only logged.
+    pub fn watch(self: &Arc<Self>) -> Result<(), WatchError> {
+        let debounce = self.gateway.config().global.reload_debounce;
+        let changes = match &self.path {
+            Some(p) => {
+                let (watcher, rx) = ConfigWatcher::start(p, debounce)?;
+                if let Ok(mut w) = self.watcher.lock() {
+                    *w = Some(watcher);
+                }
+                Some(rx)
+            }
+            None => None,
+        };
+        let app = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut hangup =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+            let mut changes = changes;
+            loop {
+                let why = tokio::select! {
+                    Some(()) = async {
+                        match changes.as_mut() {
+                            Some(rx) => rx.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    } => "the configuration file changed",
+                    Some(()) = async {
+                        match hangup.as_mut() {
+                            Some(h) => h.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    } => "SIGHUP",
+                    else => return,
+                };
+                let Some(app) = app.upgrade() else { return };
+                app.reload_logged(why);
+            }
+        });
+        Ok(())
+    }
+
+    /// [`App::reload`], with its outcome logged.
+    fn reload_logged(&self, why: &str) {
+        match self.reload() {
+            Ok(plan) => {
+                tracing::info!("{why}: reloaded ({plan})");
+            }
+            Err(ReloadError::NoFile) => {
+                tracing::info!("{why}: nothing to reload (no configuration file)");
+            }
+            Err(e) => {
+                // Also on stderr at the default log level: a person edited the file.
+                tracing::error!("{why}: not reloaded, the configuration in force goes on: {e}");
+            }
+        }
+    }
+
+    /// Ends hosts' listen streams and stops every upstream, waiting up to
+    /// [`STOP_WITHIN`].
+    pub async fn shutdown(&self) {
+        if let Ok(mut w) = self.watcher.lock() {
+            w.take();
+        }
+        self.gateway.shutdown();
+        self.gateway.stop_upstreams(STOP_WITHIN).await;
+    }
+}

@@ -1,0 +1,129 @@
+//! The gateway's typed errors, and the one place they become a host's JSON-RPC error.
+//!
+//! [`Cause`] says why an upstream is not serving: what its supervisor last saw.
+//! [`GatewayError`] says why a host's request failed. [`GatewayError::to_fault`]
+//! turns it into the [`Fault`] the serve seam lowers to the host's revision; every
+//! such error carries `data` naming the upstream and the kind of cause, so that a
+//! host (and its model) can tell "restarting" from "needs authorization" from "timed
+//! out" without parsing the message.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcpx_client::ClientError;
+use mcpx_protocol::Revision;
+use mcpx_protocol::error::INTERNAL_ERROR;
+use mcpx_server::Fault;
+use serde_json::{Value, json};
+
+use crate::id::UpstreamId;
+use crate::upstream::restarts::human;
+
+/// Why an upstream is not serving.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Cause {
+    /// Starting it failed, or its connection failed (spawn, handshake, transport,
+    /// a refused credential).
+    #[error("{}", .0.reason())]
+    Client(ClientError),
+    /// The connection was not made within `connectTimeoutMs`.
+    #[error("no connection within {} (connectTimeoutMs)", human(*.0))]
+    ConnectTimeout(Duration),
+    /// The connection ended while it served: a process that exited (with its status
+    /// and the tail of its stderr), a stream that closed.
+    #[error("{0}")]
+    Closed(String),
+    /// A health check failed.
+    #[error("health check failed: {}", .0.reason())]
+    HealthCheck(ClientError),
+    /// A health check got no answer in time.
+    #[error("health check got no answer within {}", human(*.0))]
+    HealthTimeout(Duration),
+}
+
+impl Cause {
+    /// One word for the kind of cause (`data.cause` in a host's error).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Cause::Client(e) => e.kind(),
+            Cause::ConnectTimeout(_) => "timeout",
+            Cause::Closed(_) => "exited",
+            Cause::HealthCheck(_) | Cause::HealthTimeout(_) => "health_check",
+        }
+    }
+
+    /// Whether the upstream refused mcpx's credential: a person must act
+    /// (configure or renew it), so the supervisor does not retry quickly.
+    pub fn needs_authorization(&self) -> bool {
+        matches!(self, Cause::Client(ClientError::Unauthorized { .. }))
+    }
+}
+
+/// Why a host's request failed in the gateway.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum GatewayError {
+    /// The upstream that serves the request is not ready.
+    #[error("upstream {upstream} is {phrase}{}", .cause.as_ref().map(|c| format!(": {c}")).unwrap_or_default())]
+    Unavailable {
+        /// The upstream.
+        upstream: UpstreamId,
+        /// Its state in one word (`starting`, `backoff`, `crash_loop`, ...).
+        state: &'static str,
+        /// Its state in words, with the attempt and the next try where known.
+        phrase: String,
+        /// What it last failed with.
+        cause: Option<Arc<Cause>>,
+    },
+    /// The request was held for an upstream that a reload removed or replaced.
+    #[error("upstream {upstream} was removed from the configuration (reloaded)")]
+    Removed {
+        /// The upstream.
+        upstream: UpstreamId,
+    },
+    /// The upstream call failed.
+    #[error("{0}")]
+    Client(ClientError),
+}
+
+impl From<ClientError> for GatewayError {
+    fn from(e: ClientError) -> Self {
+        GatewayError::Client(e)
+    }
+}
+
+impl GatewayError {
+    /// The upstream this error is about.
+    pub fn upstream(&self) -> &str {
+        match self {
+            GatewayError::Unavailable { upstream, .. } | GatewayError::Removed { upstream } => {
+                upstream.as_str()
+            }
+            GatewayError::Client(e) => e.upstream(),
+        }
+    }
+
+    /// `data` for the host: the upstream, and the state and kind of cause.
+    fn data(&self) -> Value {
+        match self {
+            GatewayError::Unavailable { state, cause, .. } => {
+                let mut d = json!({ "upstream": self.upstream(), "state": state });
+                if let Some(c) = cause {
+                    d["cause"] = json!(c.kind());
+                }
+                d
+            }
+            GatewayError::Removed { .. } => {
+                json!({ "upstream": self.upstream(), "state": "removed" })
+            }
+            GatewayError::Client(e) => json!({ "upstream": self.upstream(), "cause": e.kind() }),
+        }
+    }
+
+    /// The JSON-RPC error a host of `host`'s revision gets: -32603 (the failure is
+    /// the gateway's or an upstream's, not the request's), the message, and `data`.
+    pub fn to_fault(&self, host: Revision) -> Fault {
+        let mut f = Fault::new(INTERNAL_ERROR, self.to_string(), host);
+        f.data = Some(self.data());
+        f
+    }
+}

@@ -1,0 +1,254 @@
+//! One configured upstream: its identity, settings, last known lists and facts, and
+//! the supervisor that owns its connection.
+//!
+//! * [`supervisor`]: the lifecycle task and its states (generic over a [`Link`]).
+//! * [`restarts`]: the restart policy, a pure state machine.
+//!
+//! An [`Upstream`] is shared (`Arc`) by the gateway's upstream set, the catalog's
+//! routes and every call in flight on it. A reload that changes or removes the
+//! upstream's entry makes a new `Upstream` (or none) and retires this one: calls in
+//! flight finish on it, new ones go to its successor, and work held for it by id
+//! (parked calls, tasks, subscriptions) finds no upstream of that id, or a new one.
+
+pub mod restarts;
+pub mod supervisor;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mcpx_client::{CallOptions, Connection, EraCache, ServerFacts, Target, connect};
+use mcpx_protocol::{Era, Params};
+use serde_json::json;
+
+use crate::catalog::Lists;
+use crate::config::ServerConfig;
+use crate::error::{Cause, GatewayError};
+use crate::id::UpstreamId;
+pub use supervisor::{Command, InFlight, Link, Settings, State, Status, Supervisor};
+
+/// How the gateway reaches an upstream: mcpx-client's [`connect`] and [`Connection`].
+#[derive(Debug)]
+pub struct ClientLink {
+    target: Target,
+    era_cache: EraCache,
+}
+
+impl Link for ClientLink {
+    type Conn = Connection;
+
+    async fn connect(&self) -> Result<Connection, Cause> {
+        connect(&self.target, &self.era_cache)
+            .await
+            .map_err(Cause::Client)
+    }
+
+    fn closed(&self, conn: &Connection) -> impl Future<Output = (String, bool)> + Send + 'static {
+        let closed = conn.closed();
+        let conn = conn.clone();
+        async move {
+            let detail = closed.await;
+            (detail, conn.exited_cleanly())
+        }
+    }
+
+    async fn close(&self, conn: &Connection) {
+        conn.close().await;
+    }
+
+    /// `ping` to a legacy upstream; `server/discover` to a 2026-07-28 one, which has
+    /// no `ping`.
+    async fn check(&self, conn: &Connection) -> Result<(), Cause> {
+        let method = match conn.facts().era {
+            Era::Modern => "server/discover",
+            Era::Legacy => "ping",
+        };
+        let params = Params::of_value(&json!({}));
+        conn.call(method, Some(&params), CallOptions::default())
+            .await
+            .map(drop)
+            .map_err(Cause::HealthCheck)
+    }
+
+    fn pid(&self, conn: &Connection) -> Option<u32> {
+        conn.pid()
+    }
+}
+
+/// One configured upstream.
+#[derive(Debug)]
+pub struct Upstream {
+    /// Its stable identity (the server's name).
+    pub id: UpstreamId,
+    /// The prefix of its names when several upstreams are merged.
+    pub namespace: String,
+    /// Its configuration entry.
+    pub config: ServerConfig,
+    supervisor: Arc<Supervisor<ClientLink>>,
+    /// What it listed when last asked. Never held across an await.
+    lists: Mutex<Arc<Lists>>,
+    /// What it offered when last connected. Never held across an await.
+    facts: Mutex<Option<Arc<ServerFacts>>>,
+    /// One permit per sampling or elicitation ask of this upstream that mcpx may hold
+    /// toward hosts at once (`askMaxPending`, register E-15).
+    pub asks: Arc<tokio::sync::Semaphore>,
+    /// A re-list is scheduled (list changes are coalesced).
+    pub(crate) relist_scheduled: AtomicBool,
+    /// Replaced or removed by a reload.
+    retired: AtomicBool,
+}
+
+impl Upstream {
+    /// An upstream for entry `config` named `id`, reached at `target`, and the
+    /// receiver its supervisor's task ([`Upstream::supervisor`]`.run`) reads.
+    pub fn new(
+        id: UpstreamId,
+        config: ServerConfig,
+        target: Target,
+        era_cache: EraCache,
+        ask_max_pending: usize,
+    ) -> (Arc<Upstream>, tokio::sync::mpsc::Receiver<Command>) {
+        let settings = Settings {
+            name: id.to_string(),
+            restart: config.mcpx.restart.clone(),
+            start: config.mcpx.start,
+            connect_timeout: config.mcpx.connect_timeout,
+            health: config.mcpx.health_check,
+            idle_timeout: config.mcpx.idle_timeout,
+        };
+        let (supervisor, commands) = Supervisor::new(ClientLink { target, era_cache }, settings);
+        let up = Arc::new(Upstream {
+            namespace: config
+                .mcpx
+                .namespace
+                .clone()
+                .unwrap_or_else(|| id.as_str().to_owned()),
+            id,
+            config,
+            supervisor,
+            lists: Mutex::new(Arc::new(Lists::default())),
+            facts: Mutex::new(None),
+            asks: Arc::new(tokio::sync::Semaphore::new(ask_max_pending)),
+            relist_scheduled: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
+        });
+        (up, commands)
+    }
+
+    /// Its supervisor.
+    pub fn supervisor(&self) -> &Arc<Supervisor<ClientLink>> {
+        &self.supervisor
+    }
+
+    /// Its target (how mcpx reaches it).
+    pub fn target(&self) -> &Target {
+        &self.supervisor.link().target
+    }
+
+    /// The ready connection with its generation, waiting for a start in progress;
+    /// else why there is none, as the error a host gets.
+    pub async fn connection(&self) -> Result<(u64, Connection), GatewayError> {
+        if let Some(c) = self.supervisor.ready()
+            && !c.1.is_closed()
+        {
+            return Ok(c);
+        }
+        // Boxed: waiting is the exception, and its future would otherwise sit in
+        // every call's.
+        Box::pin(self.connection_slow()).await
+    }
+
+    async fn connection_slow(&self) -> Result<(u64, Connection), GatewayError> {
+        if let Some((generation, c)) = self.supervisor.ready()
+            && c.is_closed()
+        {
+            // The process exited between calls: tell the supervisor (it may not have
+            // seen it yet) and wait for what it does.
+            self.lost(
+                generation,
+                Cause::Closed("the upstream process exited".to_owned()),
+            );
+            tokio::task::yield_now().await;
+        }
+        self.supervisor
+            .connection()
+            .await
+            .map_err(|status| self.unavailable(&status))
+    }
+
+    /// The ready connection now, if any (no waiting, no waking).
+    pub fn ready(&self) -> Option<Connection> {
+        self.supervisor.ready().map(|(_, c)| c)
+    }
+
+    /// The error for a call that finds the upstream in `status`.
+    pub fn unavailable(&self, status: &Status) -> GatewayError {
+        if status.state == State::Stopped && !self.is_current() {
+            return GatewayError::Removed {
+                upstream: self.id.clone(),
+            };
+        }
+        GatewayError::Unavailable {
+            upstream: self.id.clone(),
+            state: status.state.key(),
+            phrase: status.state.phrase(tokio::time::Instant::now()),
+            cause: status.last_error.clone(),
+        }
+    }
+
+    /// A call found connection `generation` broken.
+    pub fn lost(&self, generation: u64, cause: Cause) {
+        self.supervisor.command(Command::Lost { generation, cause });
+    }
+
+    /// The supervisor's status.
+    pub fn status(&self) -> Status {
+        self.supervisor.status()
+    }
+
+    /// What it listed when last asked.
+    pub fn lists(&self) -> Arc<Lists> {
+        self.lists
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Replaces what it listed.
+    pub fn set_lists(&self, lists: Lists) {
+        if let Ok(mut l) = self.lists.lock() {
+            *l = Arc::new(lists);
+        }
+    }
+
+    /// Starts from a predecessor's lists and facts (a reload that changed the entry):
+    /// its tools stay listed while it starts again.
+    pub fn inherit(&self, from: &Upstream) {
+        self.set_lists((*from.lists()).clone());
+        if let Ok(mut f) = self.facts.lock() {
+            *f = from.facts();
+        }
+    }
+
+    /// What it offered when last connected.
+    pub fn facts(&self) -> Option<Arc<ServerFacts>> {
+        self.facts.lock().ok()?.clone()
+    }
+
+    /// Records what a new connection offers.
+    pub fn set_facts(&self, facts: Arc<ServerFacts>) {
+        if let Ok(mut f) = self.facts.lock() {
+            *f = Some(facts);
+        }
+    }
+
+    /// Whether the gateway still routes to this upstream (false once a reload
+    /// replaced or removed it).
+    pub fn is_current(&self) -> bool {
+        !self.retired.load(Ordering::Acquire)
+    }
+
+    /// Marks it replaced or removed by a reload.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+}

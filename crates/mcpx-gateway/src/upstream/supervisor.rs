@@ -1,0 +1,949 @@
+//! The supervisor: one task per upstream that owns its lifecycle.
+//!
+//! ```text
+//!            ┌──────────── restart, reload ─────────────┐
+//!            v                                          │
+//! (idle) → starting ──ok──→ ready ──ends──→ backoff ────┤
+//!            │                 │               │        │
+//!            └──fails──────────┼──────→ backoff / crash loop / needs authorization / failed
+//!                              └── stop ──→ stopped
+//! ```
+//!
+//! * **starting**: connecting (spawn or HTTP, then the handshake), bounded by
+//!   `connectTimeoutMs` as a whole.
+//! * **ready**: the connection serves calls. It ends when the process exits or the
+//!   stream closes ([`Link::closed`]), when a call reports the connection broken
+//!   ([`Command::Lost`]), when a health check fails, or, for a lazy upstream, when it
+//!   was idle for `idleTimeoutMs` (back to **idle**, started again on the next use).
+//! * **backoff**: waiting to start again ([`Restarts`] decides how long).
+//! * **crash loop**: too many quick failures in a row; tried again rarely.
+//! * **needs authorization**: the upstream refused mcpx's credential; tried again
+//!   rarely (a person must act).
+//! * **failed**: the policy says not to restart (`onExit`); only a restart or a
+//!   reload starts it again.
+//! * **stopped**: removed by a reload, or mcpx is shutting down. Final.
+//!
+//! Calls never start an upstream (but for a lazy one that is idle): they take the
+//! connection when ready, wait for a start in progress, and otherwise fail at once
+//! with the state and its cause. So a host that retries in a loop cannot make a fork
+//! loop.
+//!
+//! The loop is generic over a [`Link`], so that its timing is tested under tokio's
+//! paused time with a scripted link (the tests below); the gateway's link is
+//! mcpx-client's [`mcpx_client::Connection`].
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::restarts::{Ending, Next, Restarts, human};
+use crate::config::{HealthCheck, RestartPolicy, StartMode};
+use crate::error::Cause;
+
+/// How the supervisor reaches its upstream.
+pub trait Link: Send + Sync + 'static {
+    /// A live connection (cheap to clone).
+    type Conn: Clone + Send + Sync + 'static;
+    /// Connects (spawns, handshakes). The supervisor bounds it with the connect timeout.
+    fn connect(&self) -> impl Future<Output = Result<Self::Conn, Cause>> + Send;
+    /// Resolves when `conn` is known dead, with why and whether it was a clean exit.
+    fn closed(&self, conn: &Self::Conn) -> impl Future<Output = (String, bool)> + Send + 'static;
+    /// Closes `conn` (for a child: stdin, SIGTERM to its group, SIGKILL).
+    fn close(&self, conn: &Self::Conn) -> impl Future<Output = ()> + Send;
+    /// One health check.
+    fn check(&self, conn: &Self::Conn) -> impl Future<Output = Result<(), Cause>> + Send;
+    /// The process id behind `conn`, if it is a process.
+    fn pid(&self, conn: &Self::Conn) -> Option<u32>;
+}
+
+/// The supervisor's settings (from the upstream's `mcpx` block).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The upstream's name, for logs.
+    pub name: String,
+    /// When to start again.
+    pub restart: RestartPolicy,
+    /// Eager (at start) or lazy (on first use).
+    pub start: StartMode,
+    /// Bounds each start as a whole.
+    pub connect_timeout: Duration,
+    /// Optional periodic check of a ready connection.
+    pub health: Option<HealthCheck>,
+    /// Stop a ready connection after this long without calls (lazy upstreams).
+    pub idle_timeout: Option<Duration>,
+}
+
+/// An upstream's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// A lazy upstream not started (or stopped after being idle).
+    Idle,
+    /// Connecting. `attempt` is 0 for the first start, else the restart attempt (the
+    /// quick failures in a row so far).
+    Starting {
+        /// Quick failures before this start.
+        attempt: u32,
+    },
+    /// Serving.
+    Ready,
+    /// Waiting to start again.
+    Backoff {
+        /// Quick failures in a row.
+        attempt: u32,
+        /// When it starts again.
+        retry_at: Instant,
+    },
+    /// Too many quick failures in a row.
+    CrashLoop {
+        /// Quick failures in a row.
+        failures: u32,
+        /// When it is tried again.
+        retry_at: Instant,
+    },
+    /// The upstream refused mcpx's credential.
+    NeedsAuthorization {
+        /// When it is tried again.
+        retry_at: Instant,
+    },
+    /// Not restarted, by policy (`onExit`).
+    Failed,
+    /// Removed, or mcpx is stopping. Final.
+    Stopped,
+}
+
+impl State {
+    /// The state in one word, as in a host's error `data.state` and `mcpx probe`.
+    pub fn key(&self) -> &'static str {
+        match self {
+            State::Idle => "idle",
+            State::Starting { .. } => "starting",
+            State::Ready => "ready",
+            State::Backoff { .. } => "backoff",
+            State::CrashLoop { .. } => "crash_loop",
+            State::NeedsAuthorization { .. } => "needs_authorization",
+            State::Failed => "failed",
+            State::Stopped => "stopped",
+        }
+    }
+
+    /// The state in words, as of `now`: "restarting (attempt 3, next in 4 s)".
+    pub fn phrase(&self, now: Instant) -> String {
+        let until = |t: &Instant| human(t.saturating_duration_since(now));
+        match self {
+            State::Idle => "idle (start: lazy)".to_owned(),
+            State::Starting { attempt: 0 } => "starting".to_owned(),
+            State::Starting { attempt } => format!("restarting (attempt {attempt})"),
+            State::Ready => "ready".to_owned(),
+            State::Backoff { attempt, retry_at } => format!(
+                "restarting (attempt {attempt}, next in {})",
+                until(retry_at)
+            ),
+            State::CrashLoop { failures, retry_at } => format!(
+                "in a crash loop ({failures} quick failures in a row; next try in {})",
+                until(retry_at)
+            ),
+            State::NeedsAuthorization { retry_at } => {
+                format!("in need of authorization (next try in {})", until(retry_at))
+            }
+            State::Failed => "stopped and not restarted (restart.onExit)".to_owned(),
+            State::Stopped => "stopped".to_owned(),
+        }
+    }
+}
+
+/// What the supervisor publishes about its upstream.
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// The state.
+    pub state: State,
+    /// Starts after the first one.
+    pub restarts: u32,
+    /// The process id while ready (stdio).
+    pub pid: Option<u32>,
+    /// What it last failed with (kept after it recovers, for reports).
+    pub last_error: Option<Arc<Cause>>,
+    /// Whether a first start has ended (in either way): what a host's first request
+    /// waits for, up to `startupWaitMs`.
+    pub settled: bool,
+}
+
+impl Status {
+    fn new(state: State) -> Status {
+        let settled = !matches!(state, State::Starting { .. });
+        Status {
+            state,
+            restarts: 0,
+            pid: None,
+            last_error: None,
+            settled,
+        }
+    }
+}
+
+/// What the rest of mcpx asks of a supervisor.
+#[derive(Debug)]
+pub enum Command {
+    /// A call found the connection of generation `generation` broken.
+    Lost {
+        /// The connection's generation (a report about an older one is ignored).
+        generation: u64,
+        /// Why.
+        cause: Cause,
+    },
+    /// Start now: a lazy upstream's first use.
+    Wake,
+    /// Stop (if ready) and start again now, forgiving earlier failures.
+    Restart,
+    /// Stop for good.
+    Stop,
+}
+
+/// Capacity of a supervisor's command queue. Commands are rare; when it is full, a
+/// `Lost` or `Wake` is dropped (the supervisor has work queued that covers it).
+const COMMANDS: usize = 16;
+
+/// Calls in flight and the last use, for idle stops and drains.
+#[derive(Debug)]
+struct Activity {
+    in_flight: AtomicUsize,
+    /// Milliseconds since `epoch` of the last call's end.
+    last_used: AtomicU64,
+    epoch: Instant,
+    /// Told when the last call in flight ends.
+    drained: tokio::sync::Notify,
+}
+
+/// One upstream's supervisor: the handle calls use, and the task's state.
+#[derive(Debug)]
+pub struct Supervisor<L: Link> {
+    link: L,
+    settings: Settings,
+    /// The ready connection and its generation. Never held across an await; no other
+    /// lock is taken while it is held.
+    conn: Mutex<Option<(u64, L::Conn)>>,
+    status: watch::Sender<Status>,
+    commands: mpsc::Sender<Command>,
+    activity: Activity,
+}
+
+/// Holds one call's place in [`Supervisor`]'s count of calls in flight.
+#[derive(Debug)]
+pub struct InFlight<'a> {
+    activity: &'a Activity,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let a = self.activity;
+        let now = u64::try_from(a.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        a.last_used.store(now, Ordering::Relaxed);
+        if a.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            a.drained.notify_waiters();
+        }
+    }
+}
+
+/// Why a ready connection stopped serving.
+enum Served {
+    Failed { cause: Cause, clean: bool },
+    IdleStop,
+    Restart,
+    Stop,
+}
+
+/// What a wait outside `ready` ended with.
+enum Woken {
+    Start,
+    Stop,
+}
+
+impl<L: Link> Supervisor<L> {
+    /// A supervisor for `link` and the receiver of its commands, for [`Self::run`].
+    pub fn new(link: L, settings: Settings) -> (Arc<Self>, mpsc::Receiver<Command>) {
+        let first = match settings.start {
+            StartMode::Lazy => State::Idle,
+            StartMode::Eager => State::Starting { attempt: 0 },
+        };
+        let (commands, rx) = mpsc::channel(COMMANDS);
+        let s = Arc::new(Supervisor {
+            link,
+            settings,
+            conn: Mutex::new(None),
+            status: watch::Sender::new(Status::new(first)),
+            commands,
+            activity: Activity {
+                in_flight: AtomicUsize::new(0),
+                last_used: AtomicU64::new(0),
+                epoch: Instant::now(),
+                drained: tokio::sync::Notify::new(),
+            },
+        });
+        (s, rx)
+    }
+
+    /// The link.
+    pub fn link(&self) -> &L {
+        &self.link
+    }
+
+    /// The current status.
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    /// Follows the status.
+    pub fn watch(&self) -> watch::Receiver<Status> {
+        self.status.subscribe()
+    }
+
+    /// Sends a command; a full queue drops `Lost` and `Wake` (see [`COMMANDS`]).
+    pub fn command(&self, c: Command) {
+        if let Err(mpsc::error::TrySendError::Full(c)) = self.commands.try_send(c)
+            && matches!(c, Command::Restart | Command::Stop)
+        {
+            // Restart and Stop must arrive: wait for room in the background.
+            let tx = self.commands.clone();
+            tokio::spawn(async move {
+                let _ = tx.send(c).await;
+            });
+        }
+    }
+
+    /// The ready connection and its generation, without waiting: the common case.
+    pub fn ready(&self) -> Option<(u64, L::Conn)> {
+        self.conn.lock().ok()?.clone()
+    }
+
+    /// The ready connection, waiting (up to the connect timeout) for a start in
+    /// progress, and waking a lazy upstream that is idle. Otherwise the status that
+    /// explains why there is none.
+    pub async fn connection(&self) -> Result<(u64, L::Conn), Status> {
+        if let Some(c) = self.ready() {
+            return Ok(c);
+        }
+        let mut rx = self.status.subscribe();
+        let deadline = Instant::now() + self.settings.connect_timeout;
+        let mut woke = false;
+        loop {
+            let status = rx.borrow_and_update().clone();
+            match status.state {
+                State::Ready => {
+                    if let Some(c) = self.ready() {
+                        return Ok(c);
+                    }
+                }
+                State::Idle if !woke => {
+                    woke = true;
+                    self.command(Command::Wake);
+                }
+                State::Idle | State::Starting { .. } => {}
+                _ => return Err(status),
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return Err(self.status()),
+            }
+        }
+    }
+
+    /// Counts a call in flight until the guard drops.
+    pub fn begin_call(&self) -> InFlight<'_> {
+        self.activity.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight {
+            activity: &self.activity,
+        }
+    }
+
+    /// Calls in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.activity.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Waits until no call is in flight, or `within` has passed; whether it drained.
+    pub async fn drain(&self, within: Duration) -> bool {
+        tokio::time::timeout(within, self.quiet()).await.is_ok()
+    }
+
+    /// Resolves when no call is in flight.
+    async fn quiet(&self) {
+        loop {
+            let notified = self.activity.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.in_flight() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Notes a use now (the start of a connection counts as one).
+    fn touch(&self) {
+        let a = &self.activity;
+        let now = u64::try_from(a.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        a.last_used.store(now, Ordering::Relaxed);
+    }
+
+    /// Resolves when the connection has had no call for `idleTimeoutMs`; never
+    /// without one.
+    async fn idle(&self) {
+        let Some(idle) = self.settings.idle_timeout else {
+            return std::future::pending().await;
+        };
+        loop {
+            self.quiet().await;
+            let last = Duration::from_millis(self.activity.last_used.load(Ordering::Relaxed));
+            let at = self.activity.epoch + last + idle;
+            if Instant::now() >= at && self.in_flight() == 0 {
+                return;
+            }
+            tokio::time::sleep_until(at).await;
+        }
+    }
+
+    fn set(&self, f: impl FnOnce(&mut Status)) {
+        self.status.send_modify(f);
+    }
+
+    fn set_state(&self, state: State) {
+        self.set(|s| {
+            if !matches!(state, State::Starting { .. }) {
+                s.settled = true;
+            }
+            s.state = state;
+        });
+    }
+
+    /// The supervisor's task: runs until [`Command::Stop`], or until every handle is
+    /// gone. `before_start` is awaited before the first start (a replaced upstream's
+    /// predecessor stopping); `on_ready` is told of every new connection.
+    pub async fn run(
+        self: Arc<Self>,
+        mut commands: mpsc::Receiver<Command>,
+        before_start: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>,
+        on_ready: impl Fn(&L::Conn) + Send + Sync + 'static,
+    ) {
+        if let Some(f) = before_start {
+            f.await;
+        }
+        let mut restarts = Restarts::new(self.settings.restart.clone());
+        let mut generation = 0u64;
+        let mut attempt = 0u32;
+        if self.settings.start == StartMode::Lazy {
+            self.set_state(State::Idle);
+            if let Woken::Stop = self.wait(&mut commands, None, true).await {
+                return self.stopped();
+            }
+        }
+        loop {
+            self.set_state(State::Starting { attempt });
+            let started = tokio::select! {
+                r = tokio::time::timeout(self.settings.connect_timeout, self.link.connect()) => Some(r),
+                stop = wait_for_stop(&mut commands) => {
+                    if stop { None } else { continue }
+                }
+            };
+            let Some(started) = started else {
+                return self.stopped();
+            };
+            let (cause, next) = match started {
+                Ok(Ok(conn)) => {
+                    generation += 1;
+                    let pid = self.link.pid(&conn);
+                    if let Ok(mut c) = self.conn.lock() {
+                        *c = Some((generation, conn.clone()));
+                    }
+                    self.set(|s| {
+                        s.pid = pid;
+                        s.settled = true;
+                        s.state = State::Ready;
+                    });
+                    on_ready(&conn);
+                    let up_since = Instant::now();
+                    let served = self.serve(&conn, generation, &mut commands).await;
+                    if let Ok(mut c) = self.conn.lock() {
+                        *c = None;
+                    }
+                    self.set(|s| s.pid = None);
+                    self.link.close(&conn).await;
+                    match served {
+                        Served::Stop => return self.stopped(),
+                        Served::Restart => {
+                            restarts.forgive();
+                            restarts.count_restart();
+                            attempt = 0;
+                            self.set(|s| s.restarts = restarts.restarts());
+                            continue;
+                        }
+                        Served::IdleStop => {
+                            tracing::info!(
+                                upstream = %self.settings.name,
+                                "stopped after {} idle (idleTimeoutMs)",
+                                self.idle_text()
+                            );
+                            self.set_state(State::Idle);
+                            match self.wait(&mut commands, None, true).await {
+                                Woken::Stop => return self.stopped(),
+                                Woken::Start => {
+                                    attempt = 0;
+                                    continue;
+                                }
+                            }
+                        }
+                        Served::Failed { cause, clean } => {
+                            let next = restarts
+                                .after_failure(Ending::Ended { up_since, clean }, Instant::now());
+                            (cause, next)
+                        }
+                    }
+                }
+                Ok(Err(cause)) => {
+                    let next = restarts.after_failure(Ending::StartFailed, Instant::now());
+                    (cause, next)
+                }
+                Err(_) => {
+                    let cause = Cause::ConnectTimeout(self.settings.connect_timeout);
+                    let next = restarts.after_failure(Ending::StartFailed, Instant::now());
+                    (cause, next)
+                }
+            };
+            let needs_auth = cause.needs_authorization();
+            let cause = Arc::new(cause);
+            let (state, retry_at) = match next {
+                _ if needs_auth => {
+                    let at = Instant::now() + self.settings.restart.crash_loop_retry;
+                    (State::NeedsAuthorization { retry_at: at }, Some(at))
+                }
+                Next::Retry { attempt: a, at } => {
+                    attempt = a;
+                    (
+                        State::Backoff {
+                            attempt: a,
+                            retry_at: at,
+                        },
+                        Some(at),
+                    )
+                }
+                Next::CrashLoop { failures, at } => {
+                    attempt = failures;
+                    (
+                        State::CrashLoop {
+                            failures,
+                            retry_at: at,
+                        },
+                        Some(at),
+                    )
+                }
+                Next::GiveUp => (State::Failed, None),
+            };
+            tracing::warn!(
+                upstream = %self.settings.name,
+                state = state.key(),
+                "upstream {} is unavailable ({}): {cause}",
+                self.settings.name,
+                state.phrase(Instant::now())
+            );
+            self.set(|s| {
+                s.last_error = Some(cause.clone());
+                s.settled = true;
+                s.state = state;
+            });
+            match self.wait(&mut commands, retry_at, false).await {
+                Woken::Stop => return self.stopped(),
+                Woken::Start => {
+                    restarts.count_restart();
+                    self.set(|s| s.restarts = restarts.restarts());
+                }
+            }
+            if retry_at.is_none_or(|t| Instant::now() < t) {
+                // Started before its time: by a restart or a reload.
+                restarts.forgive();
+                attempt = 0;
+            }
+        }
+    }
+
+    fn stopped(&self) {
+        if let Ok(mut c) = self.conn.lock() {
+            *c = None;
+        }
+        self.set_state(State::Stopped);
+    }
+
+    fn idle_text(&self) -> String {
+        self.settings.idle_timeout.map(human).unwrap_or_default()
+    }
+
+    /// Waits outside `ready` until `until` (if any) or a command that starts or stops.
+    /// `Wake` starts only when `wake_starts` (an idle lazy upstream); a call never
+    /// shortens a backoff.
+    async fn wait(
+        &self,
+        commands: &mut mpsc::Receiver<Command>,
+        until: Option<Instant>,
+        wake_starts: bool,
+    ) -> Woken {
+        loop {
+            let timer = async {
+                match until {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = timer => return Woken::Start,
+                c = commands.recv() => match c {
+                    None | Some(Command::Stop) => return Woken::Stop,
+                    Some(Command::Restart) => return Woken::Start,
+                    Some(Command::Wake) if wake_starts => return Woken::Start,
+                    Some(Command::Wake | Command::Lost { .. }) => {}
+                },
+            }
+        }
+    }
+
+    /// Serves `conn` until it ends.
+    async fn serve(
+        &self,
+        conn: &L::Conn,
+        generation: u64,
+        commands: &mut mpsc::Receiver<Command>,
+    ) -> Served {
+        let closed = self.link.closed(conn);
+        tokio::pin!(closed);
+        let mut health = self.settings.health.map(|h| {
+            let mut t = tokio::time::interval_at(Instant::now() + h.interval, h.interval);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            (t, h.timeout)
+        });
+        self.touch();
+        loop {
+            let idle = self.idle();
+            let tick = async {
+                match health.as_mut() {
+                    Some((t, _)) => {
+                        t.tick().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                (detail, clean) = &mut closed => {
+                    return Served::Failed { cause: Cause::Closed(detail), clean };
+                }
+                c = commands.recv() => match c {
+                    None | Some(Command::Stop) => return Served::Stop,
+                    Some(Command::Restart) => return Served::Restart,
+                    Some(Command::Lost { generation: g, cause }) if g == generation => {
+                        return Served::Failed { cause, clean: false };
+                    }
+                    Some(Command::Lost { .. } | Command::Wake) => {}
+                },
+                () = tick => {
+                    let within = health.as_ref().map_or(Duration::ZERO, |(_, t)| *t);
+                    match tokio::time::timeout(within, self.link.check(conn)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(cause)) => return Served::Failed { cause, clean: false },
+                        Err(_) => {
+                            return Served::Failed { cause: Cause::HealthTimeout(within), clean: false };
+                        }
+                    }
+                }
+                () = idle => return Served::IdleStop,
+            }
+        }
+    }
+}
+
+/// Reads commands while a start is in progress: `true` on Stop (or when every handle
+/// is gone); `false` on Restart (the start in progress is abandoned and begun again);
+/// `Lost` and `Wake` are moot then.
+async fn wait_for_stop(commands: &mut mpsc::Receiver<Command>) -> bool {
+    loop {
+        match commands.recv().await {
+            None | Some(Command::Stop) => return true,
+            Some(Command::Restart) => return false,
+            Some(Command::Lost { .. } | Command::Wake) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    //! The supervisor's timing under tokio's paused time, with a scripted link.
+    use super::*;
+    use crate::config::OnExit;
+    use std::collections::VecDeque;
+
+    /// A link whose starts succeed or fail as scripted; a started connection lives
+    /// until the test ends it.
+    #[derive(Default)]
+    struct Scripted {
+        /// `true`: the next start succeeds. Empty: starts fail.
+        outcomes: Mutex<VecDeque<bool>>,
+        starts: Mutex<Vec<Instant>>,
+        /// The live connection's end, fired by the test: (detail, clean).
+        end: Mutex<Option<tokio::sync::oneshot::Sender<(String, bool)>>>,
+        healthy: std::sync::atomic::AtomicBool,
+    }
+
+    type End = tokio::sync::oneshot::Receiver<(String, bool)>;
+
+    #[derive(Clone)]
+    struct Conn(Arc<Mutex<Option<End>>>);
+
+    impl Link for Arc<Scripted> {
+        type Conn = Conn;
+        async fn connect(&self) -> Result<Conn, Cause> {
+            self.starts.lock().unwrap().push(Instant::now());
+            if self.outcomes.lock().unwrap().pop_front().unwrap_or(false) {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                *self.end.lock().unwrap() = Some(tx);
+                Ok(Conn(Arc::new(Mutex::new(Some(rx)))))
+            } else {
+                Err(Cause::Closed("exited with status 1".into()))
+            }
+        }
+        fn closed(&self, c: &Conn) -> impl Future<Output = (String, bool)> + Send + 'static {
+            let rx = c.0.lock().unwrap().take();
+            async move {
+                match rx {
+                    Some(rx) => match rx.await {
+                        Ok(end) => end,
+                        Err(_) => std::future::pending().await,
+                    },
+                    None => std::future::pending().await,
+                }
+            }
+        }
+        async fn close(&self, _: &Conn) {}
+        async fn check(&self, _: &Conn) -> Result<(), Cause> {
+            if self.healthy.load(Ordering::Relaxed) {
+                Ok(())
+            } else {
+                Err(Cause::Closed("unhealthy".into()))
+            }
+        }
+        fn pid(&self, _: &Conn) -> Option<u32> {
+            Some(42)
+        }
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            name: "up".into(),
+            restart: RestartPolicy {
+                on_exit: OnExit::Always,
+                max_restarts: 3,
+                backoff: Duration::from_secs(1),
+                max_backoff: Duration::from_secs(30),
+                reset_after: Duration::from_secs(60),
+                crash_loop_retry: Duration::from_secs(300),
+            },
+            start: StartMode::Eager,
+            connect_timeout: Duration::from_secs(5),
+            health: None,
+            idle_timeout: None,
+        }
+    }
+
+    fn start(
+        link: &Arc<Scripted>,
+        settings: Settings,
+    ) -> (Arc<Supervisor<Arc<Scripted>>>, tokio::task::JoinHandle<()>) {
+        let (s, rx) = Supervisor::new(link.clone(), settings);
+        let task = tokio::spawn(s.clone().run(rx, None, |_| {}));
+        (s, task)
+    }
+
+    async fn until_state(s: &Supervisor<Arc<Scripted>>, key: &str) -> Status {
+        let mut rx = s.watch();
+        tokio::time::timeout(Duration::from_secs(3600), async {
+            loop {
+                let st = rx.borrow_and_update().clone();
+                if st.state.key() == key {
+                    return st;
+                }
+                rx.changed().await.unwrap();
+            }
+        })
+        .await
+        .unwrap()
+    }
+
+    fn offsets(link: &Scripted, t0: Instant) -> Vec<u64> {
+        link.starts
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|t| t.duration_since(t0).as_millis() as u64)
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_command_backs_off_doubling_then_crash_loops() {
+        let t0 = Instant::now();
+        let link = Arc::new(Scripted::default());
+        let (s, _task) = start(&link, settings());
+        let st = until_state(&s, "crash_loop").await;
+        // The first start, then 1 s, 2 s, 4 s later: 4 starts, then the crash loop.
+        assert_eq!(offsets(&link, t0), vec![0, 1000, 3000, 7000]);
+        assert!(matches!(st.state, State::CrashLoop { failures: 4, .. }));
+        assert!(st.last_error.is_some());
+        assert_eq!(st.restarts, 3);
+        // Nothing more until crashLoopRetry.
+        tokio::time::sleep(Duration::from_secs(299)).await;
+        assert_eq!(link.starts.lock().unwrap().len(), 4);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(link.starts.lock().unwrap().len(), 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_exit_is_restarted_and_a_long_uptime_resets_the_count() {
+        let t0 = Instant::now();
+        let link = Arc::new(Scripted::default());
+        link.outcomes.lock().unwrap().extend([true, true, true]);
+        let (s, _task) = start(&link, settings());
+        until_state(&s, "ready").await;
+        assert_eq!(s.status().pid, Some(42));
+        // Up for 2 min, then it exits: restarted after the first backoff.
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        let end = link.end.lock().unwrap().take().unwrap();
+        end.send(("exited with status 3".into(), false)).unwrap();
+        let st = until_state(&s, "backoff").await;
+        assert!(
+            matches!(st.state, State::Backoff { attempt: 1, .. }),
+            "{st:?}"
+        );
+        assert!(st.last_error.unwrap().to_string().contains("status 3"));
+        until_state(&s, "ready").await;
+        assert_eq!(offsets(&link, t0), vec![0, 121_000]);
+        // Exiting at once after that restart is the second quick failure in a row:
+        // 2 s.
+        let end = link.end.lock().unwrap().take().unwrap();
+        end.send(("exited with status 3".into(), false)).unwrap();
+        until_state(&s, "backoff").await;
+        until_state(&s, "ready").await;
+        assert_eq!(offsets(&link, t0), vec![0, 121_000, 123_000]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_start_times_out_at_the_connect_timeout() {
+        struct Hangs;
+        impl Link for Hangs {
+            type Conn = ();
+            async fn connect(&self) -> Result<(), Cause> {
+                std::future::pending().await
+            }
+            fn closed(&self, _: &()) -> impl Future<Output = (String, bool)> + Send + 'static {
+                std::future::pending()
+            }
+            async fn close(&self, _: &()) {}
+            async fn check(&self, _: &()) -> Result<(), Cause> {
+                Ok(())
+            }
+            fn pid(&self, _: &()) -> Option<u32> {
+                None
+            }
+        }
+        let t0 = Instant::now();
+        let (s, rx) = Supervisor::new(Hangs, settings());
+        tokio::spawn(s.clone().run(rx, None, |_| {}));
+        let mut w = s.watch();
+        loop {
+            if w.borrow_and_update().state.key() == "backoff" {
+                break;
+            }
+            w.changed().await.unwrap();
+        }
+        assert_eq!(t0.elapsed(), Duration::from_secs(5));
+        let st = s.status();
+        assert_eq!(
+            st.last_error.unwrap().to_string(),
+            "no connection within 5 s (connectTimeoutMs)"
+        );
+        // A call during the backoff fails at once, with the state.
+        let err = s.connection().await.err().unwrap();
+        assert_eq!(err.state.key(), "backoff");
+        assert_eq!(t0.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lazy_upstreams_start_on_use_and_stop_when_idle() {
+        let link = Arc::new(Scripted::default());
+        link.outcomes.lock().unwrap().extend([true, true]);
+        let (s, _task) = start(
+            &link,
+            Settings {
+                start: StartMode::Lazy,
+                idle_timeout: Some(Duration::from_secs(10)),
+                ..settings()
+            },
+        );
+        assert!(until_state(&s, "idle").await.settled);
+        assert!(link.starts.lock().unwrap().is_empty());
+        let (_, _conn) = s.connection().await.unwrap();
+        {
+            let _call = s.begin_call();
+            // A call in flight keeps it up past the idle timeout.
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            assert_eq!(s.status().state, State::Ready);
+        }
+        let t = Instant::now();
+        until_state(&s, "idle").await;
+        assert_eq!(t.elapsed(), Duration::from_secs(10));
+        s.connection().await.unwrap();
+        assert_eq!(link.starts.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_health_check_restarts_and_restart_forgives_a_crash_loop() {
+        let link = Arc::new(Scripted::default());
+        link.outcomes.lock().unwrap().extend([true]);
+        link.healthy.store(false, Ordering::Relaxed);
+        let (s, _task) = start(
+            &link,
+            Settings {
+                health: Some(HealthCheck {
+                    interval: Duration::from_secs(15),
+                    timeout: Duration::from_secs(5),
+                }),
+                ..settings()
+            },
+        );
+        until_state(&s, "ready").await;
+        let st = until_state(&s, "backoff").await;
+        assert!(st.last_error.unwrap().to_string().contains("unhealthy"));
+        until_state(&s, "crash_loop").await;
+        let n = link.starts.lock().unwrap().len();
+        link.outcomes.lock().unwrap().push_back(true);
+        s.command(Command::Restart);
+        until_state(&s, "ready").await;
+        assert_eq!(link.starts.lock().unwrap().len(), n + 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stop_is_final_and_a_lost_report_of_an_old_connection_is_ignored() {
+        let link = Arc::new(Scripted::default());
+        link.outcomes.lock().unwrap().extend([true]);
+        let (s, task) = start(&link, settings());
+        until_state(&s, "ready").await;
+        let (generation, _) = s.ready().unwrap();
+        s.command(Command::Lost {
+            generation: generation + 7,
+            cause: Cause::Closed("old".into()),
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(s.status().state, State::Ready);
+        s.command(Command::Stop);
+        task.await.unwrap();
+        assert_eq!(s.status().state, State::Stopped);
+        assert!(s.ready().is_none());
+        assert_eq!(s.connection().await.err().unwrap().state, State::Stopped);
+    }
+}
