@@ -197,5 +197,8 @@ impl App {
         }
         self.gateway.shutdown();
         self.gateway.stop_upstreams(STOP_WITHIN).await;
+        // Children of starts that failed or were abandoned (a connect timeout drops
+        // the start, and its child stops in the background).
+        mcpx_transport::child::stop_detached(STOP_WITHIN).await;
     }
 }

@@ -621,16 +621,45 @@ impl Upstream for ChildUpstream {
 impl Drop for ChildUpstream {
     fn drop(&mut self) {
         if self.shared.exited.borrow().is_some() {
+            // The server is gone; stragglers of its group are not.
+            self.shared.signal(Signal::SIGKILL);
             return;
         }
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 let shared = self.shared.clone();
-                handle.spawn(async move { shared.stop().await });
+                let task = handle.spawn({
+                    let shared = shared.clone();
+                    async move { shared.stop().await }
+                });
+                if let Ok(mut d) = DETACHED.lock() {
+                    d.retain(|(t, _)| !t.is_finished());
+                    d.push((task, shared));
+                }
             }
             // No runtime to wait on: no grace either.
             Err(_) => self.shared.signal(Signal::SIGKILL),
         }
+    }
+}
+
+/// The stop sequences of children dropped without [`Upstream::close`] (a start that
+/// timed out, say), running in the background, so that a process about to exit can
+/// finish them: see [`stop_detached`].
+static DETACHED: Mutex<Vec<(tokio::task::JoinHandle<()>, Arc<Shared>)>> = Mutex::new(Vec::new());
+
+/// Ends the stop sequences of dropped children before the process exits: each gets
+/// up to `within` to finish, then its process group gets SIGKILL. A process that
+/// exits while they run would leave their children behind.
+pub async fn stop_detached(within: Duration) {
+    let detached = DETACHED
+        .lock()
+        .map(|mut d| std::mem::take(&mut *d))
+        .unwrap_or_default();
+    let (tasks, shared): (Vec<_>, Vec<_>) = detached.into_iter().unzip();
+    let _ = tokio::time::timeout(within, futures_util::future::join_all(tasks)).await;
+    for s in shared {
+        s.signal(Signal::SIGKILL);
     }
 }
 

@@ -233,13 +233,20 @@ async fn stubborn_server_and_its_group_are_killed() {
 }
 
 #[tokio::test]
-async fn spawn_failure_is_io() {
+async fn a_spawn_failure_names_the_program() {
     let err = ChildUpstream::spawn(ChildConfig::new(
         "/nonexistent/mcp-server",
         Vec::<String>::new(),
     ))
     .unwrap_err();
-    assert!(matches!(err, TransportError::Io(_)), "{err:?}");
+    assert!(
+        matches!(&err, TransportError::Spawn { command, .. } if command == "/nonexistent/mcp-server"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "cannot start \"/nonexistent/mcp-server\": No such file or directory (os error 2)"
+    );
 }
 
 #[tokio::test]

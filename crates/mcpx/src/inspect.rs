@@ -182,7 +182,10 @@ pub fn probe(source: &Source) -> ExitCode {
                 probe_one(name, s, target, limit).await
             }
         });
-        futures_util::future::join_all(probes).await
+        let reports = futures_util::future::join_all(probes).await;
+        // Children of starts that timed out stop in the background: end them first.
+        mcpx_transport::child::stop_detached(Duration::from_secs(5)).await;
+        reports
     });
     let reached = reports.iter().all(|r| r.get("error").is_none());
     if source.json {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use mcpx_client::EraCache;
 use mcpx_gateway::app::{Adjust, App};
 use mcpx_gateway::config::{self, Config};
+use mcpx_gateway::upstream::State;
 use mcpx_transport::stdio::{StdioConfig, serve};
 use mcpx_transport::streamable_http::{self, HttpServerConfig};
 
@@ -155,6 +156,7 @@ pub fn run(args: &Args) -> ExitCode {
         // Upstreams start in the background: the listener is up at once, and a host's
         // first request waits at most `startupWaitMs` for them.
         let app = App::start(config, path, adjust, EraCache::default_location());
+        report_first_failures(&app);
         if let Err(e) = app.watch() {
             eprintln!(
                 "mcpx serve: the configuration file is not watched (reload with SIGHUP): {e}"
@@ -206,4 +208,26 @@ pub fn run(args: &Args) -> ExitCode {
         app.shutdown().await;
         served
     })
+}
+
+/// Says on stderr, once per upstream, when its first start fails, whatever the log
+/// level: the person who started mcpx learns why an upstream is missing (and `mcpx
+/// tools`, whose gateway runs with `MCPX_LOG=error`, shows it beside the list).
+fn report_first_failures(app: &App) {
+    for (up, _) in app.gateway().statuses() {
+        let mut status = up.supervisor().watch();
+        tokio::spawn(async move {
+            let Ok(st) = status.wait_for(|s| s.settled).await else {
+                return;
+            };
+            if st.state == State::Ready || st.state == State::Idle {
+                return;
+            }
+            let why = st.last_error.as_ref().map_or_else(
+                || st.state.phrase(tokio::time::Instant::now()),
+                |c| c.to_string(),
+            );
+            eprintln!("mcpx serve: upstream {} is unavailable: {why}", up.id);
+        });
+    }
 }

@@ -353,6 +353,8 @@ async fn upstream_exits_while_idle() {
         .tool("bad__boom", json!({"mode": "answer_then_exit"}))
         .await;
     assert_eq!(r["result"]["content"][0]["text"], "last words", "{r}");
+    // Let the process exit and mcpx's stdout reader see it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     host.restarted().await;
     host.good_works().await;
     host.finish().await;

@@ -162,12 +162,24 @@ impl Upstream {
             && c.is_closed()
         {
             // The process exited between calls: tell the supervisor (it may not have
-            // seen it yet) and wait for what it does.
+            // seen it yet), and wait, briefly, until it has taken the connection out.
+            let mut status = self.supervisor.watch();
             self.lost(
                 generation,
                 Cause::Closed("the upstream process exited".to_owned()),
             );
-            tokio::task::yield_now().await;
+            let seen = async {
+                while self
+                    .supervisor
+                    .ready()
+                    .is_some_and(|(g, _)| g == generation)
+                {
+                    if status.changed().await.is_err() {
+                        return;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), seen).await;
         }
         self.supervisor
             .connection()
