@@ -1,0 +1,400 @@
+//! Forwarding: lists answered from the catalog, routing by name or URI, and one
+//! upstream call with its events relayed and its answer taken for the host.
+
+use super::*;
+
+/// A `tools/call` or `prompts/get` routed by its `params.name`.
+pub(super) struct Routed<'a> {
+    /// The upstream.
+    pub(super) upstream: Arc<Upstream>,
+    /// The name the host called (mcpx's, possibly namespaced).
+    pub(super) exposed: Cow<'a, str>,
+    /// The params to send upstream: the host's, borrowed, when the names agree; renamed
+    /// otherwise.
+    pub(super) params: Cow<'a, Params>,
+    /// A tool's facts, read under the same catalog lock as its name (the defaults for a
+    /// prompt).
+    pub(super) tool: ToolFacts,
+}
+
+/// How many `input_required` rounds mcpx answers for a legacy host before giving up.
+pub(super) const MAX_INPUT_ROUNDS: usize = 10;
+
+/// A `resources/read` result of a URI the host named `exposed` and the upstream knows
+/// as `theirs` (see [`Catalog::resource`]): its contents name the URI as the host does.
+pub(super) fn expose_contents(mut reply: Reply, exposed: &str, theirs: &str) -> Reply {
+    let Ok(mut v) = serde_json::from_str::<Value>(reply.result.as_str()) else {
+        return reply;
+    };
+    let mut changed = false;
+    if let Some(items) = v.get_mut("contents").and_then(Value::as_array_mut) {
+        for item in items {
+            if item.get("uri").and_then(Value::as_str) == Some(theirs) {
+                item["uri"] = json!(exposed);
+                changed = true;
+            }
+        }
+    }
+    if changed {
+        reply.result = Json::of_value(&v);
+    }
+    reply
+}
+
+impl Gateway {
+    /// One page of a merged list, written as 2026-07-28 (the seam lowers it).
+    pub(super) fn list(&self, call: &Call, kind: ListKind) -> Result<Reply, Fault> {
+        let cursor = call
+            .params
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+            .and_then(|p| p.get("cursor").and_then(Value::as_str).map(str::to_owned));
+        let start = match cursor.as_deref() {
+            None => 0,
+            Some(c) => c
+                .strip_prefix("mcpx:")
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| fault(INVALID_PARAMS, format!("invalid cursor {c:?}"), call.host))?,
+        };
+        let page = self.config().global.page_size.max(1);
+        let catalog = self.catalog();
+        let all = catalog.list(kind);
+        if start > all.len() {
+            return Err(fault(
+                INVALID_PARAMS,
+                format!("cursor {start} is past the end"),
+                call.host,
+            ));
+        }
+        let end = (start + page).min(all.len());
+        let items = &all[start..end];
+        let shaped = (kind == ListKind::Tools)
+            .then(|| tasks::shape_tools(items, call.host))
+            .flatten();
+        let mut result = json!({ kind.key(): shaped.as_deref().unwrap_or(items) });
+        if end < all.len() {
+            result["nextCursor"] = json!(format!("mcpx:{end}"));
+        }
+        Ok(Reply {
+            result: Json::of_value(&result),
+            revision: Revision::NEWEST,
+        })
+    }
+
+    /// The upstream of a `tools/call` or `prompts/get`, the upstream's own name for it,
+    /// and the params to send it: the host's text as it came when the name passes
+    /// through unchanged (nothing re-encoded), else with `name` rewritten.
+    ///
+    /// A name the catalog does not list, in the namespace of an upstream that is not
+    /// ready, gets that upstream's state and cause (its tools may simply not be known
+    /// yet), never "unknown tool".
+    pub(super) fn route_name<'a>(
+        &self,
+        call: &'a Call,
+        prompts: bool,
+    ) -> Result<Routed<'a>, Fault> {
+        let required = || fault(INVALID_PARAMS, "params.name is required".into(), call.host);
+        let raw = call.params.as_ref().ok_or_else(required)?;
+        // Where the decoder saw `name` (a walk when it could not tell), and whether it
+        // is given only once.
+        let (name_span, _) = raw.sole_member("name").unwrap_or((0..0, false));
+        let name = raw
+            .get(name_span)
+            .and_then(mcpx_protocol::jsonrpc::string_value)
+            .ok_or_else(required)?;
+        let catalog = self.catalog();
+        let found = if prompts {
+            catalog.prompt(&name)
+        } else {
+            catalog.tool(&name)
+        };
+        let Some(found) = found else {
+            if let Some(owner) = catalog.owner_of_name(&name)
+                && let Some(up) = self.upstream(owner.as_str())
+            {
+                let status = up.status();
+                if status.state != upstream::State::Ready {
+                    return Err(up.unavailable(&status).to_fault(call.host));
+                }
+            }
+            // 2025-11-25 server/tools §Error Handling: an unknown tool is a protocol error
+            // (register D-C14).
+            return Err(fault(
+                INVALID_PARAMS,
+                format!(
+                    "unknown {}: {name}",
+                    if prompts { "prompt" } else { "tool" }
+                ),
+                call.host,
+            ));
+        };
+        let up = self.upstream(found.upstream.as_str()).ok_or_else(|| {
+            GatewayError::Removed {
+                upstream: found.upstream.clone(),
+            }
+            .to_fault(call.host)
+        })?;
+        let span = tracing::Span::current();
+        span.record("upstream", up.id.as_str());
+        if !prompts {
+            span.record("gen_ai.tool.name", name.as_ref());
+        }
+        let original = found.original;
+        let params = if original == name {
+            Cow::Borrowed(raw)
+        } else if let Some(renamed) = raw.with_name(original) {
+            // The upstream's name in place of the exposed one; every other byte of the
+            // host's params is kept (no re-encoding, no reordering of its members).
+            Cow::Owned(renamed)
+        } else {
+            // A name given twice: re-encoded with the one name the upstream must see.
+            let mut params: Value = serde_json::from_str(raw).unwrap_or(json!({}));
+            params["name"] = json!(original);
+            Cow::Owned(Params::of_value(&params))
+        };
+        let tool = found.facts;
+        Ok(Routed {
+            upstream: up,
+            exposed: name,
+            params,
+            tool,
+        })
+    }
+
+    /// The upstream serving resource `uri` (as a host names it) and the URI to send
+    /// it (see [`Catalog::resource`]).
+    pub(super) fn route_uri(
+        &self,
+        call: &Call,
+        uri: &str,
+    ) -> Result<(Arc<Upstream>, String), Fault> {
+        let catalog = self.catalog();
+        if let Some((id, theirs)) = catalog.resource(uri) {
+            let up = self.upstream(id.as_str()).ok_or_else(|| {
+                GatewayError::Removed {
+                    upstream: id.clone(),
+                }
+                .to_fault(call.host)
+            })?;
+            return Ok((up, theirs.to_owned()));
+        }
+        Err(Fault {
+            code: mcpx_protocol::error::resource_not_found(call.host),
+            message: format!("resource not found: {uri}"),
+            data: Some(json!({ "uri": uri })),
+            from: call.host,
+            input_validation: false,
+        })
+    }
+
+    /// Sends `method` with `params` to upstream `up` for `call`, relaying events.
+    pub(super) async fn forward(
+        self: &Arc<Self>,
+        call: &Call,
+        up: &Arc<Upstream>,
+        method: &str,
+        params: &Params,
+        idempotent: bool,
+    ) -> Result<Reply, Fault> {
+        let (generation, conn) = up.connection().await.map_err(|e| e.to_fault(call.host))?;
+        let _in_flight = up.supervisor().begin_call();
+        let facts = conn.facts();
+        let host_modern = call.host.era() == Era::Modern;
+        if host_modern && facts.era == Era::Legacy {
+            // Boxed: the rarer path's future stays out of every call's.
+            return Box::pin(self.forward_parking(call, up, conn, method, params, idempotent))
+                .await;
+        }
+        let max_call_time = self.config().global.max_call_time;
+        // The params as sent: the caller's text until an input round rewrites them.
+        let mut text = std::borrow::Cow::Borrowed(params);
+        // A 2026-07-28 upstream asks for input with `input_required` results (MRTR). A
+        // modern host gets them as they are and retries itself; for a legacy host mcpx
+        // asks it with wire requests and retries for it (register E-1), a bounded
+        // number of rounds.
+        let mut rounds = 0;
+        loop {
+            let (tx, mut rx) = self.event_channels.take();
+            // Fired by the host's cancellation, or when an ask ends the host's request
+            // before the upstream answers (E-9).
+            let cancel = call.cancel.child_token();
+            let mut ended: Option<Fault> = None;
+            let opts = CallOptions {
+                // A clone: `tx` outlives the call, so that the channel can go back to
+                // the pool once the call is over.
+                events: Some(tx.clone()),
+                progress: call.progress.is_some(),
+                log_level: call.log.as_ref().map(|l| l.threshold().as_str().to_owned()),
+                // A modern upstream may only ask for what the host can answer: the
+                // host's own capabilities (per request on modern, from initialize on
+                // legacy, where mcpx answers for it).
+                client_capabilities: if facts.era == Era::Modern {
+                    call.client_capabilities.clone()
+                } else {
+                    no_capabilities()
+                },
+                timeout: up.config.mcpx.call_timeout,
+                max_time: max_call_time,
+                cancel: cancel.clone(),
+                idempotent,
+                attribute_unsolicited: true,
+                caller_meta_is_envelope: host_modern,
+            };
+            let outcome = {
+                // The upstream leg's span (disabled, so free, unless a subscriber wants
+                // it): the hook for metrics and traces.
+                let span = tracing::info_span!(
+                    "mcp.upstream",
+                    upstream = %up.id,
+                    mcp.method.name = method,
+                    mcp.era = ?facts.era,
+                    mcp.protocol.version = %facts.revision,
+                    round = rounds,
+                );
+                let fut =
+                    tracing::Instrument::instrument(conn.call(method, Some(&text), opts), span);
+                tokio::pin!(fut);
+                loop {
+                    tokio::select! {
+                        // Events were sent before the response: relay them first.
+                        biased;
+                        Some(ev) = rx.recv() => {
+                            // Boxed, as events are the exception (and the call's
+                            // future is live meanwhile: the two would be laid out side
+                            // by side).
+                            if let Some(f) = Box::pin(self.on_event(call, &facts, up.id.as_str(), *ev)).await {
+                                cancel.cancel();
+                                ended.get_or_insert(f);
+                            }
+                        }
+                        r = &mut fut => break r,
+                    }
+                }
+            };
+            while let Ok(ev) = rx.try_recv() {
+                if let Some(f) = Box::pin(self.on_event(call, &facts, up.id.as_str(), *ev)).await {
+                    ended.get_or_insert(f);
+                }
+            }
+            self.event_channels.give(tx, rx);
+            if let Some(f) = ended {
+                return Err(f);
+            }
+            let frame = match outcome {
+                Ok(frame) => frame,
+                Err(e) => {
+                    if e.breaks_connection() {
+                        // The supervisor starts it again (a call never does).
+                        up.lost(generation, Cause::Client(e.clone()));
+                    }
+                    return Err(GatewayError::Client(e).to_fault(call.host));
+                }
+            };
+            let input_required = facts.era == Era::Modern
+                && !host_modern
+                && frame
+                    .result()
+                    .and_then(|r| mcpx_protocol::jsonrpc::first_member(r, "resultType"))
+                    == Some("\"input_required\"");
+            if !input_required {
+                return self.answer(call, &facts, up.id.as_str(), method, frame);
+            }
+            rounds += 1;
+            if rounds > MAX_INPUT_ROUNDS {
+                return Err(fault(
+                    INTERNAL_ERROR,
+                    format!(
+                        "upstream {} asked for input more than {MAX_INPUT_ROUNDS} times",
+                        up.id
+                    ),
+                    call.host,
+                ));
+            }
+            let result: Value = frame
+                .result()
+                .and_then(|r| serde_json::from_str(r).ok())
+                .unwrap_or(Value::Null);
+            let responses = match result.get("inputRequests") {
+                Some(Value::Object(requests)) => {
+                    Box::pin(self.ask_legacy_host_all(call, up.id.as_str(), requests.iter()))
+                        .await?
+                }
+                _ => Map::new(),
+            };
+            // The retry: the original params, the answers, and the state echoed
+            // verbatim (2026-07-28 basic/patterns/mrtr).
+            let mut params: Value = serde_json::from_str(&text).unwrap_or(json!({}));
+            params["inputResponses"] = Value::Object(responses);
+            match result.get("requestState") {
+                Some(state) => params["requestState"] = state.clone(),
+                None => {
+                    if let Some(o) = params.as_object_mut() {
+                        o.remove("requestState");
+                    }
+                }
+            }
+            text = std::borrow::Cow::Owned(Params::of_value(&params));
+        }
+    }
+
+    pub(super) fn answer(
+        &self,
+        call: &Call,
+        facts: &ServerFacts,
+        name: &str,
+        method: &str,
+        frame: Frame,
+    ) -> Result<Reply, Fault> {
+        if let Some(e) = frame.error() {
+            if e.code == URL_ELICITATION_REQUIRED {
+                self.note_required_elicitations(call, name, e.data.as_deref());
+            }
+            return Err(Fault {
+                code: e.code,
+                message: format!("upstream {name}: {}", e.message),
+                data: e.data.as_deref().and_then(|d| serde_json::from_str(d).ok()),
+                from: facts.revision,
+                // Up to 2025-06-18 a tool's invalid input is a -32602 protocol error; hosts
+                // from 2025-11-25 get it as an isError result (H5, D-C1).
+                input_validation: method == "tools/call"
+                    && e.code == INVALID_PARAMS
+                    && !facts.revision.facts().input_validation_is_tool_error,
+            });
+        }
+        // Taken from the decoded frame, not copied out of it: not parsed again on its
+        // way to the host.
+        let mut result = frame
+            .into_result_json()
+            .unwrap_or_else(|| Json::of_value(&json!({})));
+        if facts.era == Era::Modern
+            && call.host.era() == Era::Modern
+            && let Some(relabelled) = self.relabel_input_required(name, result.as_str())
+        {
+            result = relabelled;
+        }
+        if facts.era == Era::Modern && call.host.era() == Era::Legacy {
+            let input_required = serde_json::from_str::<Value>(result.as_str())
+                .ok()
+                .and_then(|v| {
+                    v.get("resultType")
+                        .and_then(Value::as_str)
+                        .map(|t| t == "input_required")
+                })
+                .unwrap_or(false);
+            if input_required {
+                return Err(fault(
+                    INTERNAL_ERROR,
+                    format!(
+                        "upstream {name} (2026-07-28) needs input from the client (an input_required result); mcpx does not yet bridge that to a {} client",
+                        call.host
+                    ),
+                    call.host,
+                ));
+            }
+        }
+        Ok(Reply {
+            result,
+            revision: facts.revision,
+        })
+    }
+}

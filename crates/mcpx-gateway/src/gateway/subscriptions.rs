@@ -1,0 +1,484 @@
+//! Subscriptions: list changes told to hosts, resource subscriptions of legacy hosts
+//! (`resources/subscribe`) and of modern hosts (`subscriptions/listen`), shared at the
+//! upstream (register D-C4), and taken up again when an upstream reconnects.
+
+use super::*;
+
+/// What hosts are told and subscribed to, held across requests.
+#[derive(Debug)]
+pub(super) struct Subscriptions {
+    /// List changes, for hosts (legacy sessions and modern listen streams).
+    pub(super) changes: broadcast::Sender<ListKind>,
+    /// Upstreams' `notifications/resources/updated`, for modern hosts' listen streams.
+    pub(super) updates: broadcast::Sender<Frame>,
+    /// Legacy host sessions seen, to tell them about list changes.
+    pub(super) legacy_peers: Mutex<Vec<Peer>>,
+    /// Legacy hosts subscribed to each resource URI (as the host names it), with the
+    /// token that ends mcpx's own listen stream for it (modern upstreams).
+    pub(super) subscribers:
+        Mutex<HashMap<String, Vec<(Peer, tokio_util::sync::CancellationToken)>>>,
+    /// Modern hosts' listens holding mcpx's `resources/subscribe` at a legacy upstream,
+    /// counted by (upstream, upstream's URI). That one upstream subscription is shared
+    /// with the legacy hosts in `subscribers`; mcpx unsubscribes only when no host of
+    /// either kind holds it (D-C4). An async lock, held across the upstream call it
+    /// decides, so an unsubscribe cannot overtake a newer subscribe to the same URI.
+    pub(super) listen_holds: tokio::sync::Mutex<HashMap<(UpstreamId, String), usize>>,
+}
+
+impl Subscriptions {
+    pub(super) fn new() -> Subscriptions {
+        let (changes, _) = broadcast::channel(64);
+        let (updates, _) = broadcast::channel(64);
+        Subscriptions {
+            changes,
+            updates,
+            legacy_peers: Mutex::new(Vec::new()),
+            subscribers: Mutex::new(HashMap::new()),
+            listen_holds: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Gateway {
+    /// Tells every host that a list changed: legacy sessions by notification, modern
+    /// hosts on their `subscriptions/listen` streams.
+    pub(super) async fn announce(&self, kind: ListKind) {
+        let _ = self.subs.changes.send(kind);
+        let peers: Vec<Peer> = self
+            .subs
+            .legacy_peers
+            .lock()
+            .map(|p| p.clone())
+            .unwrap_or_default();
+        for peer in peers {
+            let _ = peer
+                .notify(Frame::notification(kind.changed_notification(), None))
+                .await;
+        }
+    }
+
+    /// `notifications/resources/updated` of upstream `id` goes to the legacy hosts that
+    /// subscribed to that URI (as the host names it: see [`Catalog::exposed_uri`]), and
+    /// to modern hosts' listen streams.
+    pub(super) async fn relay_resource_updated(&self, id: &UpstreamId, frame: &Frame) {
+        let uri = frame
+            .params()
+            .and_then(|p| mcpx_protocol::jsonrpc::member(p, "uri"))
+            .and_then(|u| serde_json::from_str::<String>(u).ok())
+            .unwrap_or_default();
+        let exposed = self.catalog().exposed_uri(id, &uri).into_owned();
+        let frame = if exposed == uri {
+            frame.clone()
+        } else {
+            let mut params: Value = frame
+                .params()
+                .and_then(|p| serde_json::from_str(p).ok())
+                .unwrap_or_else(|| json!({}));
+            params["uri"] = json!(exposed);
+            match raw(&params) {
+                Ok(p) => Frame::notification("notifications/resources/updated", Some(&p)),
+                Err(_) => return,
+            }
+        };
+        let peers: Vec<Peer> = self
+            .subs
+            .subscribers
+            .lock()
+            .ok()
+            .and_then(|s| {
+                s.get(&exposed)
+                    .map(|v| v.iter().map(|(p, _)| p.clone()).collect())
+            })
+            .unwrap_or_default();
+        for peer in peers {
+            let _ = peer.notify(frame.clone()).await;
+        }
+        let _ = self.subs.updates.send(frame);
+    }
+
+    /// A new connection of `up` has no subscriptions: mcpx subscribes again to every
+    /// URI hosts hold at it (a legacy upstream's `resources/subscribe`, a modern one's
+    /// listen per legacy host's subscription).
+    pub(super) async fn resubscribe(self: &Arc<Self>, up: &Arc<Upstream>, conn: &Connection) {
+        let facts = conn.facts();
+        if !facts
+            .capabilities
+            .pointer("/resources/subscribe")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+        {
+            return;
+        }
+        let catalog = self.catalog();
+        let mut uris: Vec<(String, Vec<tokio_util::sync::CancellationToken>)> = self
+            .subs
+            .subscribers
+            .lock()
+            .map(|s| {
+                s.iter()
+                    .filter_map(|(exposed, subs)| {
+                        let (owner, theirs) = catalog.resource(exposed)?;
+                        (*owner == up.id).then(|| {
+                            (
+                                theirs.to_owned(),
+                                subs.iter().map(|(_, t)| t.clone()).collect(),
+                            )
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if facts.era == Era::Legacy {
+            let holds = self.subs.listen_holds.lock().await;
+            for (id, uri) in holds.keys() {
+                if *id == up.id && !uris.iter().any(|(u, _)| u == uri) {
+                    uris.push((uri.clone(), Vec::new()));
+                }
+            }
+            drop(holds);
+            for (uri, _) in uris {
+                let params = Params::of_value(&json!({ "uri": uri }));
+                if let Err(e) = conn
+                    .call("resources/subscribe", Some(&params), CallOptions::default())
+                    .await
+                {
+                    tracing::warn!(upstream = %up.id, "subscribing again to {uri}: {e}");
+                }
+            }
+        } else {
+            for (uri, tokens) in uris {
+                for t in tokens {
+                    self.listen_for_updates(conn, &uri, t);
+                }
+            }
+        }
+    }
+
+    /// Subscribes mcpx at the upstream owning `uri` for a modern host's listen stream
+    /// (register D-C4): `resources/subscribe` on a legacy upstream, a listen of its own
+    /// with `resourceSubscriptions` on a modern one (ended by `stop`). `None` when no
+    /// upstream that declared `resources.subscribe` owns the URI; else the upstream
+    /// and its own URI.
+    pub(super) async fn subscribe_upstream(
+        self: &Arc<Self>,
+        call: &Call,
+        uri: &str,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Option<(Arc<Upstream>, String)> {
+        let (up, theirs) = self.route_uri(call, uri).ok()?;
+        let (_, conn) = up.connection().await.ok()?;
+        let facts = conn.facts();
+        let subscribable = facts
+            .capabilities
+            .pointer("/resources/subscribe")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if !subscribable {
+            return None;
+        }
+        if facts.era == Era::Legacy {
+            let mut holds = self.subs.listen_holds.lock().await;
+            let params = Params::of_value(&json!({ "uri": theirs }));
+            let f = conn
+                .call("resources/subscribe", Some(&params), CallOptions::default())
+                .await
+                .ok()?;
+            f.result()?;
+            *holds.entry((up.id.clone(), theirs.clone())).or_default() += 1;
+            return Some((up, theirs));
+        }
+        self.listen_for_updates(&conn, &theirs, stop.clone());
+        Some((up, theirs))
+    }
+
+    /// Ends what [`Gateway::subscribe_upstream`] began for a listen stream that ended: a
+    /// legacy upstream is unsubscribed unless another listen or a legacy host still
+    /// holds the URI (modern upstreams' listens end with the stream's token). `exposed`
+    /// is the URI as the host named it, `theirs` the upstream's.
+    pub(super) async fn unsubscribe_upstream(
+        self: &Arc<Self>,
+        up: &Arc<Upstream>,
+        exposed: &str,
+        theirs: &str,
+    ) {
+        let mut holds = self.subs.listen_holds.lock().await;
+        let key = (up.id.clone(), theirs.to_owned());
+        let Some(n) = holds.get_mut(&key) else {
+            return;
+        };
+        *n = n.saturating_sub(1);
+        if *n > 0 {
+            return;
+        }
+        holds.remove(&key);
+        let held = self
+            .subs
+            .subscribers
+            .lock()
+            .map(|s| s.get(exposed).is_some_and(|v| !v.is_empty()))
+            .unwrap_or(true);
+        if let Some(conn) = up.ready().filter(|c| !held && c.facts().era == Era::Legacy) {
+            let params = Params::of_value(&json!({ "uri": theirs }));
+            let _ = conn
+                .call(
+                    "resources/unsubscribe",
+                    Some(&params),
+                    CallOptions::default(),
+                )
+                .await;
+        }
+    }
+
+    /// mcpx's own `subscriptions/listen` at a modern upstream for one resource's
+    /// updates, until `stop`.
+    pub(super) fn listen_for_updates(
+        &self,
+        conn: &Connection,
+        uri: &str,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        let params =
+            Params::of_value(&json!({ "notifications": { "resourceSubscriptions": [uri] } }));
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            let opts = CallOptions {
+                timeout: LISTEN_LIFETIME,
+                max_time: LISTEN_LIFETIME,
+                attribute_unsolicited: false,
+                cancel: stop,
+                ..CallOptions::default()
+            };
+            if let Err(e) = conn.call("subscriptions/listen", Some(&params), opts).await {
+                tracing::debug!(upstream = conn.name(), "resource listen ended: {e}");
+            }
+        });
+    }
+
+    /// `resources/subscribe` and `resources/unsubscribe` from a legacy host. A legacy
+    /// upstream gets them as they are; a modern one has no such methods, so mcpx holds
+    /// a `subscriptions/listen` stream with `resourceSubscriptions` for the URI instead
+    /// (register D-C4). `uri` is as the host named it; `params` are for the upstream
+    /// (its own URI).
+    pub(super) async fn subscription(
+        self: &Arc<Self>,
+        call: &Call,
+        up: &Arc<Upstream>,
+        uri: &str,
+        params: &Value,
+    ) -> Result<Reply, Fault> {
+        let subscribe = call.method == "resources/subscribe";
+        let theirs = params
+            .get("uri")
+            .and_then(Value::as_str)
+            .unwrap_or(uri)
+            .to_owned();
+        let peer = call.peer.clone();
+        let key = peer
+            .as_ref()
+            .and_then(Peer::session_id)
+            .unwrap_or_default()
+            .to_owned();
+        let (_, conn) = up.connection().await.map_err(|e| e.to_fault(call.host))?;
+        let facts = conn.facts();
+        let modern = facts.era == Era::Modern;
+        let subscribable = facts
+            .capabilities
+            .pointer("/resources/subscribe")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if !subscribable {
+            // A-C7: only upstreams that declared resources.subscribe are asked.
+            return Err(fault(
+                METHOD_NOT_FOUND,
+                format!("upstream {} does not support resource subscriptions", up.id),
+                call.host,
+            ));
+        }
+        // One upstream subscription serves every legacy host subscribed to the URI and
+        // every modern host's listen that asked for it: a subscribe always reaches the
+        // upstream (idempotent, 2025-11-25 server/resources §Subscriptions), an
+        // unsubscribe only when the last host of either kind lets go.
+        let holds = if modern {
+            None
+        } else {
+            Some(self.subs.listen_holds.lock().await)
+        };
+        if !modern && subscribe {
+            self.forward(call, up, &call.method, &Params::of_value(params), true)
+                .await?;
+        }
+        let others_remain = {
+            let mut subs = self
+                .subs
+                .subscribers
+                .lock()
+                .map_err(|_| fault(INTERNAL_ERROR, "lock poisoned".into(), call.host))?;
+            let entry = subs.entry(uri.to_owned()).or_default();
+            let already = entry
+                .iter()
+                .any(|(p, _)| p.session_id().unwrap_or_default() == key);
+            if subscribe {
+                if let (Some(peer), false) = (peer, already) {
+                    let token = tokio_util::sync::CancellationToken::new();
+                    if modern {
+                        self.listen_for_updates(&conn, &theirs, token.clone());
+                    }
+                    entry.push((peer, token));
+                }
+            } else {
+                entry.retain(|(p, token)| {
+                    let mine = p.session_id().unwrap_or_default() == key;
+                    if mine {
+                        token.cancel();
+                    }
+                    !mine
+                });
+            }
+            let remain = !entry.is_empty();
+            if !remain {
+                subs.remove(uri);
+            }
+            remain
+        };
+        let listens_remain = holds.as_ref().is_some_and(|h| {
+            h.get(&(up.id.clone(), theirs.clone()))
+                .is_some_and(|n| *n > 0)
+        });
+        if !modern && !subscribe && !others_remain && !listens_remain {
+            self.forward(call, up, &call.method, &Params::of_value(params), true)
+                .await?;
+        }
+        Ok(Reply {
+            result: Json::of_value(&json!({})),
+            revision: call.host,
+        })
+    }
+
+    pub(super) fn remember_peer(&self, peer: &Option<Peer>) {
+        let Some(peer) = peer else { return };
+        if let Ok(mut peers) = self.subs.legacy_peers.lock() {
+            let key = peer.session_id();
+            if !peers.iter().any(|p| p.session_id() == key) {
+                peers.push(peer.clone());
+            }
+        }
+    }
+
+    /// `subscriptions/listen` from a modern host: acknowledge the kinds mcpx can deliver,
+    /// then deliver them, tagged with the listen id, until the host cancels.
+    pub(super) async fn listen(self: &Arc<Self>, call: &Call) -> Result<Reply, Fault> {
+        let params: Value = call
+            .params
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or(json!({}));
+        let requested = params.get("notifications").cloned().unwrap_or(json!({}));
+        let want = |k: &str| requested.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let mut granted = Map::new();
+        for k in [
+            "toolsListChanged",
+            "promptsListChanged",
+            "resourcesListChanged",
+        ] {
+            if want(k) {
+                granted.insert(k.to_owned(), json!(true));
+            }
+        }
+        // D-C4 (2026-07-28 server/resources §Capabilities, schema SubscriptionFilter):
+        // a modern host subscribes to resources with `resourceSubscriptions`; mcpx
+        // subscribes at the owning upstreams and grants the URIs it could.
+        let stop = tokio_util::sync::CancellationToken::new();
+        let _stop_upstream_listens = stop.clone().drop_guard();
+        let mut urx = self.subs.updates.subscribe();
+        let mut watched: Vec<(String, Arc<Upstream>, String)> = Vec::new();
+        if let Some(uris) = requested
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+        {
+            for uri in uris.iter().filter_map(Value::as_str) {
+                if watched.iter().any(|(u, _, _)| u == uri) {
+                    continue;
+                }
+                if let Some((up, theirs)) = self.subscribe_upstream(call, uri, &stop).await {
+                    watched.push((uri.to_owned(), up, theirs));
+                }
+            }
+            if !watched.is_empty() {
+                let uris: Vec<&str> = watched.iter().map(|(u, _, _)| u.as_str()).collect();
+                granted.insert("resourceSubscriptions".to_owned(), json!(uris));
+            }
+        }
+        let sub_id = match &call.id {
+            Id::Number(n) => json!(n),
+            Id::String(s) => json!(s),
+        };
+        let tag = json!({ meta::SUBSCRIPTION_ID: sub_id });
+        let mut rx = self.subs.changes.subscribe();
+        let ack = json!({ "_meta": tag, "notifications": Value::Object(granted.clone()) });
+        let _ = call
+            .ctx
+            .notify(Frame::notification(
+                "notifications/subscriptions/acknowledged",
+                Some(&raw(&ack)?),
+            ))
+            .await;
+        loop {
+            tokio::select! {
+                () = call.cancel.cancelled() => break,
+                () = self.stopping.cancelled() => {
+                    // H1 reading (2026-07-28 basic/patterns/cancellation and
+                    // subscriptions, schema CancelledNotification): mcpx ends the stream
+                    // on its own; on stdio it first sends notifications/cancelled for the
+                    // listen id (the MUST), then the result (the SHOULD); on HTTP only
+                    // the result, and the stream closes.
+                    if call.ctx.is_stdio() {
+                        let p = json!({ "requestId": sub_id, "reason": "mcpx is shutting down" });
+                        let _ = call.ctx.notify(Frame::notification("notifications/cancelled", Some(&raw(&p)?))).await;
+                    }
+                    break;
+                }
+                change = rx.recv() => {
+                    let kind = match change {
+                        Ok(k) => k,
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => break,
+                    };
+                    let key = match kind {
+                        ListKind::Tools => "toolsListChanged",
+                        ListKind::Prompts => "promptsListChanged",
+                        ListKind::Resources | ListKind::Templates => "resourcesListChanged",
+                    };
+                    if granted.contains_key(key) {
+                        let p = json!({ "_meta": tag });
+                        let _ = call.ctx.notify(Frame::notification(kind.changed_notification(), Some(&raw(&p)?))).await;
+                    }
+                }
+                update = urx.recv(), if !watched.is_empty() => {
+                    let frame = match update {
+                        Ok(f) => f,
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => break,
+                    };
+                    let uri = frame
+                        .params()
+                        .and_then(|p| mcpx_protocol::jsonrpc::member(p, "uri"))
+                        .and_then(|u| serde_json::from_str::<String>(u).ok())
+                        .unwrap_or_default();
+                    if watched.iter().any(|(u, _, _)| *u == uri) {
+                        // Tagged with this listen's id, not the upstream's.
+                        let p = json!({ "uri": uri, "_meta": tag });
+                        let _ = call.ctx.notify(Frame::notification("notifications/resources/updated", Some(&raw(&p)?))).await;
+                    }
+                }
+            }
+        }
+        for (uri, up, theirs) in &watched {
+            self.unsubscribe_upstream(up, uri, theirs).await;
+        }
+        // A graceful end (2026-07-28 basic/patterns/subscriptions §Graceful Closure).
+        Ok(Reply {
+            result: Json::of_value(&json!({ "_meta": tag })),
+            revision: Revision::NEWEST,
+        })
+    }
+}
