@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::any::AnyUpstream;
-use crate::error::ClientError;
+use crate::error::{AskRefusal, ClientError};
 
 /// How long a response waits for the dispatcher to route the frames that came before
 /// it (see `Connection::drive`); normally it has already.
@@ -115,7 +115,7 @@ pub enum CallEvent {
         /// Its params.
         params: Option<Value>,
         /// Where the answer goes.
-        reply: oneshot::Sender<Result<Value, (i64, String)>>,
+        reply: oneshot::Sender<Result<Value, AskRefusal>>,
     },
 }
 
@@ -923,7 +923,7 @@ impl Connection {
                 self.respond(
                     &id,
                     &method,
-                    Err((
+                    Err(AskRefusal::new(
                         -32603,
                         format!("mcpx cannot forward {method} here: no host request can answer it"),
                     )),
@@ -936,13 +936,14 @@ impl Connection {
             None => self.respond(&id, &method, Ok(json!({}))).await,
             Some(Err(_)) => {
                 let gone = format!("mcpx could not forward {method}: the host request is gone");
-                self.respond(&id, &method, Err((-32603, gone))).await;
+                self.respond(&id, &method, Err(AskRefusal::new(-32603, gone)))
+                    .await;
             }
             Some(Ok(rx)) => {
                 let conn = self.clone();
                 tokio::spawn(async move {
                     let answer = rx.await.unwrap_or_else(|_| {
-                        Err((
+                        Err(AskRefusal::new(
                             -32603,
                             format!("mcpx could not forward {method}: no answer from the host"),
                         ))
@@ -954,13 +955,15 @@ impl Connection {
     }
 
     /// Sends the client's answer to the upstream's request `id`.
-    async fn respond(&self, id: &Id, method: &str, answer: Result<Value, (i64, String)>) {
+    async fn respond(&self, id: &Id, method: &str, answer: Result<Value, AskRefusal>) {
         let response = match answer {
             Ok(v) => match RawValue::from_string(v.to_string()) {
                 Ok(raw) => Frame::result_response(id, &raw),
                 Err(e) => Frame::error_response(Some(id), -32603, &e.to_string(), None),
             },
-            Err((code, msg)) => Frame::error_response(Some(id), code, &msg, None),
+            Err(AskRefusal { code, message: msg }) => {
+                Frame::error_response(Some(id), code, &msg, None)
+            }
         };
         if let Err(e) = self.inner.up.send(response).await {
             tracing::warn!(upstream = %self.inner.name, "could not answer {method}: {e}");

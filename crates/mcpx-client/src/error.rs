@@ -158,3 +158,24 @@ impl ClientError {
         )
     }
 }
+
+/// A client's refusal of a server-to-client request (sampling, elicitation, roots):
+/// the JSON-RPC error the asking upstream is answered with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("error {code}: {message}")]
+pub struct AskRefusal {
+    /// The JSON-RPC error code.
+    pub code: i64,
+    /// What the upstream is told.
+    pub message: String,
+}
+
+impl AskRefusal {
+    /// A refusal with `code` and `message`.
+    pub fn new(code: i64, message: impl Into<String>) -> AskRefusal {
+        AskRefusal {
+            code,
+            message: message.into(),
+        }
+    }
+}

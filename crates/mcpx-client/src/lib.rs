@@ -21,7 +21,7 @@ pub mod error;
 pub mod probe;
 
 pub use connection::{CallEvent, CallOptions, Connection, ServerFacts, TaskAsks};
-pub use error::ClientError;
+pub use error::{AskRefusal, ClientError};
 pub use probe::{
     ClientCredentials, EraCache, ProtocolPreference, Proxy, Target, TargetTransport, connect,
 };

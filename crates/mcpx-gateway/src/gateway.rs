@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use mcpx_client::{
-    CallEvent, CallOptions, ClientError, Connection, EraCache, ServerFacts, Target, TargetTransport,
+    AskRefusal, CallEvent, CallOptions, ClientError, Connection, EraCache, ServerFacts, Target,
+    TargetTransport,
 };
 use mcpx_protocol::error::{
     INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED,

@@ -88,7 +88,7 @@ pub(super) struct Question {
     method: String,
     params: Value,
     /// Where the host's answer goes (the upstream's pending request).
-    reply: tokio::sync::oneshot::Sender<Result<Value, (i64, String)>>,
+    reply: tokio::sync::oneshot::Sender<Result<Value, AskRefusal>>,
 }
 
 /// 128 random bits, hex: unguessable, so a `requestState` cannot be forged (E-13, E-30).
@@ -153,12 +153,12 @@ pub(super) fn take_question(
     supplied: &mut Map<String, Value>,
     method: String,
     params: Option<Value>,
-    reply: tokio::sync::oneshot::Sender<Result<Value, (i64, String)>>,
+    reply: tokio::sync::oneshot::Sender<Result<Value, AskRefusal>>,
 ) {
     // 2026-07-28 basic/patterns/mrtr §Supported Requests: only these requests may
     // answer input_required (E-26).
     if !mcpx_protocol::method::MRTR_METHODS.contains(&p.method.as_str()) {
-        let _ = reply.send(Err((
+        let _ = reply.send(Err(AskRefusal::new(
             INTERNAL_ERROR,
             format!("the client cannot be asked during {}", p.method),
         )));
@@ -168,14 +168,14 @@ pub(super) fn take_question(
     // mrtr: never ask for what the client did not declare; the upstream hears
     // -32601, as from a client without the feature, and may degrade (E-25).
     if cap.is_empty() || call.client_capabilities.get(cap).is_none() {
-        let _ = reply.send(Err((
+        let _ = reply.send(Err(AskRefusal::new(
             METHOD_NOT_FOUND,
             format!("the client did not declare the capability {method} needs"),
         )));
         return;
     }
     if p.open.len() >= MAX_OPEN_QUESTIONS {
-        let _ = reply.send(Err((
+        let _ = reply.send(Err(AskRefusal::new(
             INTERNAL_ERROR,
             format!("more than {MAX_OPEN_QUESTIONS} questions at once"),
         )));
@@ -188,14 +188,14 @@ pub(super) fn take_question(
     if method == "sampling/createMessage"
         && let Err(e) = prepare_sampling(call, &mut params)
     {
-        let _ = reply.send(Err((INVALID_PARAMS, e.to_string())));
+        let _ = reply.send(Err(AskRefusal::new(INVALID_PARAMS, e.to_string())));
         return;
     }
     if method == "elicitation/create" {
         // E-11, E-18: checked and shaped for the host (2026 has no elicitationId); a
         // malformed ask, or a mode mcpx did not declare, is the upstream's -32602 (E-14).
         if let Err(e) = elicitation::lower(&mut params, call.host, String::new) {
-            let _ = reply.send(Err((INVALID_PARAMS, e.to_string())));
+            let _ = reply.send(Err(AskRefusal::new(INVALID_PARAMS, e.to_string())));
             return;
         }
         label_elicitation(p.label.as_deref(), &mut params);
@@ -274,12 +274,12 @@ impl Drop for ProgressRoute<'_> {
 pub(super) fn ask_permit(
     asks: &Arc<tokio::sync::Semaphore>,
     method: &str,
-) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, (i64, String)> {
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, AskRefusal> {
     if !matches!(method, "sampling/createMessage" | "elicitation/create") {
         return Ok(None);
     }
     asks.clone().try_acquire_owned().map(Some).map_err(|_| {
-        (
+        AskRefusal::new(
             INTERNAL_ERROR,
             format!("too many pending requests: {method} refused"),
         )
@@ -340,12 +340,12 @@ pub(super) fn host_takes_url(call: &Call) -> bool {
 ///   were successfully negotiated"): `roots/list`, `sampling/createMessage` and
 ///   `elicitation/create` only when the host declared `roots`, `sampling` or
 ///   `elicitation` at `initialize` (`call.client_capabilities`, the session's).
-pub(super) fn host_may_be_asked(call: &Call, method: &str) -> Result<(), (i64, String)> {
+pub(super) fn host_may_be_asked(call: &Call, method: &str) -> Result<(), AskRefusal> {
     let Some(p) = &call.peer else {
         return Ok(());
     };
     if method != "ping" && !p.is_initialized() {
-        return Err((
+        return Err(AskRefusal::new(
             INTERNAL_ERROR,
             format!(
                 "the client has not sent notifications/initialized, so it cannot be sent {method}"
@@ -356,7 +356,7 @@ pub(super) fn host_may_be_asked(call: &Call, method: &str) -> Result<(), (i64, S
         return Ok(());
     };
     if call.client_capabilities.get(cap).is_none() {
-        return Err((
+        return Err(AskRefusal::new(
             INTERNAL_ERROR,
             format!("the client did not declare the {cap} capability needed for {method}"),
         ));
@@ -511,13 +511,10 @@ impl Gateway {
                         // Too many calls already wait for hosts' answers: the upstream
                         // hears -32603 for these questions and degrades or fails.
                         for q in p.open.drain(..) {
-                            let _ = q.reply.send(Err((
-                                INTERNAL_ERROR,
-                                format!(
+                            let _ = q.reply.send(Err(AskRefusal::new(INTERNAL_ERROR, format!(
                                     "too many calls waiting for clients' answers (maxParkedCalls {})",
                                     self.config().global.max_parked
-                                ),
-                            )));
+                                ))));
                         }
                         gathered_by = None;
                         continue;
@@ -606,7 +603,10 @@ impl Gateway {
                     let answer = if q.method == "elicitation/create" {
                         Ok(json!({ "action": "cancel" }))
                     } else {
-                        Err((INTERNAL_ERROR, "the client did not answer in time".into()))
+                        Err(AskRefusal::new(
+                            INTERNAL_ERROR,
+                            "the client did not answer in time",
+                        ))
                     };
                     let _ = q.reply.send(answer);
                 }
@@ -694,7 +694,7 @@ impl Gateway {
             let answer = self
                 .ask_legacy_host(call, upstream, method, params)
                 .await
-                .map_err(|(code, msg)| fault(code, msg, call.host))?;
+                .map_err(|r| fault(r.code, r.message, call.host))?;
             responses.insert(key.clone(), answer);
         }
         Ok(responses)
@@ -706,9 +706,9 @@ impl Gateway {
         upstream: &str,
         method: &str,
         params: Option<Value>,
-    ) -> Result<Value, (i64, String)> {
+    ) -> Result<Value, AskRefusal> {
         if call.peer.is_none() || !mcpx_protocol::method::server_may_send(method, call.host) {
-            return Err((
+            return Err(AskRefusal::new(
                 INTERNAL_ERROR,
                 format!(
                     "upstream {upstream} needs {method}, which this client's protocol revision {} cannot carry",
@@ -728,7 +728,7 @@ impl Gateway {
                 SamplingRefusal::ToolsNotDeclared(_) => INVALID_PARAMS,
                 _ => INTERNAL_ERROR,
             };
-            return Err((code, format!("upstream {upstream}: {e}")));
+            return Err(AskRefusal::new(code, format!("upstream {upstream}: {e}")));
         }
         let up = self.upstream(upstream);
         if method == "elicitation/create" {
@@ -738,7 +738,7 @@ impl Gateway {
             elicitation::lower(&mut params, call.host, || {
                 format!("mcpx-{}", self.next_elicitation())
             })
-            .map_err(|e| (INTERNAL_ERROR, format!("upstream {upstream}: {e}")))?;
+            .map_err(|e| AskRefusal::new(INTERNAL_ERROR, format!("upstream {upstream}: {e}")))?;
             label_elicitation(
                 up.as_ref().and_then(|u| self.label(u)).as_deref(),
                 &mut params,
@@ -750,24 +750,23 @@ impl Gateway {
         };
         stamp_related(&mut params, &call.id);
         let raw = RawValue::from_string(params.to_string())
-            .map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
+            .map_err(|e| AskRefusal::new(INTERNAL_ERROR, e.to_string()))?;
         match call
             .ctx
             .request(method, Some(&raw), self.config().global.ask_timeout)
             .await
         {
             Ok(frame) => match (frame.result(), frame.error()) {
-                (Some(r), _) => {
-                    serde_json::from_str(r).map_err(|e| (INTERNAL_ERROR, e.to_string()))
-                }
+                (Some(r), _) => serde_json::from_str(r)
+                    .map_err(|e| AskRefusal::new(INTERNAL_ERROR, e.to_string())),
                 // E-6: the host's refusal fails the original request.
-                (_, Some(e)) => Err((
+                (_, Some(e)) => Err(AskRefusal::new(
                     INTERNAL_ERROR,
                     format!("the client refused {method}: {}", e.message),
                 )),
-                _ => Err((INTERNAL_ERROR, "empty answer".into())),
+                _ => Err(AskRefusal::new(INTERNAL_ERROR, "empty answer")),
             },
-            Err(e) => Err((
+            Err(e) => Err(AskRefusal::new(
                 INTERNAL_ERROR,
                 format!("the client did not answer {method}: {e}"),
             )),
@@ -1000,9 +999,9 @@ impl Gateway {
         name: &str,
         method: &str,
         params: Option<Value>,
-    ) -> Result<Value, (i64, String)> {
+    ) -> Result<Value, AskRefusal> {
         if facts.era != Era::Legacy || call.host.era() != Era::Legacy || call.peer.is_none() {
-            return Err((
+            return Err(AskRefusal::new(
                 INTERNAL_ERROR,
                 format!(
                     "mcpx cannot relay {method} from upstream {name} ({}) to this client ({}): requests across protocol eras are not bridged yet",
@@ -1011,7 +1010,7 @@ impl Gateway {
             ));
         }
         if !mcpx_protocol::method::server_may_send(method, call.host) {
-            return Err((
+            return Err(AskRefusal::new(
                 METHOD_NOT_FOUND,
                 format!(
                     "{method} does not exist in this client's protocol revision {}",
@@ -1023,7 +1022,8 @@ impl Gateway {
         let mut params = params.unwrap_or(json!({}));
         // E-7, E-16, E-23: the asking upstream hears -32602.
         if method == "sampling/createMessage" {
-            prepare_sampling(call, &mut params).map_err(|e| (INVALID_PARAMS, e.to_string()))?;
+            prepare_sampling(call, &mut params)
+                .map_err(|e| AskRefusal::new(INVALID_PARAMS, e.to_string()))?;
         }
         let up = self.upstream(name);
         if method == "elicitation/create" {
@@ -1032,7 +1032,7 @@ impl Gateway {
             let mode = elicitation::lower(&mut params, call.host, || {
                 format!("mcpx-{}", self.next_elicitation())
             })
-            .map_err(|e| (INVALID_PARAMS, e.to_string()))?;
+            .map_err(|e| AskRefusal::new(INVALID_PARAMS, e.to_string()))?;
             label_elicitation(
                 up.as_ref().and_then(|u| self.label(u)).as_deref(),
                 &mut params,
@@ -1061,7 +1061,7 @@ impl Gateway {
         let _route = self.route_ask_progress(name, &mut params);
         let raw = RawValue::from_string(params.to_string())
             .map(Some)
-            .map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
+            .map_err(|e| AskRefusal::new(INTERNAL_ERROR, e.to_string()))?;
         // 2025-11-25 basic/utilities/tasks §Input Required Status: a gateway task whose
         // work waits on this ask is input_required until it is answered (C-C12).
         let _waiting = self.tasks.waiting(call);
@@ -1077,15 +1077,15 @@ impl Gateway {
         match sent {
             Ok(frame) => match (frame.result(), frame.error()) {
                 (Some(r), _) => {
-                    let mut v: Value =
-                        serde_json::from_str(r).map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
+                    let mut v: Value = serde_json::from_str(r)
+                        .map_err(|e| AskRefusal::new(INTERNAL_ERROR, e.to_string()))?;
                     tasks::answer_upstream(&mut v, theirs, facts.revision);
                     Ok(v)
                 }
-                (_, Some(e)) => Err((e.code, e.message.clone())),
-                _ => Err((INTERNAL_ERROR, "empty answer".into())),
+                (_, Some(e)) => Err(AskRefusal::new(e.code, e.message.clone())),
+                _ => Err(AskRefusal::new(INTERNAL_ERROR, "empty answer")),
             },
-            Err(e) => Err((
+            Err(e) => Err(AskRefusal::new(
                 INTERNAL_ERROR,
                 format!("the client did not answer {method}: {e}"),
             )),

@@ -45,7 +45,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mcpx_client::{CallEvent, CallOptions, ClientError, Connection, ServerFacts};
+use mcpx_client::{AskRefusal, CallEvent, CallOptions, ClientError, Connection, ServerFacts};
 use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, translate_code};
 use mcpx_protocol::jsonrpc::Json;
 use mcpx_protocol::lower::lower_result;
@@ -168,7 +168,7 @@ fn unaskable(call: &Call, name: &str, ev: Option<CallEvent>) -> Fault {
         call.host
     );
     if let Some(CallEvent::Ask { reply, .. }) = ev {
-        let _ = reply.send(Err((INTERNAL_ERROR, message.clone())));
+        let _ = reply.send(Err(AskRefusal::new(INTERNAL_ERROR, message.clone())));
     }
     fault(INTERNAL_ERROR, message, call.host)
 }
