@@ -148,14 +148,21 @@ impl ClientError {
         }
     }
 
-    /// Whether the connection this came from is unusable: the transport failed or
-    /// the handshake did (a JSON-RPC error, a timeout or a refused credential leave it
-    /// as it was).
+    /// Whether the connection this came from is unusable: it closed (a process that
+    /// exited, a stream that ended), it could not be reached, or its handshake failed.
+    /// A JSON-RPC error, a timeout, a refused credential or an HTTP error status on
+    /// one request leave it as it was: the next request may well succeed.
     pub fn breaks_connection(&self) -> bool {
-        matches!(
-            self,
-            ClientError::Transport { .. } | ClientError::Handshake { .. }
-        )
+        match self {
+            ClientError::Transport { source, .. } => matches!(
+                source,
+                TransportError::Closed { .. }
+                    | TransportError::Io(_)
+                    | TransportError::Spawn { .. }
+            ),
+            ClientError::Handshake { .. } => true,
+            _ => false,
+        }
     }
 }
 

@@ -132,18 +132,21 @@ impl App {
     }
 
     /// Reloads on every change of the configuration file and on SIGHUP, until the
-    /// app is dropped. Without a file (`--demo`), SIGHUP is only logged.
+    /// app is dropped. Without a file (`--demo`), SIGHUP is only logged. When the file
+    /// cannot be watched the error is returned, and SIGHUP still reloads.
     pub fn watch(self: &Arc<Self>) -> Result<(), WatchError> {
         let debounce = self.gateway.config().global.reload_debounce;
-        let changes = match &self.path {
-            Some(p) => {
-                let (watcher, rx) = ConfigWatcher::start(p, debounce)?;
-                if let Ok(mut w) = self.watcher.lock() {
-                    *w = Some(watcher);
+        let (changes, unwatched) = match &self.path {
+            Some(p) => match ConfigWatcher::start(p, debounce) {
+                Ok((watcher, rx)) => {
+                    if let Ok(mut w) = self.watcher.lock() {
+                        *w = Some(watcher);
+                    }
+                    (Some(rx), None)
                 }
-                Some(rx)
-            }
-            None => None,
+                Err(e) => (None, Some(e)),
+            },
+            None => (None, None),
         };
         let app = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -170,7 +173,7 @@ impl App {
                 app.reload_logged(why);
             }
         });
-        Ok(())
+        unwatched.map_or(Ok(()), Err)
     }
 
     /// [`App::reload`], with its outcome logged.

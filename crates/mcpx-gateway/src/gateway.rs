@@ -343,6 +343,7 @@ impl Gateway {
             target,
             self.era_cache.clone(),
             config.global.ask_max_pending,
+            config.global.startup_wait,
         );
         let before = predecessor.map(|old| {
             up.inherit(&old);
@@ -864,10 +865,17 @@ impl Backend for GatewayBackend {
             let gw = &self.0;
             gw.remember_peer(&call.peer);
             match call.method.as_str() {
-                "tools/list" => gw.list(&call, ListKind::Tools),
-                "prompts/list" => gw.list(&call, ListKind::Prompts),
-                "resources/list" => gw.list(&call, ListKind::Resources),
-                "resources/templates/list" => gw.list(&call, ListKind::Templates),
+                "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
+                    let kind = match call.method.as_str() {
+                        "tools/list" => ListKind::Tools,
+                        "prompts/list" => ListKind::Prompts,
+                        "resources/list" => ListKind::Resources,
+                        _ => ListKind::Templates,
+                    };
+                    // Boxed: lazy upstreams are the exception.
+                    Box::pin(gw.list_lazy()).await;
+                    gw.list(&call, kind)
+                }
                 "tools/call" | "prompts/get" | "resources/read"
                     if call
                         .params
@@ -891,7 +899,7 @@ impl Backend for GatewayBackend {
                 "prompts/get" => {
                     let Routed {
                         upstream, params, ..
-                    } = gw.route_name(&call, true)?;
+                    } = gw.route_name_waiting(&call, true).await?;
                     // prompts/get changes nothing: safe to re-issue (B-C10).
                     gw.forward(&call, &upstream, &call.method, &params, true)
                         .await

@@ -214,7 +214,14 @@ async fn probe_one(
 ) -> Value {
     use mcpx_gateway::upstream::{Command, State, Upstream};
     let transport = target.transport.identity();
-    let (up, commands) = Upstream::new(name.into(), s.clone(), target, EraCache::disabled(), 1);
+    let (up, commands) = Upstream::new(
+        name.into(),
+        s.clone(),
+        target,
+        EraCache::disabled(),
+        1,
+        limit,
+    );
     let supervisor = tokio::spawn(up.supervisor().clone().run(commands, None, |_| {}));
     let deadline = tokio::time::Instant::now() + limit;
     let mut status = up.supervisor().watch();

@@ -398,3 +398,82 @@ impl Gateway {
         })
     }
 }
+
+impl Gateway {
+    /// [`Gateway::route_name`], except that a name of an upstream that is starting,
+    /// or lazy and idle, waits (up to the upstream's connect timeout) for it to come
+    /// up and be listed, and is then routed again: a lazy upstream starts on its
+    /// first use, and a host's first call need not fail for an upstream that is
+    /// about to be ready.
+    pub(super) async fn route_name_waiting<'a>(
+        self: &Arc<Self>,
+        call: &'a Call,
+        prompts: bool,
+    ) -> Result<Routed<'a>, Fault> {
+        match self.route_name(call, prompts) {
+            Ok(r) => Ok(r),
+            // Boxed: the exception's future stays out of every call's.
+            Err(f) => Box::pin(self.route_once_started(call, prompts, f)).await,
+        }
+    }
+
+    async fn route_once_started<'a>(
+        self: &Arc<Self>,
+        call: &'a Call,
+        prompts: bool,
+        refused: Fault,
+    ) -> Result<Routed<'a>, Fault> {
+        let Some(name) = call_target(call) else {
+            return Err(refused);
+        };
+        let owner = self.catalog().owner_of_name(&name).cloned();
+        let Some(up) = owner.and_then(|id| self.upstream(id.as_str())) else {
+            return Err(refused);
+        };
+        if !matches!(up.status().state, State::Idle | State::Starting { .. }) {
+            return Err(refused);
+        }
+        up.connection().await.map_err(|e| e.to_fault(call.host))?;
+        self.wait_listed(&up, up.config.mcpx.connect_timeout).await;
+        self.route_name(call, prompts)
+    }
+
+    /// Waits until `up`'s lists are in the catalog, up to `within`.
+    pub(super) async fn wait_listed(&self, up: &Upstream, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let notified = self.progress.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.listed.lock().is_ok_and(|l| l.contains(&up.id)) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Starts the lazy upstreams that were never listed, and waits for their lists
+    /// (up to `startupWaitMs`): a host's list is a use of every upstream in it.
+    pub(super) async fn list_lazy(&self) {
+        let waiting: Vec<Arc<Upstream>> = self
+            .upstreams()
+            .iter()
+            .filter(|u| {
+                u.config.mcpx.start == crate::config::StartMode::Lazy
+                    && !self.listed.lock().is_ok_and(|l| l.contains(&u.id))
+            })
+            .cloned()
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let within = self.config().global.startup_wait;
+        for up in &waiting {
+            up.supervisor().command(upstream::Command::Wake);
+        }
+        let all = waiting.iter().map(|up| self.wait_listed(up, within));
+        futures_util::future::join_all(all).await;
+    }
+}

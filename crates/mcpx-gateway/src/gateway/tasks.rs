@@ -1124,7 +1124,7 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
             idempotent,
             support,
         },
-    } = gw.route_name(call, false)?;
+    } = gw.route_name_waiting(call, false).await?;
     // The host's `task` is mcpx's to act on; upstreams get mcpx's own (E-17, H13).
     // Most calls carry none: their params go on as they are, without a parse.
     let (asked, params) = if params.member("task").is_some() {

@@ -106,6 +106,7 @@ impl Upstream {
         target: Target,
         era_cache: EraCache,
         ask_max_pending: usize,
+        call_wait: std::time::Duration,
     ) -> (Arc<Upstream>, tokio::sync::mpsc::Receiver<Command>) {
         let settings = Settings {
             name: id.to_string(),
@@ -114,6 +115,7 @@ impl Upstream {
             connect_timeout: config.mcpx.connect_timeout,
             health: config.mcpx.health_check,
             idle_timeout: config.mcpx.idle_timeout,
+            call_wait,
         };
         let (supervisor, commands) = Supervisor::new(ClientLink { target, era_cache }, settings);
         let up = Arc::new(Upstream {

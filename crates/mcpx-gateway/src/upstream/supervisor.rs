@@ -75,6 +75,9 @@ pub struct Settings {
     pub health: Option<HealthCheck>,
     /// Stop a ready connection after this long without calls (lazy upstreams).
     pub idle_timeout: Option<Duration>,
+    /// How long a call waits for a start in progress (`startupWaitMs`); a call that
+    /// wakes an idle lazy upstream waits up to the connect timeout instead.
+    pub call_wait: Duration,
 }
 
 /// An upstream's state.
@@ -149,7 +152,7 @@ impl State {
             State::NeedsAuthorization { retry_at } => {
                 format!("in need of authorization (next try in {})", until(retry_at))
             }
-            State::Failed => "stopped and not restarted (restart.onExit)".to_owned(),
+            State::Failed => "failed, and not restarted (restart.onExit)".to_owned(),
             State::Stopped => "stopped".to_owned(),
         }
     }
@@ -318,15 +321,20 @@ impl<L: Link> Supervisor<L> {
         self.conn.lock().ok()?.clone()
     }
 
-    /// The ready connection, waiting (up to the connect timeout) for a start in
-    /// progress, and waking a lazy upstream that is idle. Otherwise the status that
-    /// explains why there is none.
+    /// The ready connection, waiting for a start in progress (up to `call_wait`), and
+    /// waking a lazy upstream that is idle (then up to the connect timeout).
+    /// Otherwise the status that explains why there is none.
     pub async fn connection(&self) -> Result<(u64, L::Conn), Status> {
         if let Some(c) = self.ready() {
             return Ok(c);
         }
         let mut rx = self.status.subscribe();
-        let deadline = Instant::now() + self.settings.connect_timeout;
+        let wait = if rx.borrow().state == State::Idle {
+            self.settings.connect_timeout
+        } else {
+            self.settings.call_wait.min(self.settings.connect_timeout)
+        };
+        let deadline = Instant::now() + wait;
         let mut woke = false;
         loop {
             let status = rx.borrow_and_update().clone();
@@ -749,6 +757,7 @@ mod tests {
             connect_timeout: Duration::from_secs(5),
             health: None,
             idle_timeout: None,
+            call_wait: Duration::from_secs(1),
         }
     }
 

@@ -338,7 +338,7 @@ pub fn not_ready_state(v: &Value, name: &str) -> String {
     let lower = message.to_lowercase();
     let words: &[&str] = match state.as_str() {
         "starting" => &["starting"],
-        "backoff" => &["backoff", "back off", "backing off", "back-off"],
+        "backoff" => &["restarting", "backoff", "back off", "backing off"],
         "crash_loop" => &["crash loop", "crash_loop", "crash-loop"],
         "needs_authorization" => &["authoriz"],
         "failed" => &["fail"],
