@@ -240,6 +240,9 @@ pub struct Resolved<'a> {
     pub original: &'a str,
     /// A tool's facts (the defaults for a prompt).
     pub facts: ToolFacts,
+    /// The upstream's position among the sources the catalog was built from (a hint
+    /// for finding it without a lookup by id; check the id).
+    pub source: usize,
 }
 
 /// An upstream as the catalog knows it.
@@ -309,6 +312,7 @@ impl Catalog {
             upstream: &self.upstreams.get(e.upstream)?.id,
             original: &e.original,
             facts: e.facts,
+            source: e.upstream,
         })
     }
 

@@ -6,8 +6,13 @@
 //! by name or URI, written in that upstream's revision by its [`Connection`], and the
 //! answer goes back as a result in the upstream's revision (the seam lowers it) or a
 //! [`Fault`] naming the upstream. Progress, logs and cancellation are relayed per call;
-//! server-to-client requests (sampling, elicitation, roots) pass between a legacy
-//! upstream and a legacy host, and are refused with a clear error across eras.
+//! server-to-client requests (sampling, elicitation, roots) are bridged between eras.
+//!
+//! This module holds the lifecycle: the upstream set (each [`Upstream`] with its
+//! supervisor), the catalog rebuilt from their last known lists and swapped whole,
+//! coalesced re-lists, reload and shutdown. Each other concern is a child module:
+//! `forward` (lists, routing, one upstream call), `asks` (the ask bridge),
+//! `subscriptions` (list changes, resource subscriptions, listens) and `tasks`.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -57,7 +62,7 @@ use forward::*;
 #[derive(Debug, Default)]
 pub struct Upstreams {
     list: Vec<Arc<Upstream>>,
-    by_id: HashMap<UpstreamId, Arc<Upstream>>,
+    by_id: HashMap<UpstreamId, Arc<Upstream>, foldhash::fast::RandomState>,
 }
 
 impl Upstreams {
@@ -74,6 +79,15 @@ impl Upstreams {
     /// The upstream of this id.
     pub fn get(&self, id: &str) -> Option<&Arc<Upstream>> {
         self.by_id.get(id)
+    }
+
+    /// The upstream of `id`, looked for first at `position` (where the catalog found
+    /// it: the same unless a reload changed the set since).
+    pub fn at(&self, position: usize, id: &UpstreamId) -> Option<&Arc<Upstream>> {
+        match self.list.get(position) {
+            Some(u) if u.id == *id => Some(u),
+            _ => self.get(id.as_str()),
+        }
     }
 
     /// How many.
@@ -842,6 +856,10 @@ impl Backend for GatewayBackend {
 
     async fn ready(&self) {
         self.0.settled().await;
+    }
+
+    fn is_ready(&self) -> bool {
+        self.0.settled.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn summary(&self) -> Summary {

@@ -330,6 +330,12 @@ pub trait Backend: Send + Sync + 'static {
         async {}
     }
 
+    /// Whether [`Backend::ready`] would resolve at once: checked first on every
+    /// request, so that the common case awaits nothing. Default: true.
+    fn is_ready(&self) -> bool {
+        true
+    }
+
     /// A legacy host asked for log messages at `level` and above (`logging/setLevel`).
     /// The backend arranges for its sources to produce them. Default: nothing.
     fn log_level_requested(&self, _level: Level) -> impl Future<Output = ()> + Send {
@@ -484,7 +490,10 @@ impl<B: Backend> Seam<B> {
         };
         // What is offered depends on upstreams that may still be starting: the first
         // requests wait for them, briefly (a modern host's first request may be any).
-        self.backend.ready().await;
+        if !self.backend.is_ready() {
+            // Boxed: only the first requests wait.
+            Box::pin(self.backend.ready()).await;
+        }
         match method {
             "initialize" => {
                 let summary = self.backend.summary();

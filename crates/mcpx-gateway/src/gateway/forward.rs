@@ -196,7 +196,13 @@ impl Gateway {
         params: &Params,
         idempotent: bool,
     ) -> Result<Reply, Fault> {
-        let (generation, conn) = up.connection().await.map_err(|e| e.to_fault(call.host))?;
+        let (generation, conn) = match up.live() {
+            Some(c) => c,
+            // Boxed, as every exception on a call's path.
+            None => Box::pin(up.connection_slow())
+                .await
+                .map_err(|e| e.to_fault(call.host))?,
+        };
         let _in_flight = up.supervisor().begin_call();
         let facts = conn.facts();
         let host_modern = call.host.era() == Era::Modern;
@@ -417,7 +423,7 @@ impl Gateway {
         }
     }
 
-    async fn route_once_started<'a>(
+    pub(super) async fn route_once_started<'a>(
         self: &Arc<Self>,
         call: &'a Call,
         prompts: bool,

@@ -579,9 +579,12 @@ impl Gateway {
         idempotent: bool,
         support: TaskSupport,
     ) -> First {
-        let conn = match up.connection().await {
-            Ok((_, c)) => c,
-            Err(e) => return First::Final(Err(e.to_fault(call.host))),
+        let conn = match up.live() {
+            Some((_, c)) => c,
+            None => match Box::pin(up.connection_slow()).await {
+                Ok((_, c)) => c,
+                Err(e) => return First::Final(Err(e.to_fault(call.host))),
+            },
         };
         let facts = conn.facts();
         match upstream_flavor(&facts) {
@@ -1124,7 +1127,11 @@ pub(super) async fn tools_call(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, 
             idempotent,
             support,
         },
-    } = gw.route_name_waiting(call, false).await?;
+    } = match gw.route_name(call, false) {
+        Ok(r) => r,
+        // Boxed: the exception's future stays out of every call's.
+        Err(f) => Box::pin(gw.route_once_started(call, false, f)).await?,
+    };
     // The host's `task` is mcpx's to act on; upstreams get mcpx's own (E-17, H13).
     // Most calls carry none: their params go on as they are, without a parse.
     let (asked, params) = if params.member("task").is_some() {

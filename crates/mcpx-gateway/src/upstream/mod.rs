@@ -149,17 +149,25 @@ impl Upstream {
     /// The ready connection with its generation, waiting for a start in progress;
     /// else why there is none, as the error a host gets.
     pub async fn connection(&self) -> Result<(u64, Connection), GatewayError> {
-        if let Some(c) = self.supervisor.ready()
-            && !c.1.is_closed()
-        {
-            return Ok(c);
+        match self.live() {
+            Some(c) => Ok(c),
+            // Boxed: waiting is the exception, and its future would otherwise sit in
+            // every call's.
+            None => Box::pin(self.connection_slow()).await,
         }
-        // Boxed: waiting is the exception, and its future would otherwise sit in
-        // every call's.
-        Box::pin(self.connection_slow()).await
     }
 
-    async fn connection_slow(&self) -> Result<(u64, Connection), GatewayError> {
+    /// The ready connection with its generation, if it is live now: the common case,
+    /// without a future (a call's path takes this, and awaits
+    /// [`Upstream::connection_slow`] only when it is `None`).
+    pub fn live(&self) -> Option<(u64, Connection)> {
+        self.supervisor.ready().filter(|c| !c.1.is_closed())
+    }
+
+    /// [`Upstream::connection`] when [`Upstream::live`] has none: tells the supervisor
+    /// of a connection found dead, waits for a start in progress, wakes a lazy
+    /// upstream, or says why there is no connection.
+    pub async fn connection_slow(&self) -> Result<(u64, Connection), GatewayError> {
         if let Some((generation, c)) = self.supervisor.ready()
             && c.is_closed()
         {

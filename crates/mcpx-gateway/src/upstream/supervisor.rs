@@ -216,6 +216,11 @@ struct Activity {
     /// Milliseconds since `epoch` of the last call's end.
     last_used: AtomicU64,
     epoch: Instant,
+    /// Whether `last_used` is kept (an idle timeout is set).
+    idle: bool,
+    /// Someone waits for the calls in flight to end (a drain, an idle stop): only
+    /// then does the last call's end notify `drained`.
+    draining: std::sync::atomic::AtomicBool,
     /// Told when the last call in flight ends.
     drained: tokio::sync::Notify,
 }
@@ -242,9 +247,12 @@ pub struct InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         let a = self.activity;
-        let now = u64::try_from(a.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-        a.last_used.store(now, Ordering::Relaxed);
-        if a.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // Reading the clock is most of this guard's cost: only idle stops need it.
+        if a.idle {
+            let now = u64::try_from(a.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+            a.last_used.store(now, Ordering::Relaxed);
+        }
+        if a.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 && a.draining.load(Ordering::Acquire) {
             a.drained.notify_waiters();
         }
     }
@@ -272,6 +280,7 @@ impl<L: Link> Supervisor<L> {
             StartMode::Eager => State::Starting { attempt: 0 },
         };
         let (commands, rx) = mpsc::channel(COMMANDS);
+        let idle = settings.idle_timeout.is_some();
         let s = Arc::new(Supervisor {
             link,
             settings,
@@ -282,6 +291,8 @@ impl<L: Link> Supervisor<L> {
                 in_flight: AtomicUsize::new(0),
                 last_used: AtomicU64::new(0),
                 epoch: Instant::now(),
+                idle,
+                draining: std::sync::atomic::AtomicBool::new(false),
                 drained: tokio::sync::Notify::new(),
             },
         });
@@ -378,6 +389,7 @@ impl<L: Link> Supervisor<L> {
 
     /// Resolves when no call is in flight.
     async fn quiet(&self) {
+        self.activity.draining.store(true, Ordering::Release);
         loop {
             let notified = self.activity.drained.notified();
             tokio::pin!(notified);
