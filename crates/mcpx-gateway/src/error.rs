@@ -75,7 +75,7 @@ pub enum GatewayError {
         cause: Option<Arc<Cause>>,
     },
     /// The request was held for an upstream that a reload removed or replaced.
-    #[error("upstream {upstream} was removed from the configuration (reloaded)")]
+    #[error("upstream {upstream} was replaced or removed by a reload of the configuration")]
     Removed {
         /// The upstream.
         upstream: UpstreamId,

@@ -474,8 +474,9 @@ impl Gateway {
                 gw.apply_log_level(&conn, level).await;
             }
             gw.relist(&up).await;
-            // A first connection has nothing to subscribe again to.
-            if up.supervisor().ready().is_some_and(|(g, _)| g > 1) {
+            // A first connection has nothing to subscribe again to, unless it
+            // replaced a predecessor (a reload changed the entry).
+            if up.inherited() || up.supervisor().ready().is_some_and(|(g, _)| g > 1) {
                 gw.resubscribe(&up, &conn).await;
             }
         });

@@ -634,6 +634,15 @@ impl Gateway {
                 call.host,
             ));
         };
+        if !p.upstream.is_current() {
+            // A reload replaced or removed the upstream the call was parked at: its
+            // call is gone with its connection.
+            p.cancel.cancel();
+            return Err(GatewayError::Removed {
+                upstream: p.upstream.id.clone(),
+            }
+            .to_fault(call.host));
+        }
         let checked = if call.method != p.method || call_target(call) != p.target {
             Err(fault(
                 INVALID_PARAMS,

@@ -565,7 +565,15 @@ impl Gateway {
     }
 
     /// The upstream fault of a client error.
-    fn client_fault(&self, _up: &Upstream, e: ClientError, host: Revision) -> Fault {
+    /// The fault of a client error on `up`: a reload that replaced or removed `up`
+    /// says so (its connection, and the upstream task on it, are gone).
+    fn client_fault(&self, up: &Upstream, e: ClientError, host: Revision) -> Fault {
+        if !up.is_current() {
+            return GatewayError::Removed {
+                upstream: up.id.clone(),
+            }
+            .to_fault(host);
+        }
         GatewayError::Client(e).to_fault(host)
     }
 

@@ -95,6 +95,9 @@ pub struct Upstream {
     pub(crate) relist_scheduled: AtomicBool,
     /// Replaced or removed by a reload.
     retired: AtomicBool,
+    /// It replaced a predecessor (a reload changed its entry): hosts' subscriptions
+    /// at the predecessor are taken up on its first connection.
+    inherited: AtomicBool,
 }
 
 impl Upstream {
@@ -132,6 +135,7 @@ impl Upstream {
             asks: Arc::new(tokio::sync::Semaphore::new(ask_max_pending)),
             relist_scheduled: AtomicBool::new(false),
             retired: AtomicBool::new(false),
+            inherited: AtomicBool::new(false),
         });
         (up, commands)
     }
@@ -245,6 +249,7 @@ impl Upstream {
     /// Starts from a predecessor's lists and facts (a reload that changed the entry):
     /// its tools stay listed while it starts again.
     pub fn inherit(&self, from: &Upstream) {
+        self.inherited.store(true, Ordering::Release);
         self.set_lists((*from.lists()).clone());
         if let Ok(mut f) = self.facts.lock() {
             *f = from.facts();
@@ -267,6 +272,11 @@ impl Upstream {
     /// replaced or removed it).
     pub fn is_current(&self) -> bool {
         !self.retired.load(Ordering::Acquire)
+    }
+
+    /// Whether it replaced a predecessor (see [`Upstream::inherit`]).
+    pub fn inherited(&self) -> bool {
+        self.inherited.load(Ordering::Acquire)
     }
 
     /// Marks it replaced or removed by a reload.

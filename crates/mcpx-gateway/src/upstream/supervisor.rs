@@ -563,7 +563,7 @@ impl<L: Link> Supervisor<L> {
             tracing::warn!(
                 upstream = %self.settings.name,
                 state = state.key(),
-                "upstream {} is unavailable ({}): {cause}",
+                "upstream {} is unavailable, {}: {cause}",
                 self.settings.name,
                 state.phrase(Instant::now())
             );
