@@ -61,7 +61,8 @@ pub struct ChildConfig {
     pub cwd: Option<PathBuf>,
     /// Frame limits; `max_frame_bytes` bounds one stdout line.
     pub limits: Limits,
-    /// How many of the last stderr bytes are kept for error messages (default 16 KiB).
+    /// How many of the last stderr bytes are kept (default 16 KiB); error messages
+    /// quote at most the last 10 lines and 2 KiB of them.
     pub stderr_ring_bytes: usize,
     /// How long each step of the stop sequence waits for the process to exit
     /// (default 2 s).
@@ -99,6 +100,11 @@ impl ChildConfig {
     }
 }
 
+/// The most lines of a child's stderr an error message quotes.
+const TAIL_LINES: usize = 10;
+/// The most bytes of a child's stderr an error message quotes.
+const TAIL_BYTES: usize = 2048;
+
 /// The last bytes a child wrote to stderr.
 #[derive(Debug)]
 struct Ring {
@@ -120,6 +126,9 @@ impl Ring {
         }
     }
 
+    /// The last lines kept, for an error message: at most [`TAIL_LINES`] lines and
+    /// [`TAIL_BYTES`] bytes, with `…` where something before them was left out. A
+    /// host's model reads these messages; a server's whole log does not belong there.
     fn tail(&self) -> String {
         let (a, b) = self.buf.as_slices();
         let mut bytes = Vec::with_capacity(self.buf.len());
@@ -127,10 +136,26 @@ impl Ring {
         bytes.extend_from_slice(b);
         let text = String::from_utf8_lossy(&bytes);
         let text = text.trim();
-        if self.dropped {
-            format!("…{text}")
+        let mut start = 0;
+        let mut cut = self.dropped;
+        // The start of the last TAIL_LINES lines.
+        if let Some((i, _)) = text.rmatch_indices('\n').nth(TAIL_LINES - 1) {
+            start = i + 1;
+            cut = true;
+        }
+        // Then at most TAIL_BYTES, from a character boundary.
+        if text.len() - start > TAIL_BYTES {
+            start = text.len() - TAIL_BYTES;
+            while !text.is_char_boundary(start) {
+                start += 1;
+            }
+            cut = true;
+        }
+        let kept = text.get(start..).unwrap_or_default();
+        if cut {
+            format!("…{kept}")
         } else {
-            text.to_owned()
+            kept.to_owned()
         }
     }
 }

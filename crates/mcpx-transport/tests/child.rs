@@ -136,6 +136,35 @@ async fn crash_mid_request_quotes_stderr() {
     assert!(matches!(err, TransportError::Closed { .. }), "{err:?}");
 }
 
+/// An error quotes a short tail of the server's stderr (its last lines, at most
+/// about 2 KB), not the 16 KB kept: the message goes to a host's model.
+#[tokio::test]
+async fn a_crash_quotes_only_the_last_lines_of_stderr() {
+    let script = "read -r line; i=0; while [ $i -lt 200 ]; do \
+        echo \"line $i: $(printf '%090d' 0)\" >&2; i=$((i+1)); done; exit 3";
+    let (up, _un) = ChildUpstream::spawn(sh(script)).unwrap();
+    let ex = up.request(req(1, "tools/list", "{}")).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(5), ex.response(|_| {}))
+        .await
+        .unwrap()
+        .unwrap_err();
+    let TransportError::Closed { detail } = err else {
+        panic!("{err:?}")
+    };
+    let stderr = detail.split("; stderr: ").nth(1).unwrap_or_default();
+    assert!(stderr.starts_with('…'), "{detail}");
+    assert!(
+        stderr.len() <= 2048 + '…'.len_utf8(),
+        "{} bytes: {detail}",
+        stderr.len()
+    );
+    assert!(stderr.contains("line 199: "), "{detail}");
+    assert!(
+        !stderr.contains("line 189: "),
+        "more than ten lines: {detail}"
+    );
+}
+
 #[tokio::test]
 async fn garbage_lines_are_skipped_and_counted() {
     let script = r#"read -r line; echo 'Welcome to my server v1.0'; echo '{not json'; printf '{"jsonrpc":"2.0","id":1,"result":{}}\n'; read -r line; exit 0"#;
