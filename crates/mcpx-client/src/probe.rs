@@ -124,6 +124,12 @@ pub struct Target {
     /// A stdio upstream's stderr is also copied to this process's stderr (default
     /// false; `mcpx_transport::child::ChildConfig::echo_stderr`).
     pub echo_stderr: bool,
+    /// Variables of mcpx's environment a stdio upstream does not inherit
+    /// (`mcpx_transport::child::ChildConfig::env_remove`).
+    pub env_remove: Vec<String>,
+    /// When set, the only variables of mcpx's environment a stdio upstream inherits
+    /// (`mcpx_transport::child::ChildConfig::env_inherit_only`).
+    pub env_inherit_only: Option<Vec<String>>,
 }
 
 impl Target {
@@ -142,6 +148,8 @@ impl Target {
             proxy: Proxy::default(),
             oauth: None,
             echo_stderr: false,
+            env_remove: Vec::new(),
+            env_inherit_only: None,
         }
     }
 }
@@ -248,6 +256,8 @@ async fn open(target: &Target) -> Result<(AnyUpstream, Unsolicited), ClientError
         } => {
             let mut c = ChildConfig::new(command.clone(), args.clone());
             c.env = env.clone();
+            c.env_remove = target.env_remove.clone();
+            c.env_inherit_only = target.env_inherit_only.clone();
             c.cwd = cwd.clone();
             c.limits = target.limits;
             c.echo_stderr = target.echo_stderr;

@@ -309,6 +309,48 @@ pub struct ServerSettings {
     pub idle_timeout: Option<Duration>,
     /// A periodic check that the upstream answers (`healthCheck`; default: none).
     pub health_check: Option<HealthCheck>,
+    /// What a stdio upstream inherits of mcpx's environment (`environment`).
+    pub environment: Environment,
+    /// The environment variables this entry's `…Env` settings read (mcpx's secrets:
+    /// no stdio upstream inherits them).
+    pub secret_env: Vec<String>,
+}
+
+/// What a stdio upstream inherits of mcpx's environment. In either case it never
+/// inherits mcpx's own secrets (`MCPX_SERVE_TOKEN`, and every variable an `…Env`
+/// setting names), and its entry's `env` is added last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Environment {
+    /// All of it (`"inherit"`, the default), but mcpx's secrets.
+    #[default]
+    Inherit,
+    /// Only `PATH`, `HOME`, `LANG`, `TMPDIR` and `USER` (`"minimal"`).
+    Minimal,
+}
+
+impl Environment {
+    /// The variables a `minimal` environment keeps.
+    pub const MINIMAL: [&str; 5] = ["PATH", "HOME", "LANG", "TMPDIR", "USER"];
+}
+
+/// mcpx's own secret in its environment: the listener's bearer token.
+pub const SERVE_TOKEN_ENV: &str = "MCPX_SERVE_TOKEN";
+
+impl Config {
+    /// Every variable of mcpx's environment that holds one of its secrets: the serve
+    /// token and what every entry's `…Env` settings name. No stdio upstream inherits
+    /// them.
+    pub fn secret_env(&self) -> Vec<String> {
+        let mut v = vec![SERVE_TOKEN_ENV.to_owned()];
+        for s in self.servers.values() {
+            for e in &s.mcpx.secret_env {
+                if !v.contains(e) {
+                    v.push(e.clone());
+                }
+            }
+        }
+        v
+    }
 }
 
 impl Default for ServerSettings {
@@ -325,6 +367,8 @@ impl Default for ServerSettings {
             start: StartMode::default(),
             idle_timeout: None,
             health_check: None,
+            environment: Environment::default(),
+            secret_env: Vec::new(),
         }
     }
 }
@@ -452,6 +496,7 @@ struct FileServerMcpx {
     start: Option<String>,
     idle_timeout_ms: Option<u64>,
     health_check: Option<FileHealthCheck>,
+    environment: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -760,6 +805,25 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                 .mcpx
                 .connect_timeout_ms
                 .map_or(d.connect_timeout, Duration::from_millis),
+            secret_env: s
+                .mcpx
+                .oauth
+                .as_ref()
+                .and_then(|o| o.client_secret_env.clone())
+                .into_iter()
+                .collect(),
+            environment: match (s.mcpx.environment.as_deref(), &transport) {
+                (None | Some("inherit"), _) => Environment::Inherit,
+                (Some("minimal"), Transport::Stdio { .. }) => Environment::Minimal,
+                (Some("minimal"), _) => {
+                    return Err(err("mcpx.environment is for stdio upstreams"));
+                }
+                (Some(other), _) => {
+                    return Err(err(&format!(
+                        "mcpx.environment is \"inherit\" or \"minimal\", not {other:?}"
+                    )));
+                }
+            },
             oauth: match s.mcpx.oauth {
                 None => None,
                 Some(o) => Some(client_credentials(o, &transport, &err)?),

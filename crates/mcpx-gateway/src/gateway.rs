@@ -243,7 +243,20 @@ pub fn upstream_target(config: &Config, name: &str, s: &ServerConfig) -> Target 
                 .collect(),
         },
     };
+    let stdio = matches!(transport, TargetTransport::Stdio { .. });
     let mut target = Target::new(name, transport);
+    if stdio {
+        // Secrets stay where they belong: a child never inherits mcpx's own.
+        target.env_remove = config.secret_env();
+        if s.mcpx.environment == crate::config::Environment::Minimal {
+            target.env_inherit_only = Some(
+                crate::config::Environment::MINIMAL
+                    .iter()
+                    .map(|k| (*k).to_owned())
+                    .collect(),
+            );
+        }
+    }
     target.preference = s.mcpx.protocol;
     target.handshake_timeout = s.mcpx.connect_timeout;
     target.proxy = s.mcpx.proxy.clone();

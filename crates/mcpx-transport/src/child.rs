@@ -57,6 +57,12 @@ pub struct ChildConfig {
     pub args: Vec<String>,
     /// Environment variables added to (or overriding) the inherited environment.
     pub env: Vec<(String, String)>,
+    /// Variables of this process's environment the child does not inherit (its
+    /// parent's secrets). `env` may still set them.
+    pub env_remove: Vec<String>,
+    /// When set, the child inherits only these variables of this process's
+    /// environment (then `env_remove` and `env` apply).
+    pub env_inherit_only: Option<Vec<String>>,
     /// Working directory; the current one when `None`.
     pub cwd: Option<PathBuf>,
     /// Frame limits; `max_frame_bytes` bounds one stdout line.
@@ -89,6 +95,8 @@ impl ChildConfig {
             command: command.into(),
             args: args.into_iter().map(Into::into).collect(),
             env: Vec::new(),
+            env_remove: Vec::new(),
+            env_inherit_only: None,
             cwd: None,
             limits: Limits::default(),
             stderr_ring_bytes: 16 * 1024,
@@ -286,6 +294,17 @@ impl ChildUpstream {
     /// Starts the process and the tasks reading its stdout and stderr.
     pub fn spawn(config: ChildConfig) -> Result<(ChildUpstream, Unsolicited), TransportError> {
         let mut cmd = Command::new(&config.command);
+        if let Some(keep) = &config.env_inherit_only {
+            cmd.env_clear();
+            for k in keep {
+                if let Some(v) = std::env::var_os(k) {
+                    cmd.env(k, v);
+                }
+            }
+        }
+        for k in &config.env_remove {
+            cmd.env_remove(k);
+        }
         cmd.args(&config.args)
             .envs(config.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
