@@ -109,9 +109,41 @@ impl Guard {
     }
 }
 
-/// The answer a request from a foreign `Origin` or `Host` gets (403), if it is one.
-pub(crate) fn refusal(guard: &Guard, headers: &axum::http::HeaderMap) -> Option<Response> {
-    if let Some(host) = headers.get(header::HOST) {
+/// The authority a request names (RFC 9112 §3.2): an absolute-form target's (its
+/// `Host` is then ignored, §3.2.2), else its one `Host`. A bad request (400): an
+/// HTTP/1.1 request without `Host`, or one with more than one.
+fn authority<B>(req: &axum::http::Request<B>) -> Result<Option<header::HeaderValue>, Response> {
+    if let Some(a) = req.uri().authority() {
+        return Ok(header::HeaderValue::from_str(a.as_str()).ok());
+    }
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let bad = |why: &str| {
+        error_response(
+            StatusCode::BAD_REQUEST,
+            None,
+            INVALID_REQUEST,
+            &format!("{why} (RFC 9112 §3.2)"),
+        )
+    };
+    match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => Err(bad("a request may carry only one Host header")),
+        (Some(h), None) => Ok(Some(h.clone())),
+        (None, _) if req.version() == axum::http::Version::HTTP_11 => {
+            Err(bad("an HTTP/1.1 request must carry a Host header"))
+        }
+        (None, _) => Ok(None),
+    }
+}
+
+/// The answer a request from a foreign `Origin` or `Host` gets (403), or one that does
+/// not say which host it is for (400), if it is one.
+pub(crate) fn refusal<B>(guard: &Guard, req: &axum::http::Request<B>) -> Option<Response> {
+    let headers = req.headers();
+    let host = match authority(req) {
+        Ok(h) => h,
+        Err(refused) => return Some(refused),
+    };
+    if let Some(host) = &host {
         let ok = host.to_str().is_ok_and(|h| guard.host_allowed(h));
         if !ok {
             let shown = String::from_utf8_lossy(host.as_bytes()).into_owned();
@@ -304,7 +336,7 @@ where
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        match refusal(&self.guard, req.headers()) {
+        match refusal(&self.guard, &req) {
             Some(r) => futures_util::future::Either::Left(std::future::ready(Ok(r))),
             None => futures_util::future::Either::Right(self.inner.call(req)),
         }

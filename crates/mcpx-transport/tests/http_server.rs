@@ -1620,3 +1620,57 @@ fn assert_ended_by_timeout(started: std::time::Instant, timeout: Duration) {
     );
     assert!(elapsed < timeout + Duration::from_secs(2), "{elapsed:?}");
 }
+
+/// RFC 9112 §3.2: an HTTP/1.1 request without `Host`, or with two, is a bad request
+/// (400, with a JSON-RPC error body); an absolute-form target's authority is the one
+/// checked against the allowed hosts (§3.2.2: the `Host` is then ignored).
+#[tokio::test]
+async fn the_host_a_request_names_is_required_once_and_checked() {
+    let s = start().await;
+    let list = json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}).to_string();
+    let req = |target: &str, hosts: &[String]| {
+        let hosts: String = hosts.iter().map(|h| format!("Host: {h}\r\n")).collect();
+        format!(
+            "POST {target} HTTP/1.1\r\n{hosts}Connection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{list}",
+            list.len()
+        )
+    };
+    let here = s.addr.to_string();
+    for (target, hosts, status, named) in [
+        ("/mcp", vec![], "400", "must carry a Host header"),
+        (
+            "/mcp",
+            vec![here.clone(), here.clone()],
+            "400",
+            "only one Host header",
+        ),
+        (
+            "http://evil.example/mcp",
+            vec![here.clone()],
+            "403",
+            "evil.example",
+        ),
+    ] {
+        let reply = raw(s.addr, req(target, &hosts)).await;
+        assert!(
+            reply.starts_with(&format!("HTTP/1.1 {status}")),
+            "{target} {hosts:?}: {reply}"
+        );
+        let body = raw_body(&reply);
+        let v: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], -32600, "{body}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(named),
+            "{body}"
+        );
+    }
+    // An absolute-form target naming this server is served like its origin form,
+    // whatever Host says (400 here: a legacy request without a session).
+    let reply = raw(
+        s.addr,
+        req(&format!("http://{here}/mcp"), &["evil.example".to_owned()]),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    assert!(!reply.contains("allowed hosts"), "{reply}");
+}

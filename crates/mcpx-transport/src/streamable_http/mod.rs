@@ -350,7 +350,7 @@ impl<S: Service> Front<S> {
             let (app, guard) = (self.app.clone(), self.guard.clone());
             let req = req.map(Body::new);
             return futures_util::future::Either::Left(Box::pin(async move {
-                if let Some(refused) = origin::refusal(&guard, req.headers()) {
+                if let Some(refused) = origin::refusal(&guard, &req) {
                     return Ok(refused);
                 }
                 Ok(server::post(axum::extract::State(app), req).await)
