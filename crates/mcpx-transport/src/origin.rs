@@ -112,24 +112,16 @@ impl Guard {
 /// The authority a request names (RFC 9112 §3.2): an absolute-form target's (its
 /// `Host` is then ignored, §3.2.2), else its one `Host`. A bad request (400): an
 /// HTTP/1.1 request without `Host`, or one with more than one.
-fn authority<B>(req: &axum::http::Request<B>) -> Result<Option<header::HeaderValue>, Response> {
+fn authority<B>(req: &axum::http::Request<B>) -> Result<Option<header::HeaderValue>, &'static str> {
     if let Some(a) = req.uri().authority() {
         return Ok(header::HeaderValue::from_str(a.as_str()).ok());
     }
     let mut hosts = req.headers().get_all(header::HOST).iter();
-    let bad = |why: &str| {
-        error_response(
-            StatusCode::BAD_REQUEST,
-            None,
-            INVALID_REQUEST,
-            &format!("{why} (RFC 9112 §3.2)"),
-        )
-    };
     match (hosts.next(), hosts.next()) {
-        (Some(_), Some(_)) => Err(bad("a request may carry only one Host header")),
+        (Some(_), Some(_)) => Err("a request may carry only one Host header"),
         (Some(h), None) => Ok(Some(h.clone())),
         (None, _) if req.version() == axum::http::Version::HTTP_11 => {
-            Err(bad("an HTTP/1.1 request must carry a Host header"))
+            Err("an HTTP/1.1 request must carry a Host header")
         }
         (None, _) => Ok(None),
     }
@@ -141,7 +133,14 @@ pub(crate) fn refusal<B>(guard: &Guard, req: &axum::http::Request<B>) -> Option<
     let headers = req.headers();
     let host = match authority(req) {
         Ok(h) => h,
-        Err(refused) => return Some(refused),
+        Err(why) => {
+            return Some(error_response(
+                StatusCode::BAD_REQUEST,
+                None,
+                INVALID_REQUEST,
+                &format!("{why} (RFC 9112 §3.2)"),
+            ));
+        }
     };
     if let Some(host) = &host {
         let ok = host.to_str().is_ok_and(|h| guard.host_allowed(h));
