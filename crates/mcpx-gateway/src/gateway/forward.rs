@@ -407,10 +407,10 @@ impl Gateway {
 
 impl Gateway {
     /// [`Gateway::route_name`], except that a name of an upstream that is starting,
-    /// or lazy and idle, waits (up to the upstream's connect timeout) for it to come
-    /// up and be listed, and is then routed again: a lazy upstream starts on its
-    /// first use, and a host's first call need not fail for an upstream that is
-    /// about to be ready.
+    /// lazy and idle, or up but not yet listed, waits (up to the upstream's connect
+    /// timeout) for it to come up and be listed, and is then routed again: a lazy
+    /// upstream starts on its first use, and a host's first call need not fail for
+    /// an upstream that is about to be ready.
     pub(super) async fn route_name_waiting<'a>(
         self: &Arc<Self>,
         call: &'a Call,
@@ -436,10 +436,15 @@ impl Gateway {
         let Some(up) = owner.and_then(|id| self.upstream(id.as_str())) else {
             return Err(refused);
         };
-        if !matches!(up.status().state, State::Idle | State::Starting { .. }) {
-            return Err(refused);
+        let listed = self.listed.lock().is_ok_and(|l| l.contains(&up.id));
+        match up.status().state {
+            State::Idle | State::Starting { .. } => {
+                up.connection().await.map_err(|e| e.to_fault(call.host))?;
+            }
+            // Up, but its first lists are still on their way.
+            State::Ready if !listed => {}
+            _ => return Err(refused),
         }
-        up.connection().await.map_err(|e| e.to_fault(call.host))?;
         self.wait_listed(&up, up.config.mcpx.connect_timeout).await;
         self.route_name(call, prompts)
     }
