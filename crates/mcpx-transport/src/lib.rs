@@ -8,20 +8,35 @@
 //!
 //! # Layout
 //!
+//! The server side:
+//!
 //! * [`service`]: the server-side seam ([`Service`], [`RequestCtx`], [`Peer`]).
-//! * [`pending`]: requests awaiting responses, and in-flight requests to cancel.
 //! * [`stdio`]: the stdio server (newline-delimited JSON on stdin/stdout).
-//! * [`streamable_http`]: the HTTP server (and, in [`streamable_http::client`], the
-//!   client): Streamable HTTP (both eras) and, beside it,
-//!   the 2024-11-05 HTTP+SSE transport (`http_sse.rs`); the edge guards (Origin/Host
-//!   allow-lists, body limits and timeouts) are in `origin.rs`.
+//! * [`streamable_http`]: the HTTP server, Streamable HTTP (both eras) with the
+//!   2024-11-05 HTTP+SSE transport beside it (`http_sse.rs`), on one listener; the edge
+//!   guards (Origin/Host allow-lists, the bearer token, body limits and timeouts) are
+//!   in `origin.rs`.
+//!
+//! The client side:
+//!
 //! * [`upstream`]: the client-side seam ([`upstream::Upstream`], [`upstream::Exchange`]).
-//! * [`error`]: transport errors.
-//! * [`channel_pool`]: bounded channels kept for reuse by the per-call paths.
 //! * [`child`]: the stdio client (an upstream server as a child process).
+//! * [`streamable_http::client`]: the Streamable HTTP client.
 //! * [`http_sse_client`]: the 2024-11-05 HTTP+SSE client.
-//! * `http_client.rs`: the HTTP/1.1 client under both HTTP clients (hyper-util's pool),
-//!   and the response helpers they share.
+//! * `http_client.rs`: the HTTP/1.1 client under both HTTP clients: hyper's client
+//!   connections, kept alive in a small pool of mcpx's own (a short list searched by
+//!   authority), the request target and `Host` made once per endpoint, and the
+//!   response helpers both clients share.
+//! * `tls.rs`: TLS for `https://` upstreams (rustls, the system's root certificates).
+//! * [`proxy`]: the HTTP proxy an upstream's connections go through, configured or
+//!   from the environment.
+//! * [`oauth`]: OAuth client credentials tokens for a Streamable HTTP upstream.
+//!
+//! Both sides:
+//!
+//! * [`pending`]: requests awaiting responses, and in-flight requests to cancel.
+//! * [`channel_pool`]: bounded channels kept for reuse by the per-call paths.
+//! * [`error`]: transport errors.
 #![forbid(unsafe_code)]
 
 pub mod channel_pool;
