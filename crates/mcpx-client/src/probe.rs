@@ -130,6 +130,9 @@ pub struct Target {
     /// When set, the only variables of mcpx's environment a stdio upstream inherits
     /// (`mcpx_transport::child::ChildConfig::env_inherit_only`).
     pub env_inherit_only: Option<Vec<String>>,
+    /// Requests a stdio or HTTP+SSE connection may have awaiting answers (default:
+    /// the transport's, 256).
+    pub max_pending: Option<usize>,
 }
 
 impl Target {
@@ -150,6 +153,7 @@ impl Target {
             echo_stderr: false,
             env_remove: Vec::new(),
             env_inherit_only: None,
+            max_pending: None,
         }
     }
 }
@@ -257,6 +261,9 @@ async fn open(target: &Target) -> Result<(AnyUpstream, Unsolicited), ClientError
             let mut c = ChildConfig::new(command.clone(), args.clone());
             c.env = env.clone();
             c.env_remove = target.env_remove.clone();
+            if let Some(n) = target.max_pending {
+                c.max_pending = n;
+            }
             c.env_inherit_only = target.env_inherit_only.clone();
             c.cwd = cwd.clone();
             c.limits = target.limits;
@@ -288,6 +295,9 @@ async fn open_sse(
     c.headers = headers.to_vec();
     c.limits = target.limits;
     c.proxy = target.proxy.clone();
+    if let Some(n) = target.max_pending {
+        c.max_pending = n;
+    }
     SseUpstream::connect(c)
         .await
         .map(|(u, rx)| (AnyUpstream::Sse(u), rx))

@@ -314,6 +314,12 @@ pub struct ServerSettings {
     /// The environment variables this entry's `…Env` settings read (mcpx's secrets:
     /// no stdio upstream inherits them).
     pub secret_env: Vec<String>,
+    /// The most calls mcpx has in flight at the upstream at once (`maxInFlight`,
+    /// default 256); more wait in a queue.
+    pub max_in_flight: usize,
+    /// The most calls that wait for a place (`maxQueued`, default 1024); a call
+    /// beyond is refused, and the others are never touched.
+    pub max_queued: usize,
 }
 
 /// What a stdio upstream inherits of mcpx's environment. In either case it never
@@ -369,6 +375,8 @@ impl Default for ServerSettings {
             health_check: None,
             environment: Environment::default(),
             secret_env: Vec::new(),
+            max_in_flight: 256,
+            max_queued: 1024,
         }
     }
 }
@@ -497,6 +505,8 @@ struct FileServerMcpx {
     idle_timeout_ms: Option<u64>,
     health_check: Option<FileHealthCheck>,
     environment: Option<String>,
+    max_in_flight: Option<usize>,
+    max_queued: Option<usize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -805,6 +815,12 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                 .mcpx
                 .connect_timeout_ms
                 .map_or(d.connect_timeout, Duration::from_millis),
+            max_in_flight: match s.mcpx.max_in_flight {
+                None => d.max_in_flight,
+                Some(0) => return Err(err("mcpx.maxInFlight must be at least 1")),
+                Some(n) => n,
+            },
+            max_queued: s.mcpx.max_queued.unwrap_or(d.max_queued),
             secret_env: s
                 .mcpx
                 .oauth

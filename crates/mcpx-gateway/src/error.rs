@@ -80,6 +80,18 @@ pub enum GatewayError {
         /// The upstream.
         upstream: UpstreamId,
     },
+    /// The upstream has as many calls in flight as it may, and the queue for a place
+    /// is full or the call waited too long.
+    #[error("upstream {upstream} is busy: {} calls are in flight (maxInFlight){}", .busy.in_flight, match .busy.waited {
+        None => format!(" and {} more wait (maxQueued)", .busy.queued),
+        Some(w) => format!(", and no place freed within {} (callTimeoutMs)", human(w)),
+    })]
+    Busy {
+        /// The upstream.
+        upstream: UpstreamId,
+        /// Its limits, and how long the call waited.
+        busy: crate::upstream::Busy,
+    },
     /// The upstream call failed.
     #[error("{0}")]
     Client(ClientError),
@@ -95,9 +107,9 @@ impl GatewayError {
     /// The upstream this error is about.
     pub fn upstream(&self) -> &str {
         match self {
-            GatewayError::Unavailable { upstream, .. } | GatewayError::Removed { upstream } => {
-                upstream.as_str()
-            }
+            GatewayError::Unavailable { upstream, .. }
+            | GatewayError::Removed { upstream }
+            | GatewayError::Busy { upstream, .. } => upstream.as_str(),
             GatewayError::Client(e) => e.upstream(),
         }
     }
@@ -115,6 +127,7 @@ impl GatewayError {
             GatewayError::Removed { .. } => {
                 json!({ "upstream": self.upstream(), "state": "removed" })
             }
+            GatewayError::Busy { .. } => json!({ "upstream": self.upstream(), "state": "busy" }),
             GatewayError::Client(e) => json!({ "upstream": self.upstream(), "cause": e.kind() }),
         }
     }

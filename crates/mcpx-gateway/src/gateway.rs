@@ -261,6 +261,10 @@ pub fn upstream_target(config: &Config, name: &str, s: &ServerConfig) -> Target 
     target.handshake_timeout = s.mcpx.connect_timeout;
     target.proxy = s.mcpx.proxy.clone();
     target.oauth = s.mcpx.oauth.clone();
+    // Room above the calls in flight for what mcpx sends besides them (lists,
+    // listens, health checks, tasks' polls): the transport's own limit is never what
+    // refuses a call.
+    target.max_pending = Some(s.mcpx.max_in_flight.saturating_add(64));
     target.limits.max_frame_bytes = config.global.max_frame_bytes;
     target.client_info = json!({ "name": "mcpx", "version": env!("CARGO_PKG_VERSION") });
     target.policy = config.spec.clone();

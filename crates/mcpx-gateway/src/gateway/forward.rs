@@ -203,7 +203,22 @@ impl Gateway {
                 .await
                 .map_err(|e| e.to_fault(call.host))?,
         };
-        let _in_flight = up.supervisor().begin_call();
+        let _in_flight = match up.supervisor().try_begin_call() {
+            Some(place) => place,
+            // Boxed: waiting for a place is the exception.
+            None => Box::pin(
+                up.supervisor()
+                    .begin_call_queued(up.config.mcpx.call_timeout),
+            )
+            .await
+            .map_err(|busy| {
+                GatewayError::Busy {
+                    upstream: up.id.clone(),
+                    busy,
+                }
+                .to_fault(call.host)
+            })?,
+        };
         let facts = conn.facts();
         let host_modern = call.host.era() == Era::Modern;
         if host_modern && facts.era == Era::Legacy {

@@ -24,7 +24,7 @@ use crate::catalog::Lists;
 use crate::config::ServerConfig;
 use crate::error::{Cause, GatewayError};
 use crate::id::UpstreamId;
-pub use supervisor::{Command, InFlight, Link, Settings, State, Status, Supervisor};
+pub use supervisor::{Busy, Command, InFlight, Link, Settings, State, Status, Supervisor};
 
 /// How the gateway reaches an upstream: mcpx-client's [`connect`] and [`Connection`].
 #[derive(Debug)]
@@ -119,6 +119,8 @@ impl Upstream {
             health: config.mcpx.health_check,
             idle_timeout: config.mcpx.idle_timeout,
             call_wait,
+            max_in_flight: config.mcpx.max_in_flight,
+            max_queued: config.mcpx.max_queued,
         };
         let (supervisor, commands) = Supervisor::new(ClientLink { target, era_cache }, settings);
         let up = Arc::new(Upstream {

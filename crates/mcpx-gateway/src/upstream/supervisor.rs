@@ -78,6 +78,10 @@ pub struct Settings {
     /// How long a call waits for a start in progress (`startupWaitMs`); a call that
     /// wakes an idle lazy upstream waits up to the connect timeout instead.
     pub call_wait: Duration,
+    /// The most calls in flight at once (`maxInFlight`).
+    pub max_in_flight: usize,
+    /// The most calls waiting for a place (`maxQueued`).
+    pub max_queued: usize,
 }
 
 /// An upstream's state.
@@ -223,6 +227,33 @@ struct Activity {
     draining: std::sync::atomic::AtomicBool,
     /// Told when the last call in flight ends.
     drained: tokio::sync::Notify,
+    /// The most calls in flight at once (`maxInFlight`).
+    max: usize,
+    /// Calls waiting for a place, and the most that may (`maxQueued`).
+    queued: AtomicUsize,
+    max_queued: usize,
+    /// Told when a call ends while others wait.
+    slot_free: tokio::sync::Notify,
+}
+
+/// Why a call found no place among an upstream's calls in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy {
+    /// `maxInFlight`.
+    pub in_flight: usize,
+    /// `maxQueued`.
+    pub queued: usize,
+    /// How long it waited in the queue; `None` when the queue was full.
+    pub waited: Option<Duration>,
+}
+
+/// Holds a call's place in the queue: given back when dropped.
+struct Queued<'a>(&'a AtomicUsize);
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// One upstream's supervisor: the handle calls use, and the task's state.
@@ -255,6 +286,9 @@ impl Drop for InFlight<'_> {
         if a.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 && a.draining.load(Ordering::Acquire) {
             a.drained.notify_waiters();
         }
+        if a.queued.load(Ordering::Acquire) > 0 {
+            a.slot_free.notify_one();
+        }
     }
 }
 
@@ -281,6 +315,7 @@ impl<L: Link> Supervisor<L> {
         };
         let (commands, rx) = mpsc::channel(COMMANDS);
         let idle = settings.idle_timeout.is_some();
+        let (max_in_flight, max_queued) = (settings.max_in_flight.max(1), settings.max_queued);
         let s = Arc::new(Supervisor {
             link,
             settings,
@@ -293,6 +328,10 @@ impl<L: Link> Supervisor<L> {
                 epoch: Instant::now(),
                 idle,
                 draining: std::sync::atomic::AtomicBool::new(false),
+                max: max_in_flight,
+                queued: AtomicUsize::new(0),
+                max_queued,
+                slot_free: tokio::sync::Notify::new(),
                 drained: tokio::sync::Notify::new(),
             },
         });
@@ -369,7 +408,49 @@ impl<L: Link> Supervisor<L> {
         }
     }
 
-    /// Counts a call in flight until the guard drops.
+    /// Counts a call in flight until the guard drops, if fewer than `maxInFlight` are:
+    /// the common case, without a future.
+    pub fn try_begin_call(&self) -> Option<InFlight<'_>> {
+        let a = &self.activity;
+        if a.in_flight.fetch_add(1, Ordering::AcqRel) < a.max {
+            return Some(InFlight { activity: a });
+        }
+        a.in_flight.fetch_sub(1, Ordering::AcqRel);
+        None
+    }
+
+    /// [`Supervisor::try_begin_call`], waiting in the upstream's bounded queue (at
+    /// most `maxQueued` calls) up to `within` for a place. Calls beyond the queue, or
+    /// that wait too long, are refused; the connection and the other calls are never
+    /// touched.
+    pub async fn begin_call_queued(&self, within: Duration) -> Result<InFlight<'_>, Busy> {
+        let a = &self.activity;
+        let busy = |waited| Busy {
+            in_flight: a.max,
+            queued: a.max_queued,
+            waited,
+        };
+        if a.queued.fetch_add(1, Ordering::AcqRel) >= a.max_queued {
+            a.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(busy(None));
+        }
+        let _queued = Queued(&a.queued);
+        let deadline = Instant::now() + within;
+        loop {
+            let freed = a.slot_free.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if let Some(call) = self.try_begin_call() {
+                return Ok(call);
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return self.try_begin_call().ok_or(busy(Some(within)));
+            }
+        }
+    }
+
+    /// Counts a call in flight until the guard drops, whatever the limit (tests).
+    #[cfg(test)]
     pub fn begin_call(&self) -> InFlight<'_> {
         self.activity.in_flight.fetch_add(1, Ordering::AcqRel);
         InFlight {
@@ -770,6 +851,8 @@ mod tests {
             health: None,
             idle_timeout: None,
             call_wait: Duration::from_secs(1),
+            max_in_flight: 256,
+            max_queued: 1024,
         }
     }
 
@@ -946,6 +1029,47 @@ mod tests {
         s.command(Command::Restart);
         until_state(&s, "ready").await;
         assert_eq!(link.starts.lock().unwrap().len(), n + 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_beyond_the_limit_wait_in_a_bounded_queue() {
+        let link = Arc::new(Scripted::default());
+        let (s, _rx) = Supervisor::new(
+            link,
+            Settings {
+                max_in_flight: 2,
+                max_queued: 1,
+                ..settings()
+            },
+        );
+        let first = s.try_begin_call().unwrap();
+        let _second = s.try_begin_call().unwrap();
+        assert!(s.try_begin_call().is_none());
+        // One may wait; it gets the place the first call gives back.
+        let s2 = s.clone();
+        let waiting = tokio::spawn(async move {
+            s2.begin_call_queued(Duration::from_secs(10))
+                .await
+                .map(drop)
+        });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        // The queue is full: refused at once.
+        let refused = s
+            .begin_call_queued(Duration::from_secs(10))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.waited, None);
+        drop(first);
+        assert_eq!(waiting.await.unwrap(), Ok(()));
+        // A wait longer than allowed is refused, saying how long it waited.
+        let _third = s.try_begin_call().unwrap();
+        let t0 = Instant::now();
+        let late = s
+            .begin_call_queued(Duration::from_secs(3))
+            .await
+            .unwrap_err();
+        assert_eq!(late.waited, Some(Duration::from_secs(3)));
+        assert_eq!(t0.elapsed(), Duration::from_secs(3));
     }
 
     #[tokio::test(start_paused = true)]
