@@ -431,6 +431,13 @@ pub struct Global {
     /// Changes to the configuration file within this time of each other cause one
     /// reload (`reloadDebounceMs`, default 300 ms).
     pub reload_debounce: Duration,
+    /// The most legacy Streamable HTTP sessions of hosts at once (`maxSessions`,
+    /// default 1024); at the limit the one idle the longest with nothing open makes
+    /// room for a new host.
+    pub max_sessions: usize,
+    /// A legacy session unused this long, with no GET stream open, expires
+    /// (`sessionIdleMs`, default 30 min).
+    pub session_idle: Duration,
 }
 
 impl Default for Global {
@@ -452,6 +459,8 @@ impl Default for Global {
             drain_timeout: Duration::from_millis(10_000),
             list_changed_window: Duration::from_millis(150),
             reload_debounce: Duration::from_millis(300),
+            max_sessions: 1024,
+            session_idle: Duration::from_secs(30 * 60),
         }
     }
 }
@@ -590,6 +599,8 @@ struct FileLimits {
     drain_ms: Option<u64>,
     list_changed_window_ms: Option<u64>,
     reload_debounce_ms: Option<u64>,
+    max_sessions: Option<usize>,
+    session_idle_ms: Option<u64>,
 }
 
 /// Blanks out `//` and `/* */` comments and trailing commas, keeping every other byte
@@ -738,6 +749,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         drain_timeout: ms(limits.drain_ms, defaults.drain_timeout),
         list_changed_window: ms(limits.list_changed_window_ms, defaults.list_changed_window),
         reload_debounce: ms(limits.reload_debounce_ms, defaults.reload_debounce),
+        max_sessions: limits.max_sessions.unwrap_or(defaults.max_sessions).max(1),
+        session_idle: ms(limits.session_idle_ms, defaults.session_idle),
     };
     if global.max_name_len < 16 {
         return Err(value_err(

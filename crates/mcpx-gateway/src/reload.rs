@@ -84,6 +84,12 @@ pub fn plan(old: &Config, new: &Config) -> Plan {
         p.restart_needed
             .push("mcpx.limits.maxFrameBytes (for hosts' frames)");
     }
+    if old.global.max_sessions != new.global.max_sessions {
+        p.restart_needed.push("mcpx.limits.maxSessions");
+    }
+    if old.global.session_idle != new.global.session_idle {
+        p.restart_needed.push("mcpx.limits.sessionIdleMs");
+    }
     p
 }
 

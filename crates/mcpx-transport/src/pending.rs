@@ -69,6 +69,11 @@ impl Pending {
         Ok(rx)
     }
 
+    /// Whether no request awaits an answer.
+    pub fn is_empty(&self) -> bool {
+        self.waiting.lock().is_ok_and(|w| w.is_empty())
+    }
+
     /// Forgets `id` (timed out, cancelled).
     pub fn forget(&self, id: &Id) {
         if let Ok(mut w) = self.waiting.lock() {

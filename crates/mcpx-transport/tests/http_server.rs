@@ -1231,22 +1231,40 @@ async fn a_stalled_header_is_cut_off_without_stalling_others() {
 }
 
 #[tokio::test]
-async fn max_sessions_refuses_initialize_until_one_ends() {
+async fn at_max_sessions_the_idlest_free_session_makes_room() {
     let s = start_with(HttpServerConfig {
         max_sessions: 2,
         ..config()
     })
     .await;
-    let a = s.initialize(R1125).await;
-    s.initialize(R0618).await;
+    let get = |sid: &str| {
+        s.http
+            .get(s.url("/mcp"))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", sid)
+            .header("mcp-protocol-version", R1125.as_str())
+            .send()
+    };
     let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
         "protocolVersion": R1125.as_str(), "capabilities": {},
         "clientInfo": {"name":"t","version":"1"}}});
+    // Two sessions, each holding a GET stream open: nothing can make room.
+    let a = s.initialize(R1125).await;
+    let b = s.initialize(R1125).await;
+    let stream_a = get(&a).await.unwrap();
+    let stream_b = get(&b).await.unwrap();
+    assert_eq!(
+        (stream_a.status().as_u16(), stream_b.status().as_u16()),
+        (200, 200)
+    );
     let resp = s.post(init.to_string()).send().await.unwrap();
     assert!(resp.headers().get("mcp-session-id").is_none());
     let v = expect_error(resp, 503, -32603, R1125).await;
     assert_eq!(v["id"], 0);
-    assert!(v["error"]["message"].as_str().unwrap().contains('2'));
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("limit 2"),
+        "{v}"
+    );
     // The refused initialize opened nothing; the live sessions still serve.
     let resp = s
         .legacy(
@@ -1258,17 +1276,35 @@ async fn max_sessions_refuses_initialize_until_one_ends() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    // After a DELETE there is room again.
+    // Abandoned sessions do not lock new hosts out: with b's stream closed and b
+    // used less recently than a, b is evicted for the next host, and a is untouched.
+    drop(stream_b);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let c = s.initialize(R1125).await;
+    assert_eq!(*s.svc.closed.lock().unwrap(), vec![b.clone()]);
     let resp = s
-        .http
-        .delete(s.url("/mcp"))
-        .header("mcp-session-id", a.as_str())
+        .legacy(
+            &b,
+            Some(R1125),
+            json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}),
+        )
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status(), 204);
-    assert_eq!(*s.svc.closed.lock().unwrap(), vec![a]);
-    s.initialize(R1125).await;
+    assert_eq!(resp.status(), 404, "the evicted session is gone");
+    for sid in [&a, &c] {
+        let resp = s
+            .legacy(
+                sid,
+                Some(R1125),
+                json!({"jsonrpc":"2.0","id":3,"method":"tools/list"}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    drop(stream_a);
 }
 
 #[tokio::test]

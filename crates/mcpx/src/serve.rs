@@ -153,6 +153,7 @@ pub fn run(args: &Args) -> ExitCode {
     };
     crate::runtime::run("serve", args.threads, |shutdown| async move {
         let max_frame = config.global.max_frame_bytes;
+        let (max_sessions, session_idle) = (config.global.max_sessions, config.global.session_idle);
         // Upstreams start in the background: the listener is up at once, and a host's
         // first request waits at most `startupWaitMs` for them.
         let app = App::start(config, path, adjust, EraCache::default_location());
@@ -174,6 +175,8 @@ pub fn run(args: &Args) -> ExitCode {
         let served = match http {
             Some(mut config) => {
                 config.limits.max_frame_bytes = max_frame;
+                config.max_sessions = max_sessions;
+                config.session_idle_timeout = session_idle;
                 match tokio::net::TcpListener::bind(config.bind).await {
                     Err(e) => Err(e),
                     Ok(listener) => {

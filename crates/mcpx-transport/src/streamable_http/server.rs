@@ -176,6 +176,21 @@ impl Sessions {
         self.map.lock().map(|m| m.len()).unwrap_or(usize::MAX)
     }
 
+    /// Removes the session idle the longest among those that nothing holds (no GET
+    /// stream open, no request in flight either way), to make room for a new host:
+    /// abandoned sessions must not lock new hosts out. `None` when every session is
+    /// busy.
+    fn evict_idlest(&self) -> Option<Arc<Session>> {
+        let mut map = self.map.lock().ok()?;
+        let idlest = map
+            .iter()
+            .filter(|(_, s)| s.idle())
+            .filter_map(|(k, s)| Some((s.last_seen.lock().ok().map(|t| *t)?, k.clone())))
+            .min_by_key(|(t, _)| *t)
+            .map(|(_, k)| k)?;
+        map.remove(&idlest)
+    }
+
     fn insert(&self, s: Arc<Session>) {
         if let Ok(mut map) = self.map.lock() {
             map.insert(s.id.clone(), s);
@@ -205,6 +220,12 @@ impl Session {
                 .and_then(|s| s.tx.as_ref())
                 .is_some_and(|tx| !tx.is_closed())
         })
+    }
+
+    /// Whether nothing holds the session: no GET stream open, no request of the host
+    /// in flight, no request to the host awaiting its answer.
+    fn idle(&self) -> bool {
+        !self.get_connected() && self.inflight.is_empty() && self.peer.pending.is_empty()
     }
 
     fn expired(&self, idle: std::time::Duration) -> bool {
@@ -533,12 +554,27 @@ async fn initialize<S: Service>(app: &Arc<App<S>>, frame: Frame, verdict: Verdic
         app.service.session_closed(&dead.peer);
     }
     if app.sessions.len() >= cfg.max_sessions {
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            frame.id(),
-            INTERNAL_ERROR,
-            &format!("too many sessions (limit {})", cfg.max_sessions),
-        );
+        match app.sessions.evict_idlest() {
+            Some(old) => {
+                tracing::info!(
+                    "{} sessions (maxSessions): the one idle the longest makes room",
+                    cfg.max_sessions
+                );
+                old.close();
+                app.service.session_closed(&old.peer);
+            }
+            None => {
+                return error_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    frame.id(),
+                    INTERNAL_ERROR,
+                    &format!(
+                        "too many sessions (limit {}), each with a stream open or a request in flight",
+                        cfg.max_sessions
+                    ),
+                );
+            }
+        }
     }
     let Some(sid) = new_session_id() else {
         return error_response(
