@@ -691,7 +691,49 @@ impl Connection {
             id,
             token: token.clone(),
         };
-        let exchange = match self.inner.up.request(frame).await {
+        // The call's timeouts bound the whole call, the wait for an HTTP upstream's
+        // response headers included: an upstream that withholds them must not hold
+        // the call past its timeout, nor escape its cancellation.
+        // One timer for the whole call, reset by progress in `drive`.
+        let start = Instant::now();
+        let timer = tokio::time::sleep_until((start + opts.timeout).min(start + opts.max_time));
+        tokio::pin!(timer);
+        let sent = {
+            let request = self.inner.up.request(frame);
+            tokio::pin!(request);
+            tokio::select! {
+                // The request is written at once on stdio: try it first.
+                biased;
+                r = &mut request => Some(r),
+                () = opts.cancel.cancelled() => None,
+                () = &mut timer => None,
+            }
+        };
+        let Some(sent) = sent else {
+            // Dropping the request ends it (on Streamable HTTP, closing the stream is
+            // a 2026-07-28 request's cancellation); a legacy upstream is told.
+            let cancelled = opts.cancel.is_cancelled();
+            let why = if cancelled {
+                "cancelled by the host"
+            } else {
+                "timed out"
+            };
+            Box::pin(self.cancel(id, why)).await;
+            drop(cleanup);
+            return Err(Attempt::Failed(if cancelled {
+                ClientError::Cancelled {
+                    upstream: self.inner.name.clone(),
+                    method: method.to_owned(),
+                }
+            } else {
+                ClientError::Timeout {
+                    upstream: self.inner.name.clone(),
+                    method: method.to_owned(),
+                    after: start.elapsed(),
+                }
+            }));
+        };
+        let exchange = match sent {
             Ok(x) => x,
             Err(TransportError::SessionExpired) => return Err(Attempt::SessionExpired),
             Err(e @ TransportError::Closed { .. }) => return Err(Attempt::StreamBroke(e)),
@@ -717,7 +759,9 @@ impl Connection {
             }
             Err(e) => return Err(Attempt::Failed(self.transport_err(e))),
         };
-        let outcome = self.drive(id, method, exchange, &mut route_rx, opts).await;
+        let outcome = self
+            .drive(id, method, exchange, &mut route_rx, opts, start, timer)
+            .await;
         // The routes are gone with the guard: the channel may serve the next call.
         drop(cleanup);
         self.inner.route_channels.give(route_tx, route_rx);
@@ -733,8 +777,9 @@ impl Connection {
         mut exchange: Exchange,
         routed: &mut mpsc::Receiver<Frame>,
         opts: &CallOptions,
+        start: Instant,
+        mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
     ) -> Result<Frame, Attempt> {
-        let start = Instant::now();
         let hard = start + opts.max_time;
         let mut deadline = (start + opts.timeout).min(hard);
         loop {
@@ -759,7 +804,7 @@ impl Connection {
                         method: method.to_owned(),
                     }));
                 }
-                () = tokio::time::sleep_until(deadline) => {
+                () = &mut timer => {
                     Box::pin(self.cancel(id, "timed out")).await;
                     return Err(Attempt::Failed(ClientError::Timeout {
                         upstream: self.inner.name.clone(),
@@ -818,6 +863,7 @@ impl Connection {
                     if self.relay(&frame, opts).await {
                         // Progress restarts the clock (register A-C18), within `max_time`.
                         deadline = (Instant::now() + opts.timeout).min(hard);
+                        timer.as_mut().reset(deadline);
                     }
                 }
                 Kind::Request => Box::pin(self.answer_ask(frame, opts.events.as_ref())).await,
