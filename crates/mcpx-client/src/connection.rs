@@ -769,7 +769,8 @@ impl Connection {
     }
 
     /// Runs one exchange to its response, relaying events, honouring the timeouts and
-    /// cancellation.
+    /// cancellation. `timer` is the call's, started with it at `start`.
+    #[allow(clippy::too_many_arguments)]
     async fn drive(
         &self,
         id: i64,

@@ -3,8 +3,9 @@
 //!
 //! The registry is one file, `dispositions.toml` at the repository root, embedded
 //! here at build time so `mcpx conformance` always reports what the binary was built
-//! with. Its completeness against `../shared/requirements/items.tsv` and the existence
-//! of every named test are checked by `tests/dispositions.rs`.
+//! with. Its completeness against `../shared/requirements/items.tsv`, each item's title
+//! and area there (items.tsv is not shipped, so the registry carries them), and the
+//! existence of every named test are checked by `tests/dispositions.rs`.
 
 use serde::{Deserialize, Serialize};
 
@@ -63,6 +64,10 @@ impl Status {
 pub struct Disposition {
     /// The register id (`H1`, `A-C4`, `E-32`, ...).
     pub id: String,
+    /// The register item's title, as `../shared/requirements/items.tsv` gives it.
+    pub title: String,
+    /// The register item's area: `headline`, `A`, `B`, `C`, `D` or `E`.
+    pub area: String,
     /// How it is resolved.
     pub kind: DispositionKind,
     /// Done or planned.
@@ -111,6 +116,11 @@ pub fn parse(text: &str) -> Result<Vec<Disposition>, RegistryError> {
 /// The registry built into this binary.
 pub fn registry() -> Result<Vec<Disposition>, RegistryError> {
     parse(REGISTRY_TOML)
+}
+
+/// The item with register id `id` (`E-12`, `H1`; case does not matter).
+pub fn find<'a>(items: &'a [Disposition], id: &str) -> Option<&'a Disposition> {
+    items.iter().find(|d| d.id.eq_ignore_ascii_case(id.trim()))
 }
 
 /// Counts by status, in [`Status`] order.

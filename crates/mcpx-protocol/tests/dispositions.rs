@@ -8,14 +8,40 @@ use std::path::Path;
 use mcpx_protocol::dispositions::{self, Disposition, Status};
 use mcpx_testkit::shared::{read_shared, repo_root};
 
+/// One row of ../shared/requirements/items.tsv.
+struct RegisterItem {
+    id: String,
+    area: String,
+    title: String,
+}
+
+/// The rows of ../shared/requirements/items.tsv (id, area, seed_disposition, title), in
+/// file order.
+fn register_items() -> Vec<RegisterItem> {
+    let tsv = read_shared("requirements/items.tsv").unwrap();
+    let mut lines = tsv.lines();
+    assert_eq!(
+        lines.next().map(|h| h.split('\t').collect::<Vec<_>>()),
+        Some(vec!["id", "area", "seed_disposition", "title"]),
+        "items.tsv's columns"
+    );
+    lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            assert_eq!(cols.len(), 4, "items.tsv row {l:?}");
+            RegisterItem {
+                id: cols[0].to_owned(),
+                area: cols[1].to_owned(),
+                title: cols[3].to_owned(),
+            }
+        })
+        .collect()
+}
+
 /// The ids of ../shared/requirements/items.tsv, in file order.
 fn register_ids() -> Vec<String> {
-    let tsv = read_shared("requirements/items.tsv").unwrap();
-    tsv.lines()
-        .skip(1)
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.split('\t').next().unwrap_or_default().to_owned())
-        .collect()
+    register_items().into_iter().map(|r| r.id).collect()
 }
 
 /// Problems with `items` against the register ids and the source tree at `root`.
@@ -72,11 +98,45 @@ fn registry_covers_exactly_the_register() {
 }
 
 #[test]
+fn every_title_and_area_is_the_registers() {
+    let items = dispositions::registry().unwrap();
+    let mut wrong = Vec::new();
+    for r in register_items() {
+        let Some(d) = dispositions::find(&items, &r.id) else {
+            continue; // registry_covers_exactly_the_register reports it.
+        };
+        if d.title != r.title {
+            wrong.push(format!(
+                "{}: title {:?}, items.tsv says {:?}",
+                d.id, d.title, r.title
+            ));
+        }
+        if d.area != r.area {
+            wrong.push(format!(
+                "{}: area {:?}, items.tsv says {:?}",
+                d.id, d.area, r.area
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "dispositions.toml:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn find_takes_an_id_in_any_case() {
+    let items = dispositions::registry().unwrap();
+    assert_eq!(dispositions::find(&items, "E-12").unwrap().id, "E-12");
+    assert_eq!(dispositions::find(&items, "e-12").unwrap().id, "E-12");
+    assert!(dispositions::find(&items, "E-99").is_none());
+}
+
+#[test]
 fn checker_catches_missing_unknown_and_unproven_entries() {
     let ids = vec!["H1".to_owned(), "H2".to_owned()];
     let text = r#"
 [[item]]
 id = "H1"
+title = "t"
+area = "headline"
 kind = "decided"
 status = "done"
 behaviour = "b"
@@ -85,6 +145,8 @@ tests = ["crates/mcpx-protocol/tests/batch.rs::no_such_test", "crates/mcpx-proto
 
 [[item]]
 id = "Z9"
+title = "t"
+area = "E"
 kind = "decided"
 status = "done"
 behaviour = "b"
@@ -106,25 +168,23 @@ tests = ["crates/mcpx-protocol/tests/batch.rs::batch_is_accepted_for_2025_03_26"
 
 #[test]
 fn parse_refuses_duplicates_unknown_keys_and_testless_done() {
-    let dup = "[[item]]\nid='H1'\nkind='decided'\nstatus='planned'\nbehaviour='b'\nsite='s'\n\
-               [[item]]\nid='H1'\nkind='decided'\nstatus='planned'\nbehaviour='b'\nsite='s'\n";
+    let dup = "[[item]]\nid='H1'\ntitle='t'\narea='A'\nkind='decided'\nstatus='planned'\nbehaviour='b'\nsite='s'\n\
+               [[item]]\nid='H1'\ntitle='t'\narea='A'\nkind='decided'\nstatus='planned'\nbehaviour='b'\nsite='s'\n";
     assert!(
         dispositions::parse(dup)
             .unwrap_err()
             .to_string()
             .contains("more than once")
     );
-    let unknown =
-        "[[item]]\nid='H1'\nkind='decided'\nstatus='planned'\nbehaviour='b'\nsite='s'\nowner='x'\n";
+    let unknown = "[[item]]\nid='H1'\ntitle='t'\narea='A'\nkind='decided'\nstatus='planned'\nbehaviour='b'\nsite='s'\nowner='x'\n";
     assert!(dispositions::parse(unknown).is_err());
-    let testless = "[[item]]\nid='H1'\nkind='decided'\nstatus='done'\nbehaviour='b'\nsite='s'\n";
+    let testless = "[[item]]\nid='H1'\ntitle='t'\narea='A'\nkind='decided'\nstatus='done'\nbehaviour='b'\nsite='s'\n";
     assert!(
         dispositions::parse(testless)
             .unwrap_err()
             .to_string()
             .contains("names no test")
     );
-    let bad_status =
-        "[[item]]\nid='H1'\nkind='decided'\nstatus='undisposed'\nbehaviour='b'\nsite='s'\n";
+    let bad_status = "[[item]]\nid='H1'\ntitle='t'\narea='A'\nkind='decided'\nstatus='undisposed'\nbehaviour='b'\nsite='s'\n";
     assert!(dispositions::parse(bad_status).is_err());
 }

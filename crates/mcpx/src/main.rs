@@ -3,15 +3,17 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod cli_doc;
 mod conformance;
 mod example_server;
 mod inspect;
 mod runtime;
 mod serve;
 
+use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// mcpx: one MCP server for your host, many upstream MCP servers behind it, any
 /// protocol revision on either side.
@@ -48,6 +50,33 @@ enum Command {
     /// Connect to every configured upstream and report its protocol era, revision,
     /// identity, capabilities and tools, or why it cannot be reached.
     Probe(inspect::Source),
+    /// Print a completion script for a shell, so the shell completes mcpx's commands
+    /// and options.
+    ///
+    /// bash: `mcpx completion bash > ~/.local/share/bash-completion/completions/mcpx`.
+    /// zsh: `mcpx completion zsh > ~/.zfunc/_mcpx`, with `fpath+=~/.zfunc` before
+    /// `compinit` in ~/.zshrc. fish: `mcpx completion fish >
+    /// ~/.config/fish/completions/mcpx.fish`. A new shell then completes mcpx.
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print documentation generated from mcpx's own definitions (for mcpx's
+    /// developers).
+    #[command(hide = true)]
+    Docs {
+        /// Which document.
+        #[command(subcommand)]
+        doc: Doc,
+    },
+}
+
+/// The documents `mcpx docs` prints.
+#[derive(Debug, Subcommand)]
+enum Doc {
+    /// docs/cli.md: every command, with its usage, arguments and options.
+    Cli,
 }
 
 fn main() -> ExitCode {
@@ -62,5 +91,36 @@ fn main() -> ExitCode {
         Command::Read(read) => inspect::read(&read),
         Command::Prompt(named) => inspect::prompt(&named),
         Command::Probe(source) => inspect::probe(&source),
+        Command::Completion { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut completion_command(), "mcpx", &mut out);
+            print_out(&out)
+        }
+        Command::Docs { doc: Doc::Cli } => print_out(cli_doc::markdown(&Cli::command()).as_bytes()),
     }
+}
+
+/// The command line as completions offer it: the hidden subcommands (`mcpx docs`) left
+/// out, which clap_complete would otherwise offer.
+fn completion_command() -> clap::Command {
+    let full = Cli::command();
+    let visible: Vec<clap::Command> = full
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .cloned()
+        .collect();
+    // The name and version as `#[command(name = "mcpx", version)]` gives them.
+    clap::Command::new("mcpx")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(full.get_about().cloned().unwrap_or_default())
+        .args(full.get_arguments().cloned())
+        .subcommands(visible)
+}
+
+/// Writes `out` to stdout; a closed pipe (`mcpx completion bash | head`) is not an
+/// error worth reporting.
+fn print_out(out: &[u8]) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(out).and_then(|()| stdout.flush());
+    ExitCode::SUCCESS
 }

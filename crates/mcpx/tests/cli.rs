@@ -73,3 +73,90 @@ fn unknown_arguments_are_refused_clearly() {
     assert!(!ok);
     assert!(err.contains("possible values: done, planned"), "{err}");
 }
+
+/// The lines of `out` under the heading line `heading`, up to the next blank line,
+/// joined as one text.
+fn section(out: &str, heading: &str) -> String {
+    out.lines()
+        .skip_while(|l| *l != heading)
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn conformance_id_prints_one_item_whole() {
+    let items = mcpx_protocol::dispositions::registry().unwrap();
+    let want = mcpx_protocol::dispositions::find(&items, "E-12").unwrap();
+    let (ok, out, err) = mcpx(&["conformance", "E-12"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.lines().next().unwrap(),
+        format!("E-12: {}", want.title),
+        "{out}"
+    );
+    assert!(want.title.starts_with("elicitationId, "), "{}", want.title);
+    for line in [
+        "area     E",
+        "kind     peer-settled",
+        "status   done",
+        "site     crates/mcpx-gateway/src/gateway/asks.rs::Gateway::relay_elicitation_complete",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no line {line:?} in\n{out}");
+    }
+    assert_eq!(section(&out, "behaviour"), want.behaviour.trim(), "{out}");
+    let tests: Vec<&str> = out
+        .lines()
+        .skip_while(|l| *l != "tests")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(str::trim)
+        .collect();
+    assert_eq!(tests, want.tests, "{out}");
+    assert!(!out.contains("\nspec\n"), "E-12 has no spec note:\n{out}");
+    // Prose is wrapped for a terminal.
+    let behaviour = out.lines().skip_while(|l| *l != "behaviour").skip(1);
+    for l in behaviour.take_while(|l| !l.is_empty()) {
+        assert!(l.starts_with("  ") && l.chars().count() <= 88, "{l:?}");
+    }
+    // The id in any case; the spec note when there is one; JSON for machines.
+    let (ok, lower, _) = mcpx(&["conformance", "e-12"]);
+    assert!(ok && lower == out);
+    let e13 = mcpx_protocol::dispositions::find(&items, "E-13").unwrap();
+    let (ok, out, _) = mcpx(&["conformance", "E-13"]);
+    assert!(ok);
+    assert_eq!(section(&out, "spec"), e13.spec.as_deref().unwrap().trim());
+    let (ok, out, _) = mcpx(&["conformance", "E-12", "--json"]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["id"], "E-12");
+    assert_eq!(v["title"], want.title.as_str());
+    assert_eq!(v["area"], "E");
+}
+
+#[test]
+fn conformance_with_an_unknown_id_exits_1_saying_how_to_list_the_ids() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpx"))
+        .args(["conformance", "E-99"])
+        .output()
+        .expect("run mcpx");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"E-99\" is not a register id"), "{err}");
+    assert!(err.contains("`mcpx conformance` lists every id"), "{err}");
+}
+
+#[test]
+fn conformance_verbose_shows_each_title() {
+    let (ok, out, _) = mcpx(&["conformance", "--verbose", "--status", "done"]);
+    assert!(ok);
+    assert!(
+        out.contains(
+            "\n         title: Subscription teardown, 2026-07-28 (three sources disagree)\n"
+        ),
+        "{out}"
+    );
+}
