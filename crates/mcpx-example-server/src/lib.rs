@@ -19,7 +19,7 @@
 //!
 //! * [`fixtures`]: the catalog (tools, resources, templates, prompts) and the map from
 //!   conformance scenarios to fixtures.
-//! * [`features`]: per-revision schema features used to shape content.
+//! * [`mod@features`]: per-revision schema features used to shape content.
 //! * `mrtr`: `input_required` results and integrity-protected `requestState`.
 #![forbid(unsafe_code)]
 

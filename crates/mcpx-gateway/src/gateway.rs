@@ -112,7 +112,7 @@ impl Upstreams {
 ///
 /// Every `std::sync` lock here (and in `subs`, `bridge`, [`Upstream`]) guards one
 /// field, is held for a few instructions and never across an `.await`, and no two
-/// are held at once, except in [`Gateway::rebuild`], which holds `rebuilding` while it
+/// are held at once, except in `Gateway::rebuild`, which holds `rebuilding` while it
 /// reads `upstreams` and then writes `catalog` (order: `rebuilding`, then
 /// `upstreams`, then `catalog`), so that two rebuilds cannot swap in an older catalog
 /// over a newer one. The one async lock, `subs.listen_holds`, is held across the

@@ -353,7 +353,7 @@ impl<L: Link> Supervisor<L> {
         self.status.subscribe()
     }
 
-    /// Sends a command; a full queue drops `Lost` and `Wake` (see [`COMMANDS`]).
+    /// Sends a command; a full queue drops `Lost` and `Wake` (see `COMMANDS`).
     pub fn command(&self, c: Command) {
         if let Err(mpsc::error::TrySendError::Full(c)) = self.commands.try_send(c)
             && matches!(c, Command::Restart | Command::Stop)
