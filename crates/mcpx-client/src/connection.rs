@@ -691,51 +691,31 @@ impl Connection {
             id,
             token: token.clone(),
         };
-        // The call's timeouts bound the whole call, the wait for an HTTP upstream's
-        // response headers included: an upstream that withholds them must not hold
-        // the call past its timeout, nor escape its cancellation.
-        // One timer for the whole call, reset by progress in `drive`.
+        // One timer for the whole call, reset by progress in `drive`. (The wait for an
+        // HTTP upstream's response headers has the transport's own timer, which is
+        // the upstream's call timeout: see `probe::open`.)
         let start = Instant::now();
         let timer = tokio::time::sleep_until((start + opts.timeout).min(start + opts.max_time));
         tokio::pin!(timer);
-        let sent = {
-            let request = self.inner.up.request(frame);
-            tokio::pin!(request);
-            tokio::select! {
-                // The request is written at once on stdio: try it first.
-                biased;
-                r = &mut request => Some(r),
-                () = opts.cancel.cancelled() => None,
-                () = &mut timer => None,
-            }
-        };
-        let Some(sent) = sent else {
-            // Dropping the request ends it (on Streamable HTTP, closing the stream is
-            // a 2026-07-28 request's cancellation); a legacy upstream is told.
-            let cancelled = opts.cancel.is_cancelled();
-            let why = if cancelled {
-                "cancelled by the host"
-            } else {
-                "timed out"
-            };
-            Box::pin(self.cancel(id, why)).await;
-            drop(cleanup);
-            return Err(Attempt::Failed(if cancelled {
-                ClientError::Cancelled {
-                    upstream: self.inner.name.clone(),
-                    method: method.to_owned(),
-                }
-            } else {
-                ClientError::Timeout {
-                    upstream: self.inner.name.clone(),
-                    method: method.to_owned(),
-                    after: start.elapsed(),
-                }
-            }));
-        };
+        // And one wait for the host's cancellation (a future that registers with the
+        // token once, however often it is polled).
+        let cancelled = opts.cancel.cancelled();
+        tokio::pin!(cancelled);
+        let sent = self.inner.up.request(frame).await;
         let exchange = match sent {
             Ok(x) => x,
             Err(TransportError::SessionExpired) => return Err(Attempt::SessionExpired),
+            // An HTTP upstream that withheld its response headers for the whole call
+            // timeout: the request is gone with the connection (a 2026-07-28 one's
+            // cancellation), and a legacy upstream is told.
+            Err(TransportError::Timeout(after)) if self.inner.up.is_streamable_http() => {
+                Box::pin(self.cancel(id, "timed out")).await;
+                return Err(Attempt::Failed(ClientError::Timeout {
+                    upstream: self.inner.name.clone(),
+                    method: method.to_owned(),
+                    after,
+                }));
+            }
             Err(e @ TransportError::Closed { .. }) => return Err(Attempt::StreamBroke(e)),
             // 2026-07-28 Streamable HTTP ties some JSON-RPC errors to 4xx statuses
             // (-32020..-32022 and a malformed request's -32602 are 400, -32601 is 404):
@@ -760,7 +740,16 @@ impl Connection {
             Err(e) => return Err(Attempt::Failed(self.transport_err(e))),
         };
         let outcome = self
-            .drive(id, method, exchange, &mut route_rx, opts, start, timer)
+            .drive(
+                id,
+                method,
+                exchange,
+                &mut route_rx,
+                opts,
+                start,
+                timer,
+                cancelled,
+            )
             .await;
         // The routes are gone with the guard: the channel may serve the next call.
         drop(cleanup);
@@ -769,7 +758,8 @@ impl Connection {
     }
 
     /// Runs one exchange to its response, relaying events, honouring the timeouts and
-    /// cancellation. `timer` is the call's, started with it at `start`.
+    /// cancellation. `timer` and `cancelled` are the call's, made when it started at
+    /// `start`.
     #[allow(clippy::too_many_arguments)]
     async fn drive(
         &self,
@@ -780,6 +770,7 @@ impl Connection {
         opts: &CallOptions,
         start: Instant,
         mut timer: std::pin::Pin<&mut tokio::time::Sleep>,
+        mut cancelled: std::pin::Pin<&mut tokio_util::sync::WaitForCancellationFuture<'_>>,
     ) -> Result<Frame, Attempt> {
         let hard = start + opts.max_time;
         let mut deadline = (start + opts.timeout).min(hard);
@@ -798,7 +789,7 @@ impl Connection {
                         detail: "the stream ended before the response".into(),
                     })),
                 },
-                () = opts.cancel.cancelled() => {
+                () = &mut cancelled => {
                     Box::pin(self.cancel(id, "cancelled by the host")).await;
                     return Err(Attempt::Failed(ClientError::Cancelled {
                         upstream: self.inner.name.clone(),

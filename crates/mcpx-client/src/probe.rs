@@ -133,6 +133,10 @@ pub struct Target {
     /// Requests a stdio or HTTP+SSE connection may have awaiting answers (default:
     /// the transport's, 256).
     pub max_pending: Option<usize>,
+    /// How long a Streamable HTTP request may wait for its response headers (default:
+    /// the transport's, 30 s). The gateway sets the upstream's call timeout, so that an
+    /// upstream withholding its headers cannot hold a call past it.
+    pub request_timeout: Option<Duration>,
 }
 
 impl Target {
@@ -154,6 +158,7 @@ impl Target {
             env_remove: Vec::new(),
             env_inherit_only: None,
             max_pending: None,
+            request_timeout: None,
         }
     }
 }
@@ -275,6 +280,9 @@ async fn open(target: &Target) -> Result<(AnyUpstream, Unsolicited), ClientError
         TargetTransport::Http { url, headers } => {
             let mut c = HttpClientConfig::new(url.clone());
             c.headers = headers.clone();
+            if let Some(t) = target.request_timeout {
+                c.request_timeout = t;
+            }
             c.limits = target.limits;
             c.proxy = target.proxy.clone();
             c.oauth = target.oauth.clone();

@@ -265,6 +265,8 @@ pub fn upstream_target(config: &Config, name: &str, s: &ServerConfig) -> Target 
     // listens, health checks, tasks' polls): the transport's own limit is never what
     // refuses a call.
     target.max_pending = Some(s.mcpx.max_in_flight.saturating_add(64));
+    // A call's timeout bounds the wait for an HTTP upstream's response headers too.
+    target.request_timeout = Some(s.mcpx.call_timeout);
     target.limits.max_frame_bytes = config.global.max_frame_bytes;
     target.client_info = json!({ "name": "mcpx", "version": env!("CARGO_PKG_VERSION") });
     target.policy = config.spec.clone();
