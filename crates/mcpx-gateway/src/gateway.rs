@@ -828,12 +828,7 @@ impl GatewayBackend {
             tools: list("tools"),
             prompts: list("prompts"),
             resources: list("resources"),
-            resources_subscribe: facts.iter().any(|f| {
-                f.capabilities
-                    .pointer("/resources/subscribe")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false)
-            }),
+            resources_subscribe: facts.iter().any(|f| subscriptions::subscribable(f)),
             // C-C9: a 2024-11-05 server could complete without declaring it.
             completions: any("completions")
                 || facts.iter().any(|f| {
@@ -937,7 +932,10 @@ impl Backend for GatewayBackend {
                 "prompts/get" => {
                     let Routed {
                         upstream, params, ..
-                    } = gw.route_name_waiting(&call, true).await?;
+                    } = match gw.route_name(&call, true) {
+                        Ok(r) => r,
+                        Err(f) => Box::pin(gw.route_once_started(&call, true, f)).await?,
+                    };
                     // prompts/get changes nothing: safe to re-issue (B-C10).
                     gw.forward(&call, &upstream, &call.method, &params, true)
                         .await

@@ -473,15 +473,7 @@ impl ChildUpstream {
     /// Resolves once the connection is closed, with why (the exit status, skipped
     /// lines, the tail of stderr): what a supervisor waits on to restart the child.
     pub fn closed(&self) -> impl Future<Output = String> + Send + 'static {
-        let mut rx = self.shared.closed.subscribe();
-        async move {
-            match rx.wait_for(Option::is_some).await {
-                Ok(detail) => detail.clone().unwrap_or_default(),
-                // The sender lives in `Shared`, which this receiver's connection owns;
-                // it is gone only when everything is.
-                Err(_) => "the upstream process is gone".to_owned(),
-            }
-        }
+        crate::upstream::when_closed(&self.shared.closed, "the upstream process is gone")
     }
 
     async fn write(&self, frame: &Frame) -> Result<(), TransportError> {

@@ -310,13 +310,7 @@ impl SseUpstream {
 
     /// Resolves once the SSE stream has ended, with why.
     pub fn closed(&self) -> impl Future<Output = String> + Send + 'static {
-        let mut rx = self.shared.closed.subscribe();
-        async move {
-            match rx.wait_for(Option::is_some).await {
-                Ok(detail) => detail.clone().unwrap_or_default(),
-                Err(_) => "the SSE stream is closed".to_owned(),
-            }
-        }
+        crate::upstream::when_closed(&self.shared.closed, "the SSE stream is closed")
     }
 }
 

@@ -234,3 +234,19 @@ pub trait Upstream: Send + Sync + 'static {
     /// process: close stdin, wait, SIGTERM, wait, SIGKILL).
     fn close(&self) -> impl Future<Output = ()> + Send;
 }
+
+/// Resolves once `closed` holds why a connection closed, with that reason; `gone`
+/// when the sender is dropped first (the connection is gone with everything). What
+/// the child and HTTP+SSE transports' `closed` return.
+pub(crate) fn when_closed(
+    closed: &tokio::sync::watch::Sender<Option<String>>,
+    gone: &'static str,
+) -> impl std::future::Future<Output = String> + Send + 'static {
+    let mut rx = closed.subscribe();
+    async move {
+        match rx.wait_for(Option::is_some).await {
+            Ok(detail) => detail.clone().unwrap_or_default(),
+            Err(_) => gone.to_owned(),
+        }
+    }
+}

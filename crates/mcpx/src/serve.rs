@@ -74,7 +74,7 @@ fn listener_config(args: &Args, bind: SocketAddr) -> Result<HttpServerConfig, St
             std::fs::read_to_string(file)
                 .map_err(|e| format!("--token-file {}: {e}", file.display()))?,
         ),
-        None => std::env::var("MCPX_SERVE_TOKEN").ok(),
+        None => std::env::var(config::SERVE_TOKEN_ENV).ok(),
     };
     config.bearer_token = match token {
         None => None,

@@ -421,23 +421,11 @@ impl Gateway {
 }
 
 impl Gateway {
-    /// [`Gateway::route_name`], except that a name of an upstream that is starting,
+    /// After [`Gateway::route_name`] refused `call` with `refused`: a name of an upstream that is starting,
     /// lazy and idle, or up but not yet listed, waits (up to the upstream's connect
-    /// timeout) for it to come up and be listed, and is then routed again: a lazy
+    /// timeout) for it to come up and be listed, and is then routed again (else `refused` stands): a lazy
     /// upstream starts on its first use, and a host's first call need not fail for
     /// an upstream that is about to be ready.
-    pub(super) async fn route_name_waiting<'a>(
-        self: &Arc<Self>,
-        call: &'a Call,
-        prompts: bool,
-    ) -> Result<Routed<'a>, Fault> {
-        match self.route_name(call, prompts) {
-            Ok(r) => Ok(r),
-            // Boxed: the exception's future stays out of every call's.
-            Err(f) => Box::pin(self.route_once_started(call, prompts, f)).await,
-        }
-    }
-
     pub(super) async fn route_once_started<'a>(
         self: &Arc<Self>,
         call: &'a Call,

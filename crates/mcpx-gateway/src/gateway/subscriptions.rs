@@ -4,6 +4,16 @@
 
 use super::*;
 
+/// Whether an upstream declared `resources.subscribe` (A-C7: only such upstreams are
+/// asked to subscribe).
+pub(super) fn subscribable(facts: &ServerFacts) -> bool {
+    facts
+        .capabilities
+        .pointer("/resources/subscribe")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
 /// What hosts are told and subscribed to, held across requests.
 #[derive(Debug)]
 pub(super) struct Subscriptions {
@@ -101,12 +111,7 @@ impl Gateway {
     /// listen per legacy host's subscription).
     pub(super) async fn resubscribe(self: &Arc<Self>, up: &Arc<Upstream>, conn: &Connection) {
         let facts = conn.facts();
-        if !facts
-            .capabilities
-            .pointer("/resources/subscribe")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-        {
+        if !subscribable(&facts) {
             return;
         }
         let catalog = self.catalog();
@@ -168,12 +173,7 @@ impl Gateway {
         let (up, theirs) = self.route_uri(call, uri).ok()?;
         let (_, conn) = up.connection().await.ok()?;
         let facts = conn.facts();
-        let subscribable = facts
-            .capabilities
-            .pointer("/resources/subscribe")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        if !subscribable {
+        if !subscribable(&facts) {
             return None;
         }
         if facts.era == Era::Legacy {
@@ -281,12 +281,7 @@ impl Gateway {
         let (_, conn) = up.connection().await.map_err(|e| e.to_fault(call.host))?;
         let facts = conn.facts();
         let modern = facts.era == Era::Modern;
-        let subscribable = facts
-            .capabilities
-            .pointer("/resources/subscribe")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        if !subscribable {
+        if !subscribable(&facts) {
             // A-C7: only upstreams that declared resources.subscribe are asked.
             return Err(fault(
                 METHOD_NOT_FOUND,
