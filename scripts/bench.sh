@@ -49,6 +49,13 @@
 #                        (docs/performance.md, "On one CPU"). Default: unpinned
 #   MCP_PROXY_VERSION    the pinned mcp-proxy (default 6.7.19)
 #
+# `scripts/bench.sh soak [SECONDS]` runs the soak instead (crates/mcpx-bench/examples/
+# soak.rs): SECONDS (default 600) of mixed load through `mcpx serve --http` (calls,
+# progress, sampling answered and unanswered, cancellations, sessions abandoned, one
+# upstream killed every MCPX_SOAK_CRASH_EVERY seconds, default 30), every call
+# accounted for, RSS and descriptors sampled. Exit status 1 when a call was lost or
+# hung. The report goes to target/bench/soak-<time>.txt.
+#
 # Needs: bash, cargo, python3 (the medians and the table); Node for mcp-proxy comes
 # from scripts/peers.sh.
 set -euo pipefail
@@ -67,7 +74,16 @@ PEER="${MCPX_BENCH_PEER:-1}"
 if [[ "${MCPX_BENCH_NO_BUILD:-0}" != 1 ]]; then
   echo "bench: building release binaries" >&2
   cargo build --release -p mcpx >&2
-  cargo build --release -p mcpx-bench --example null_relay --example null_http_relay >&2
+  cargo build --release -p mcpx-bench --example null_relay --example null_http_relay --example soak >&2
+fi
+if [[ "${1:-}" == soak ]]; then
+  mkdir -p "$repo/target/bench"
+  report="$repo/target/bench/soak-$(date +%Y%m%d-%H%M%S).txt"
+  echo "bench: soak for ${2:-600} s; report in $report" >&2
+  status=0
+  "$repo/target/release/examples/soak" --mcpx "$repo/target/release/mcpx" \
+    --secs "${2:-600}" --crash-every "${MCPX_SOAK_CRASH_EVERY:-30}" | tee "$report" || status=$?
+  exit "$status"
 fi
 # Pinned after the build, so that only the measurement runs on the chosen CPUs; every
 # process started from here on inherits the affinity.
