@@ -438,6 +438,12 @@ pub struct Global {
     /// A legacy session unused this long, with no GET stream open, expires
     /// (`sessionIdleMs`, default 30 min).
     pub session_idle: Duration,
+    /// The most header fields a host's HTTP request may carry (`maxHeaderCount`,
+    /// default 100); more get 431.
+    pub max_header_count: usize,
+    /// The largest header section of a host's HTTP request, in bytes (`maxHeaderBytes`,
+    /// default 64 KiB; names and values, plus 4 bytes a field); larger gets 431.
+    pub max_header_bytes: usize,
 }
 
 impl Default for Global {
@@ -461,6 +467,8 @@ impl Default for Global {
             reload_debounce: Duration::from_millis(300),
             max_sessions: 1024,
             session_idle: Duration::from_secs(30 * 60),
+            max_header_count: 100,
+            max_header_bytes: 64 * 1024,
         }
     }
 }
@@ -601,6 +609,8 @@ struct FileLimits {
     reload_debounce_ms: Option<u64>,
     max_sessions: Option<usize>,
     session_idle_ms: Option<u64>,
+    max_header_count: Option<usize>,
+    max_header_bytes: Option<usize>,
 }
 
 /// Blanks out `//` and `/* */` comments and trailing commas, keeping every other byte
@@ -751,7 +761,29 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         reload_debounce: ms(limits.reload_debounce_ms, defaults.reload_debounce),
         max_sessions: limits.max_sessions.unwrap_or(defaults.max_sessions).max(1),
         session_idle: ms(limits.session_idle_ms, defaults.session_idle),
+        max_header_count: limits.max_header_count.unwrap_or(defaults.max_header_count),
+        max_header_bytes: limits.max_header_bytes.unwrap_or(defaults.max_header_bytes),
     };
+    // Fewer than the few fields every request carries (`Host`, `Content-Type`,
+    // `Accept`, `Content-Length`, …) would refuse every request.
+    if global.max_header_count < 8 {
+        return Err(value_err(
+            None,
+            format!(
+                "mcpx.limits.maxHeaderCount {} is too small (at least 8)",
+                global.max_header_count
+            ),
+        ));
+    }
+    if global.max_header_bytes < 1024 {
+        return Err(value_err(
+            None,
+            format!(
+                "mcpx.limits.maxHeaderBytes {} is too small (at least 1024)",
+                global.max_header_bytes
+            ),
+        ));
+    }
     if global.max_name_len < 16 {
         return Err(value_err(
             None,

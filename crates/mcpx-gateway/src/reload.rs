@@ -90,6 +90,12 @@ pub fn plan(old: &Config, new: &Config) -> Plan {
     if old.global.session_idle != new.global.session_idle {
         p.restart_needed.push("mcpx.limits.sessionIdleMs");
     }
+    if old.global.max_header_count != new.global.max_header_count {
+        p.restart_needed.push("mcpx.limits.maxHeaderCount");
+    }
+    if old.global.max_header_bytes != new.global.max_header_bytes {
+        p.restart_needed.push("mcpx.limits.maxHeaderBytes");
+    }
     p
 }
 
@@ -150,5 +156,20 @@ mod tests {
         let renamed =
             config(r#"{"mcpServers": {"a": {"command": "a", "mcpx": {"namespace": "x"}}}}"#);
         assert_eq!(plan(&old, &renamed).changed, vec!["a"]);
+    }
+
+    #[test]
+    fn the_http_listeners_limits_need_a_restart() {
+        let old = config(r#"{"mcpServers": {"a": {"command": "a"}}}"#);
+        let new = config(
+            r#"{"mcpServers": {"a": {"command": "a"}},
+                "mcpx": {"limits": {"maxHeaderCount": 50, "maxHeaderBytes": 4096}}}"#,
+        );
+        let p = plan(&old, &new);
+        assert_eq!(p.unchanged, vec!["a"]);
+        assert_eq!(
+            p.restart_needed,
+            vec!["mcpx.limits.maxHeaderCount", "mcpx.limits.maxHeaderBytes"]
+        );
     }
 }

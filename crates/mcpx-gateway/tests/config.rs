@@ -106,6 +106,14 @@ fn bad_values_are_refused_clearly() {
         ),
         (r#"{"mcpx":{"names":{"separator":"::"}}}"#, "separator"),
         (
+            r#"{"mcpx":{"limits":{"maxHeaderCount":4}}}"#,
+            "mcpx.limits.maxHeaderCount 4 is too small (at least 8)",
+        ),
+        (
+            r#"{"mcpx":{"limits":{"maxHeaderBytes":100}}}"#,
+            "mcpx.limits.maxHeaderBytes 100 is too small (at least 1024)",
+        ),
+        (
             r#"{"mcpServers":{"a":{"command":"x","mcpx":{"protocol":"fastest"}}}}"#,
             "unknown variant `fastest`",
         ),

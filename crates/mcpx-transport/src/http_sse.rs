@@ -15,6 +15,12 @@
 //! 2025-03-26 session; its items are then handled one by one, each response its own
 //! event. Closing the stream ends the session without cancelling in-flight requests
 //! (register B-C6: disconnection SHOULD NOT be read as cancellation).
+//!
+//! Where the listener asks for tokens, a session is bound to the token of the GET that
+//! opened it: a POST with another token is answered as for an unknown session (404).
+//! A refusal's body is valid for the session's revision (`streamable_http::refuse`):
+//! the POST's body is read first, so that the error carries the id of the request
+//! refused; a batch refused whole is answered for its first request.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -34,8 +40,8 @@ use crate::pending::{InFlight, Pending, cancelled_request_id};
 use crate::service::{Incoming, Peer, Related, RequestCtx, Service, boxed_request};
 use crate::streamable_http::server::new_session_id;
 use crate::streamable_http::{
-    App, OnDrop, accepted, accepts, error_response, fit_event, is_json_content_type, json_response,
-    sse_event, sse_response,
+    App, Credential, OnDrop, To, accepted, accepts, first_request_id, fit_event,
+    is_json_content_type, refuse, sse_event, sse_response,
 };
 
 /// Frames queued for one stream before senders wait.
@@ -48,8 +54,15 @@ pub(crate) struct SseSessions {
 }
 
 impl SseSessions {
-    fn get(&self, id: &str) -> Option<Arc<SseSession>> {
-        self.map.lock().ok()?.get(id).cloned()
+    /// The session `id`, for a request carrying `owner`: one opened with another
+    /// credential is unknown to it.
+    fn get(&self, id: &str, owner: Option<Credential>) -> Option<Arc<SseSession>> {
+        self.map
+            .lock()
+            .ok()?
+            .get(id)
+            .filter(|s| s.owner == owner)
+            .cloned()
     }
     fn len(&self) -> usize {
         self.map.lock().map(|m| m.len()).unwrap_or(usize::MAX)
@@ -59,6 +72,8 @@ impl SseSessions {
 /// One HTTP+SSE session: its stream and, after `initialize`, its legacy peer.
 pub(crate) struct SseSession {
     id: Arc<str>,
+    /// The credential of the GET that opened it, where the listener asks for one.
+    owner: Option<Credential>,
     out: mpsc::Sender<Frame>,
     pending: Arc<Pending>,
     inflight: InFlight,
@@ -78,28 +93,31 @@ impl SseSession {
 }
 
 /// `GET {sse_path}`.
+///
+/// Its refusals have no JSON-RPC id to give, and no revision is negotiated yet: their
+/// body is plain text (`refuse`).
 pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
     if !accepts(req.headers(), &["text/event-stream"]) {
-        return error_response(
+        return refuse(
             StatusCode::NOT_ACCEPTABLE,
-            None,
+            To::default(),
             INVALID_REQUEST,
             "Accept must admit text/event-stream",
         );
     }
     let cfg = &app.config;
     if app.sse_sessions.len() >= cfg.max_sessions {
-        return error_response(
+        return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
-            None,
+            To::default(),
             INVALID_REQUEST,
             &format!("too many HTTP+SSE sessions (limit {})", cfg.max_sessions),
         );
     }
     let Some(sid) = new_session_id() else {
-        return error_response(
+        return refuse(
             StatusCode::INTERNAL_SERVER_ERROR,
-            None,
+            To::default(),
             INVALID_REQUEST,
             "no randomness for a session id",
         );
@@ -108,6 +126,7 @@ pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request
     let (out_tx, mut out_rx) = mpsc::channel::<Frame>(OUT_QUEUE);
     let session = Arc::new(SseSession {
         id: sid.clone(),
+        owner: Credential::of_request(req.extensions()),
         out: out_tx,
         pending: Arc::new(Pending::new(cfg.max_pending)),
         inflight: InFlight::default(),
@@ -168,43 +187,53 @@ fn session_param(query: Option<&str>) -> Option<&str> {
 
 /// `POST {messages_path}?sessionId=…`.
 pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
-    let Some(sid) = session_param(req.uri().query()).map(str::to_owned) else {
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            None,
-            INVALID_REQUEST,
-            "missing sessionId query parameter",
-        );
-    };
-    let Some(session) = app.sse_sessions.get(&sid) else {
-        return error_response(
-            StatusCode::NOT_FOUND,
-            None,
-            INVALID_REQUEST,
-            "unknown HTTP+SSE session",
-        );
-    };
+    let owner = Credential::of_request(req.extensions());
+    let sid = session_param(req.uri().query()).map(str::to_owned);
+    let session = sid.as_deref().and_then(|s| app.sse_sessions.get(s, owner));
+    let revision = session.as_ref().and_then(|s| s.peer()).map(|p| p.revision);
     if !is_json_content_type(req.headers()) {
-        return error_response(
+        return refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            None,
+            To::new(None, revision),
             INVALID_REQUEST,
             "Content-Type must be application/json",
         );
     }
     let cfg = &app.config;
     let (parts, body) = req.into_parts();
-    let decoded = match crate::streamable_http::read_frames(&parts.headers, body, cfg).await {
+    // Read before the session is checked, so that a refusal can name the request.
+    let decoded = crate::streamable_http::read_frames(&parts.headers, body, cfg).await;
+    let first = decoded.as_ref().ok().and_then(first_request_id);
+    let to = To::new(first.as_ref(), revision);
+    if sid.is_none() {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            to,
+            INVALID_REQUEST,
+            "missing sessionId query parameter",
+        );
+    }
+    let Some(session) = session else {
+        return refuse(
+            StatusCode::NOT_FOUND,
+            to,
+            INVALID_REQUEST,
+            "unknown HTTP+SSE session",
+        );
+    };
+    let decoded = match decoded {
         Ok(d) => d,
         Err(r) => return r,
     };
     match decoded {
         Decoded::Single(frame) => handle(&app, &session, frame).await,
         batch @ Decoded::Batch(_) => {
-            let rev = session.peer().map_or(Revision::OLDEST, |p| p.revision);
+            let rev = revision.unwrap_or(Revision::OLDEST);
             match codec::admit(batch, rev) {
                 Err(e) => {
-                    return json_response(StatusCode::BAD_REQUEST, e.to_response().into_string());
+                    // Refused whole: answered for its first request (as on /mcp).
+                    let to = To::new(first.as_ref(), Some(rev));
+                    return refuse(StatusCode::BAD_REQUEST, to, e.code(), &e.kind.to_string());
                 }
                 Ok(items) => {
                     for item in items {

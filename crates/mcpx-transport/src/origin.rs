@@ -1,12 +1,21 @@
-//! The edge guards of every HTTP listener: `Origin` and `Host` allow-lists
-//! (DNS-rebinding protection), an optional bearer token (401 without it, RFC 6750), the
-//! request body size limit and the body read timeout.
+//! The edge guards of every HTTP listener: the limits on a request's header fields
+//! (431), `Origin` and `Host` allow-lists (DNS-rebinding protection), optional bearer
+//! tokens (401 without one, RFC 6750), the request body size limit and the body read
+//! timeout.
 //!
 //! 2025-06-18 basic/transports §Security Warning (and 2025-11-25, 2026-07-28
 //! streamable-http §Security Warning): servers "MUST validate the `Origin` header on all
 //! incoming connections to prevent DNS rebinding attacks", "SHOULD bind only to
 //! localhost (127.0.0.1)" when running locally. A foreign `Origin` or `Host` is answered
-//! 403 with a JSON-RPC error body (no `id`, register A-C4) naming the header.
+//! 403 naming the header.
+//!
+//! A refusal's body is valid for the revision the request names
+//! (`streamable_http::refuse`): a POST's body is read, within the body limits, for the
+//! id of the request refused, and the JSON-RPC error carries it. Without one (a GET, a
+//! notification, an unreadable body), the error omits `id` where the revision allows
+//! it (its `MCP-Protocol-Version` 2025-11-25 or later), and elsewhere the answer is
+//! the message as plain text: no JSON-RPC error without an id is valid for 2024-11-05
+//! to 2025-06-18.
 //!
 //! Choices (the spec leaves them open):
 //!
@@ -27,17 +36,30 @@ use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
+use mcpx_protocol::codec::Limits;
 use mcpx_protocol::error::INVALID_REQUEST;
 
-use crate::streamable_http::error_response;
+use crate::streamable_http::{BearerToken, Credential, HttpServerConfig, To, refuse};
 
-/// The allow-lists, normalised to lower case, and the bearer token every request must
-/// carry, if one is set.
+/// The limits a listener reads a request body within.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyLimits {
+    pub(crate) max_bytes: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) frame: Limits,
+}
+
+/// The header limits, the allow-lists (normalised to lower case), the bearer tokens a
+/// request must carry one of, if any are set, and the body limits a refusal reads the
+/// body within.
 #[derive(Debug, Clone)]
 pub(crate) struct Guard {
     origins: Vec<String>,
     hosts: Vec<String>,
-    token: Option<crate::streamable_http::BearerToken>,
+    tokens: Vec<BearerToken>,
+    max_header_count: usize,
+    max_header_bytes: usize,
+    body: BodyLimits,
 }
 
 /// Splits `host[:port]` (with `[v6]` literals) into host and port.
@@ -70,19 +92,26 @@ fn authority_allowed<'a>(list: impl IntoIterator<Item = &'a String>, authority: 
 }
 
 impl Guard {
-    pub(crate) fn new(origins: &[String], hosts: &[String]) -> Self {
+    /// The guard of a listener configured with `config`.
+    pub(crate) fn new(config: &HttpServerConfig) -> Self {
         let norm = |v: &[String]| v.iter().map(|s| s.trim().to_ascii_lowercase()).collect();
         Guard {
-            origins: norm(origins),
-            hosts: norm(hosts),
-            token: None,
+            origins: norm(&config.allowed_origins),
+            hosts: norm(&config.allowed_hosts),
+            tokens: config.bearer_tokens.clone(),
+            max_header_count: config.max_header_count,
+            max_header_bytes: config.max_header_bytes,
+            body: BodyLimits {
+                max_bytes: config.max_body_bytes,
+                timeout: config.body_timeout,
+                frame: config.limits,
+            },
         }
     }
 
-    /// The guard, also requiring `Authorization: Bearer <token>` on every request.
-    pub(crate) fn with_token(mut self, token: Option<crate::streamable_http::BearerToken>) -> Self {
-        self.token = token;
-        self
+    /// The limits a refused request's body is read within.
+    pub(crate) fn body_limits(&self) -> BodyLimits {
+        self.body
     }
 
     /// Whether a `Host` header value is allowed.
@@ -127,30 +156,107 @@ fn authority<B>(req: &axum::http::Request<B>) -> Result<Option<header::HeaderVal
     }
 }
 
-/// The answer a request from a foreign `Origin` or `Host` gets (403), or one that does
-/// not say which host it is for (400), if it is one.
-pub(crate) fn refusal<B>(guard: &Guard, req: &axum::http::Request<B>) -> Option<Response> {
-    let headers = req.headers();
-    let host = match authority(req) {
-        Ok(h) => h,
-        Err(why) => {
-            return Some(error_response(
-                StatusCode::BAD_REQUEST,
-                None,
-                INVALID_REQUEST,
-                &format!("{why} (RFC 9112 §3.2)"),
-            ));
+/// Why the guard refuses a request: its status, the message, and the challenge of a
+/// 401. [`Refusal::answer`] makes the answer.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    status: StatusCode,
+    message: String,
+    challenge: Option<&'static str>,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, message: String) -> Refusal {
+        Refusal {
+            status,
+            message,
+            challenge: None,
         }
-    };
+    }
+
+    /// The answer to `req`, with a body valid for the revision it names. A POST's body
+    /// is read for the id of the request refused, within `limits` (unless the client
+    /// waits for `100 Continue`: it has not sent the body, and is not asked for it just
+    /// to be refused).
+    pub(crate) async fn answer(self, limits: BodyLimits, req: Request) -> Response {
+        let revision = crate::streamable_http::header_revision(req.headers());
+        let continues = req
+            .headers()
+            .get(header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        let id = if req.method() == axum::http::Method::POST && !continues {
+            let (parts, body) = req.into_parts();
+            match read_body(&parts.headers, body, limits.max_bytes, limits.timeout).await {
+                Ok(bytes) => mcpx_protocol::codec::decode_bytes(bytes, &limits.frame)
+                    .ok()
+                    .and_then(|d| crate::streamable_http::first_request_id(&d)),
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        let to = To {
+            id: id.as_ref(),
+            revision,
+        };
+        let mut r = refuse(self.status, to, INVALID_REQUEST, &self.message);
+        if let Some(challenge) = self.challenge {
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static(challenge),
+            );
+        }
+        r
+    }
+}
+
+/// The size of a header section as [`HttpServerConfig::max_header_bytes`] counts it:
+/// each field's name and value, and 4 bytes for `: ` and the line end.
+fn header_bytes(headers: &axum::http::HeaderMap) -> usize {
+    headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .sum()
+}
+
+/// Whether `req` may pass the guard: the credential it carried (`None` where no token
+/// is asked for), or why it is refused. In order: more header fields, or a larger
+/// header section, than the limits (431); no `Host`, or two (400); a foreign `Host` or
+/// `Origin` (403); no accepted token (401).
+pub(crate) fn check<B>(
+    guard: &Guard,
+    req: &axum::http::Request<B>,
+) -> Result<Option<Credential>, Refusal> {
+    let headers = req.headers();
+    if headers.len() > guard.max_header_count {
+        return Err(Refusal::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            format!(
+                "the request has {} header fields; this server accepts at most {}",
+                headers.len(),
+                guard.max_header_count
+            ),
+        ));
+    }
+    let bytes = header_bytes(headers);
+    if bytes > guard.max_header_bytes {
+        return Err(Refusal::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            format!(
+                "the request's header fields take {bytes} bytes; this server accepts at most {}",
+                guard.max_header_bytes
+            ),
+        ));
+    }
+    let host = authority(req)
+        .map_err(|why| Refusal::new(StatusCode::BAD_REQUEST, format!("{why} (RFC 9112 §3.2)")))?;
     if let Some(host) = &host {
         let ok = host.to_str().is_ok_and(|h| guard.host_allowed(h));
         if !ok {
             let shown = String::from_utf8_lossy(host.as_bytes()).into_owned();
-            return Some(error_response(
+            return Err(Refusal::new(
                 StatusCode::FORBIDDEN,
-                None,
-                INVALID_REQUEST,
-                &format!(
+                format!(
                     "Host {shown:?} is not in this server's allowed hosts (DNS-rebinding protection)"
                 ),
             ));
@@ -160,47 +266,50 @@ pub(crate) fn refusal<B>(guard: &Guard, req: &axum::http::Request<B>) -> Option<
         let ok = origin.to_str().is_ok_and(|o| guard.origin_allowed(o));
         if !ok {
             let shown = String::from_utf8_lossy(origin.as_bytes()).into_owned();
-            return Some(error_response(
+            return Err(Refusal::new(
                 StatusCode::FORBIDDEN,
-                None,
-                INVALID_REQUEST,
-                &format!(
+                format!(
                     "Origin {shown:?} is not in this server's allowed origins (DNS-rebinding protection)"
                 ),
             ));
         }
     }
-    if let Some(token) = &guard.token {
-        // RFC 6750 §3: no credentials, a bare challenge; wrong ones, `invalid_token`.
-        let presented = headers.get(header::AUTHORIZATION).map(|v| {
-            let v = v.as_bytes();
-            match v.get(..7) {
-                Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => {
-                    v.get(7..).unwrap_or_default().trim_ascii()
-                }
-                _ => b"",
-            }
-        });
-        let challenge = match presented {
-            None => Some(r#"Bearer realm="mcpx""#),
-            Some(p) if !token.matches(p) => Some(r#"Bearer realm="mcpx", error="invalid_token""#),
-            Some(_) => None,
-        };
-        if let Some(challenge) = challenge {
-            let mut r = error_response(
-                StatusCode::UNAUTHORIZED,
-                None,
-                INVALID_REQUEST,
-                "this server requires Authorization: Bearer with its token",
-            );
-            r.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static(challenge),
-            );
-            return Some(r);
-        }
+    if guard.tokens.is_empty() {
+        return Ok(None);
     }
-    None
+    // RFC 6750 §3: no credentials, a bare challenge; wrong ones, `invalid_token`.
+    let presented = headers.get(header::AUTHORIZATION).map(|v| {
+        let v = v.as_bytes();
+        match v.get(..7) {
+            Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => {
+                v.get(7..).unwrap_or_default().trim_ascii()
+            }
+            _ => b"",
+        }
+    });
+    let challenge = match presented {
+        None => r#"Bearer realm="mcpx""#,
+        Some(p) => {
+            // Every token compared, so the time taken says nothing of which matched.
+            let mut found = None;
+            for t in &guard.tokens {
+                if t.matches(p) {
+                    found = Some(t.credential());
+                }
+            }
+            if found.is_some() {
+                return Ok(found);
+            }
+            r#"Bearer realm="mcpx", error="invalid_token""#
+        }
+    };
+    Err(Refusal {
+        challenge: Some(challenge),
+        ..Refusal::new(
+            StatusCode::UNAUTHORIZED,
+            "this server requires Authorization: Bearer with one of its tokens".to_owned(),
+        )
+    })
 }
 
 /// The request headers a browser may send to an MCP endpoint (CORS preflight), beyond
@@ -233,10 +342,11 @@ pub(crate) fn preflight(
     if let Some(host) = headers.get(header::HOST)
         && !host.to_str().is_ok_and(|h| guard.host_allowed(h))
     {
+        // Not an MCP message, and no revision named: the message as text.
         let shown = String::from_utf8_lossy(host.as_bytes()).into_owned();
-        return error_response(
+        return refuse(
             StatusCode::FORBIDDEN,
-            None,
+            To::default(),
             INVALID_REQUEST,
             &format!(
                 "Host {shown:?} is not in this server's allowed hosts (DNS-rebinding protection)"
@@ -289,8 +399,9 @@ pub(crate) fn allow(response: &mut Response, origin: &header::HeaderValue) {
     h.append(header::VARY, header::HeaderValue::from_static("Origin"));
 }
 
-/// The guard as a tower layer around every route: 403 for a foreign `Origin` or
-/// `Host`, the route otherwise.
+/// The guard as a tower layer around every route: the refusals of [`check`], the route
+/// otherwise (with the request's credential as an extension, where tokens are asked
+/// for).
 ///
 /// A plain layer rather than `axum::middleware::from_fn`: that boxes a ~1 KB future
 /// and clones the inner service on every request; this calls the route's own future
@@ -319,11 +430,14 @@ pub(crate) struct Guarded<S> {
 impl<S> tower_service::Service<Request> for Guarded<S>
 where
     S: tower_service::Service<Request, Response = Response>,
+    S::Error: Send + 'static,
 {
     type Response = Response;
     type Error = S::Error;
-    type Future =
-        futures_util::future::Either<std::future::Ready<Result<Response, S::Error>>, S::Future>;
+    type Future = futures_util::future::Either<
+        futures_util::future::BoxFuture<'static, Result<Response, S::Error>>,
+        S::Future,
+    >;
 
     fn poll_ready(
         &mut self,
@@ -334,10 +448,20 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
-        match refusal(&self.guard, &req) {
-            Some(r) => futures_util::future::Either::Left(std::future::ready(Ok(r))),
-            None => futures_util::future::Either::Right(self.inner.call(req)),
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        match check(&self.guard, &req) {
+            Err(refused) => {
+                let limits = self.guard.body_limits();
+                futures_util::future::Either::Left(Box::pin(async move {
+                    Ok(refused.answer(limits, req).await)
+                }))
+            }
+            Ok(credential) => {
+                if let Some(c) = credential {
+                    req.extensions_mut().insert(c);
+                }
+                futures_util::future::Either::Right(self.inner.call(req))
+            }
         }
     }
 }
@@ -370,7 +494,8 @@ impl BodyError {
                 format!("could not read the request body: {e}"),
             ),
         };
-        error_response(status, None, INVALID_REQUEST, &msg)
+        // The body was not read: its id is unreadable (register A-C4).
+        crate::streamable_http::error_response(status, None, INVALID_REQUEST, &msg)
     }
 }
 
@@ -411,16 +536,20 @@ pub(crate) async fn read_body(
 mod tests {
     use super::*;
 
+    fn guard(origins: &[&str], hosts: &[&str]) -> Guard {
+        let list = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect();
+        Guard::new(&HttpServerConfig {
+            allowed_origins: list(origins),
+            allowed_hosts: list(hosts),
+            ..HttpServerConfig::default()
+        })
+    }
+
     #[test]
     fn allow_lists() {
-        let g = Guard::new(
-            &[
-                "localhost".into(),
-                "127.0.0.1".into(),
-                "[::1]".into(),
-                "https://app.example".into(),
-            ],
-            &["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+        let g = guard(
+            &["localhost", "127.0.0.1", "[::1]", "https://app.example"],
+            &["localhost", "127.0.0.1", "[::1]"],
         );
         assert!(g.host_allowed("localhost:3921"));
         assert!(g.host_allowed("127.0.0.1"));
@@ -434,7 +563,7 @@ mod tests {
         assert!(!g.origin_allowed("https://app.example:444"));
         assert!(!g.origin_allowed("http://evil.example"));
         assert!(!g.origin_allowed("null"));
-        let exact = Guard::new(&["localhost:8080".into()], &["localhost:8080".into()]);
+        let exact = guard(&["localhost:8080"], &["localhost:8080"]);
         assert!(exact.host_allowed("localhost:8080"));
         assert!(exact.host_allowed(" LocalHost:8080 "));
         assert!(!exact.host_allowed("localhost"));

@@ -1633,13 +1633,15 @@ async fn foreign_host_with_allowed_origin_and_null_origin_are_refused() {
         let body = raw_body(&reply);
         let v: Value = serde_json::from_str(body).unwrap();
         assert_eq!(v["error"]["code"], -32600);
-        assert!(v.get("id").is_none());
+        // The refused request's id, read from its body: valid for every revision.
+        assert_eq!(v["id"], 1, "{body}");
         assert!(
             v["error"]["message"].as_str().unwrap().contains(named),
             "{body}"
         );
-        // An id-less error body is valid where the revision allows it (A-C4).
-        tap().validate_frame(R1125, body).unwrap();
+        for rev in [R0326, R0618, R1125] {
+            tap().validate_frame(rev, body).unwrap();
+        }
     }
     // The allowed pair reaches the endpoint (400: no session).
     let reply = raw(s.addr, req(&s.addr.to_string(), "http://localhost:5173")).await;
@@ -1709,4 +1711,261 @@ async fn the_host_a_request_names_is_required_once_and_checked() {
     .await;
     assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
     assert!(!reply.contains("allowed hosts"), "{reply}");
+}
+
+/// A raw HTTP/1.1 request to this server (`Connection: close`), with `headers` after
+/// `Host`, `Content-Type` and `Accept`.
+fn raw_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[String],
+    body: &str,
+) -> String {
+    format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{}Content-Length: {}\r\n\r\n{body}",
+        headers
+            .iter()
+            .map(|h| format!("{h}\r\n"))
+            .collect::<String>(),
+        body.len()
+    )
+}
+
+/// The header fields `X-Pad-1: x` … `X-Pad-n: x`.
+fn padding(n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("X-Pad-{i}: x")).collect()
+}
+
+/// The status line and body of a raw reply that is not JSON-RPC: plain text.
+fn plain_text(reply: &str) -> &str {
+    let head = reply.split_once("\r\n\r\n").map_or(reply, |(h, _)| h);
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; charset=utf-8"),
+        "{reply}"
+    );
+    raw_body(reply)
+}
+
+/// Issue #24, 9: a request over the header limits (`max_header_count`, default 100
+/// fields; `max_header_bytes`, default 64 KiB) gets 431 with a JSON-RPC error body
+/// (the request's id read from its body), not hyper's empty 431; only past twice the
+/// limit does hyper answer itself, without a body. The server goes on.
+#[tokio::test]
+async fn requests_over_the_header_limits_get_431_with_a_body() {
+    let s = start().await;
+    let list = json!({"jsonrpc":"2.0","id":7,"method":"tools/list"}).to_string();
+    let with = |extra: Vec<String>| {
+        let mut h = vec!["MCP-Protocol-Version: 2025-06-18".to_owned()];
+        h.extend(extra);
+        h
+    };
+    // 120 padding fields and 6 others: over 100.
+    let reply = raw(
+        s.addr,
+        raw_request(s.addr, "POST", "/mcp", &with(padding(120)), &list),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 431"), "{reply}");
+    let body = raw_body(&reply);
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(v["id"], 7, "{body}");
+    assert_eq!(v["error"]["code"], -32600, "{body}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("126 header fields; this server accepts at most 100"),
+        "{body}"
+    );
+    tap().validate_frame(R0618, body).unwrap();
+
+    // A header section over 64 KiB, in one field.
+    let big = vec![format!("X-Big: {}", "y".repeat(70 * 1024))];
+    let reply = raw(
+        s.addr,
+        raw_request(s.addr, "POST", "/mcp", &with(big), &list),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 431"), "{reply}");
+    let body = raw_body(&reply);
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(v["id"], 7, "{body}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 65536"),
+        "{body}"
+    );
+    tap().validate_frame(R0618, body).unwrap();
+
+    // A GET has no id: id-less where the revision allows it (2025-11-25), else text.
+    let mut h = vec!["MCP-Protocol-Version: 2025-11-25".to_owned()];
+    h.extend(padding(120));
+    let reply = raw(s.addr, raw_request(s.addr, "GET", "/mcp", &h, "")).await;
+    assert!(reply.starts_with("HTTP/1.1 431"), "{reply}");
+    let body = raw_body(&reply);
+    assert!(
+        serde_json::from_str::<Value>(body)
+            .unwrap()
+            .get("id")
+            .is_none()
+    );
+    tap().validate_frame(R1125, body).unwrap();
+    let reply = raw(
+        s.addr,
+        raw_request(s.addr, "GET", "/mcp", &padding(120), ""),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 431"), "{reply}");
+    assert!(plain_text(&reply).contains("at most 100"), "{reply}");
+
+    // Past twice the limit, hyper's own 431, without a body (docs/http.md).
+    let reply = raw(
+        s.addr,
+        raw_request(s.addr, "POST", "/mcp", &with(padding(250)), &list),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 431"), "{reply}");
+    assert_eq!(raw_body(&reply), "", "{reply}");
+
+    // Within the limits: served (400 here, a legacy request without a session).
+    let reply = raw(
+        s.addr,
+        raw_request(s.addr, "POST", "/mcp", &with(padding(90)), &list),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+}
+
+/// Issue #24, 11: a refusal's body is valid for the revision the request names. A 403
+/// for a foreign `Origin` carries the refused request's id (2025-03-26 and 2025-06-18
+/// require one); a refused notification gets an id-less error only where the revision
+/// allows it, else plain text.
+#[tokio::test]
+async fn a_foreign_origin_refusal_carries_the_request_id_or_no_json_rpc_body() {
+    let s = start().await;
+    let foreign = |rev: Option<Revision>, body: Value| {
+        let mut b = s
+            .post(body.to_string())
+            .header("origin", "http://evil.example");
+        if let Some(r) = rev {
+            b = b.header("mcp-protocol-version", r.as_str());
+        }
+        b
+    };
+    let list = |id: i64| json!({"jsonrpc":"2.0","id":id,"method":"tools/list"});
+    let note = json!({"jsonrpc":"2.0","method":"notifications/roots/list_changed"});
+    for rev in [R0326, R0618, R1125] {
+        let resp = foreign(header_for(rev), list(5)).send().await.unwrap();
+        assert_eq!(resp.status(), 403);
+        let text = resp.text().await.unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["id"], 5, "{rev}: {text}");
+        tap().validate_frame(rev, &text).unwrap();
+    }
+    // A notification has no id: plain text for 2025-06-18, id-less for 2025-11-25.
+    let resp = foreign(Some(R0618), note.clone()).send().await.unwrap();
+    assert_eq!(resp.status(), 403);
+    assert_eq!(content_type(&resp), "text/plain; charset=utf-8");
+    assert!(resp.text().await.unwrap().contains("Origin"));
+    let resp = foreign(Some(R1125), note.clone()).send().await.unwrap();
+    let v = expect_error(resp, 403, -32600, R1125).await;
+    assert!(v.get("id").is_none());
+    // A GET naming no revision: plain text.
+    let resp = s
+        .http
+        .get(s.url("/mcp"))
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    assert_eq!(content_type(&resp), "text/plain; charset=utf-8");
+}
+
+/// Issue #24, 11: a batch refused whole (a revision without batches, no session, an
+/// unknown one) is answered for its first request, whose id every revision's schema
+/// accepts; on /mcp and on HTTP+SSE. One with no request gets an id-less error only
+/// where the revision allows it, else plain text.
+#[tokio::test]
+async fn a_refused_batch_is_answered_for_its_first_request() {
+    let s = start().await;
+    let list = |id: i64| json!({"jsonrpc":"2.0","id":id,"method":"tools/list"});
+    let note = json!({"jsonrpc":"2.0","method":"notifications/roots/list_changed"});
+    let batch = json!([note.clone(), list(3), list(4)]);
+    for rev in [R0618, R1125] {
+        let sid = s.initialize(rev).await;
+        let resp = s
+            .legacy(&sid, Some(rev), batch.clone())
+            .send()
+            .await
+            .unwrap();
+        let v = expect_error(resp, 400, -32600, rev).await;
+        assert_eq!(v["id"], 3, "{rev}: {v}");
+        tap().validate_frame(rev, &v.to_string()).unwrap();
+        // Notifications only: nothing to name; plain text where an id is required.
+        let resp = s
+            .legacy(&sid, Some(rev), json!([note.clone()]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400);
+        if rev.facts().error_id_optional {
+            expect_error(resp, 400, -32600, rev).await;
+        } else {
+            assert_eq!(content_type(&resp), "text/plain; charset=utf-8");
+        }
+    }
+    // A 2025-03-26 batch without a session, or in an unknown one.
+    let resp = s.post(batch.to_string()).send().await.unwrap();
+    let v = expect_error(resp, 400, -32600, R0326).await;
+    assert_eq!(v["id"], 3);
+    tap().validate_frame(R0326, &v.to_string()).unwrap();
+    let resp = s.legacy("nope", None, batch.clone()).send().await.unwrap();
+    let v = expect_error(resp, 404, -32600, R0326).await;
+    assert_eq!(v["id"], 3);
+    tap().validate_frame(R0326, &v.to_string()).unwrap();
+
+    // HTTP+SSE, a 2024-11-05 session: a batch refused on the POST, with the first id.
+    let resp = s
+        .http
+        .get(s.url("/sse"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut sse = Sse::new(resp);
+    let ep = sse.next().await.unwrap().data;
+    let post = |body: Value| {
+        s.http
+            .post(s.url(&ep))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
+    assert_eq!(post(init).await.unwrap().status(), 202);
+    sse.next().await.unwrap();
+    let resp = post(json!([list(8), list(9)])).await.unwrap();
+    let v = expect_error(resp, 400, -32600, Revision::V2024_11_05).await;
+    assert_eq!(v["id"], 8);
+    tap()
+        .validate_frame(Revision::V2024_11_05, &v.to_string())
+        .unwrap();
+    // An unknown HTTP+SSE session: 404, naming the request.
+    let resp = s
+        .http
+        .post(s.url("/messages?sessionId=nope"))
+        .header("content-type", "application/json")
+        .body(list(10).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    assert_eq!(v["id"], 10);
 }

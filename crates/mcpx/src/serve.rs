@@ -11,7 +11,7 @@ use mcpx_gateway::app::{Adjust, App};
 use mcpx_gateway::config::{self, Config};
 use mcpx_gateway::upstream::State;
 use mcpx_transport::stdio::{StdioConfig, serve};
-use mcpx_transport::streamable_http::{self, HttpServerConfig};
+use mcpx_transport::streamable_http::{self, BearerToken, HttpServerConfig};
 
 /// Arguments of `mcpx serve`.
 #[derive(Debug, clap::Args)]
@@ -36,9 +36,10 @@ pub struct Args {
     /// or a full origin such as `https://app.example`; repeatable).
     #[arg(long, value_name = "ORIGIN", requires = "http")]
     allow_origin: Vec<String>,
-    /// With `--http`: require `Authorization: Bearer <token>` on every request, the
-    /// token being this file's contents (surrounding whitespace ignored). Default:
-    /// `$MCPX_SERVE_TOKEN`, else none.
+    /// With `--http`: require `Authorization: Bearer <token>` on every request, with one
+    /// of this file's tokens: one a line (surrounding whitespace ignored; blank lines
+    /// and lines starting with `#` skipped). Each legacy session is bound to the token
+    /// that opened it. Default: `$MCPX_SERVE_TOKEN` (one token), else none.
     #[arg(long, value_name = "FILE", requires = "http")]
     token_file: Option<PathBuf>,
     /// With `--http`: serve over TLS (HTTPS) with the certificate chain in this PEM file
@@ -69,19 +70,19 @@ fn listener_config(args: &Args, bind: SocketAddr) -> Result<HttpServerConfig, St
     config
         .allowed_origins
         .extend(args.allow_origin.iter().cloned());
-    let token = match &args.token_file {
-        Some(file) => Some(
-            std::fs::read_to_string(file)
-                .map_err(|e| format!("--token-file {}: {e}", file.display()))?,
-        ),
-        None => std::env::var(config::SERVE_TOKEN_ENV).ok(),
-    };
-    config.bearer_token = match token {
-        None => None,
-        Some(t) => Some(
-            mcpx_transport::streamable_http::BearerToken::new(&t)
-                .ok_or("the bearer token is empty (--token-file, or $MCPX_SERVE_TOKEN)")?,
-        ),
+    config.bearer_tokens = match &args.token_file {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("--token-file {}: {e}", file.display()))?;
+            BearerToken::from_lines(&text)
+                .map_err(|e| format!("--token-file {}: {e}", file.display()))?
+        }
+        None => match std::env::var(config::SERVE_TOKEN_ENV) {
+            Err(_) => Vec::new(),
+            Ok(t) => {
+                vec![BearerToken::new(&t).ok_or(format!("${} is empty", config::SERVE_TOKEN_ENV))?]
+            }
+        },
     };
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         config.tls = Some(mcpx_transport::streamable_http::TlsIdentity::from_pem_files(cert, key)?);
@@ -154,6 +155,10 @@ pub fn run(args: &Args) -> ExitCode {
     crate::runtime::run("serve", args.threads, |shutdown| async move {
         let max_frame = config.global.max_frame_bytes;
         let (max_sessions, session_idle) = (config.global.max_sessions, config.global.session_idle);
+        let (max_header_count, max_header_bytes) = (
+            config.global.max_header_count,
+            config.global.max_header_bytes,
+        );
         // Upstreams start in the background: the listener is up at once, and a host's
         // first request waits at most `startupWaitMs` for them.
         let app = App::start(config, path, adjust, EraCache::default_location());
@@ -177,6 +182,8 @@ pub fn run(args: &Args) -> ExitCode {
                 config.limits.max_frame_bytes = max_frame;
                 config.max_sessions = max_sessions;
                 config.session_idle_timeout = session_idle;
+                config.max_header_count = max_header_count;
+                config.max_header_bytes = max_header_bytes;
                 match tokio::net::TcpListener::bind(config.bind).await {
                     Err(e) => Err(e),
                     Ok(listener) => {
@@ -190,7 +197,7 @@ pub fn run(args: &Args) -> ExitCode {
                             "mcpx serve: Streamable HTTP at {scheme}://{addr}{}, HTTP+SSE at {scheme}://{addr}{}",
                             config.path, config.sse_path
                         );
-                        if !addr.ip().is_loopback() && config.bearer_token.is_none() {
+                        if !addr.ip().is_loopback() && config.bearer_tokens.is_empty() {
                             eprintln!(
                                 "mcpx serve: warning: {addr} is not a loopback address and no token is required (--token-file): whoever reaches it can use every upstream"
                             );

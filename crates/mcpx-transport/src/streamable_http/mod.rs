@@ -9,9 +9,13 @@
 //! * `GET {sse_path}` and `POST {messages_path}?sessionId=…` (defaults `/sse`,
 //!   `/messages`): the 2024-11-05 HTTP+SSE transport (`http_sse.rs`).
 //!
-//! Every request first passes the edge guards (`origin.rs`): `Origin`/`Host`
-//! allow-lists (403), the body size limit (413), the body read timeout (408). The
-//! header read timeout is enforced by the connection itself ([`serve`]).
+//! Every request first passes the edge guards (`origin.rs`): the header limits (431),
+//! `Origin`/`Host` allow-lists (403), the bearer tokens (401), the body size limit
+//! (413), the body read timeout (408). The header read timeout, and hyper's own
+//! ceilings on a head (twice the header limits), are enforced by the connection itself
+//! ([`serve`]). Where tokens are asked for, each legacy session is bound to the one
+//! that created it (`Credential`). Every refusal's body is valid for the revision
+//! the request names (`refuse`).
 
 pub mod client;
 
@@ -32,7 +36,7 @@ use hyper_util::service::TowerToHyperService;
 use mcpx_protocol::codec::Limits;
 use mcpx_protocol::error::INTERNAL_ERROR;
 use mcpx_protocol::jsonrpc::Kind;
-use mcpx_protocol::{Frame, Id};
+use mcpx_protocol::{Frame, Id, Revision};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -84,6 +88,16 @@ pub struct HttpServerConfig {
     pub keep_alive: Duration,
     /// Time allowed to receive a request's headers (default 10 s).
     pub header_timeout: Duration,
+    /// Most header fields a request may carry (default 100); more get 431 with a
+    /// JSON-RPC error body. The HTTP layer itself parses at most twice this many (at
+    /// least 100) and answers a request with more 431 without a body.
+    pub max_header_count: usize,
+    /// Largest header section a request may carry, in bytes (default 64 KiB): each
+    /// field's name and value, plus 4 bytes for `: ` and the line end. A larger one
+    /// gets 431 with a JSON-RPC error body. The HTTP layer itself reads a head of at
+    /// most twice this (at least 408 KiB, hyper's default) and answers a larger one
+    /// 431 without a body.
+    pub max_header_bytes: usize,
     /// Time allowed to receive a request's body once its headers are in (default
     /// 30 s); a client that does not finish gets 408.
     pub body_timeout: Duration,
@@ -101,34 +115,97 @@ pub struct HttpServerConfig {
     pub shutdown_grace: Duration,
     /// Frame limits for decoding bodies.
     pub limits: Limits,
-    /// The token every request must carry as `Authorization: Bearer <token>` (default
-    /// none); without it a request gets 401 with a `WWW-Authenticate: Bearer` challenge.
-    pub bearer_token: Option<BearerToken>,
+    /// The tokens a request may carry as `Authorization: Bearer <token>` (default
+    /// none: no token is asked for). When there is one, a request without an accepted
+    /// token gets 401 with a `WWW-Authenticate: Bearer` challenge, and each legacy
+    /// session is bound to the token that created it: another token's requests in it
+    /// are answered as in an unknown session (404).
+    pub bearer_tokens: Vec<BearerToken>,
     /// TLS: connections are accepted over TLS with this identity (default none: plain
     /// HTTP).
     pub tls: Option<TlsIdentity>,
 }
 
-/// A bearer token a listener requires; shown as `***` in debug output.
+/// A bearer token a listener accepts; shown as `***` in debug output.
 #[derive(Clone)]
-pub struct BearerToken(Arc<[u8]>);
+pub struct BearerToken {
+    token: Arc<[u8]>,
+    credential: Credential,
+}
 
 impl BearerToken {
     /// The token `text` (surrounding whitespace removed); `None` when it is empty.
     pub fn new(text: &str) -> Option<BearerToken> {
         let t = text.trim();
-        (!t.is_empty()).then(|| BearerToken(Arc::from(t.as_bytes())))
+        (!t.is_empty()).then(|| BearerToken {
+            token: Arc::from(t.as_bytes()),
+            credential: Credential::of(t.as_bytes()),
+        })
+    }
+
+    /// The tokens of a token file: one per line, surrounding whitespace removed; blank
+    /// lines and lines starting with `#` are skipped. An error when there is none.
+    pub fn from_lines(text: &str) -> Result<Vec<BearerToken>, &'static str> {
+        let tokens: Vec<BearerToken> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(BearerToken::new)
+            .collect();
+        if tokens.is_empty() {
+            return Err("no token (one a line; blank lines and # comments are skipped)");
+        }
+        Ok(tokens)
     }
 
     /// Whether `presented` is the token, compared in time independent of where they
     /// first differ.
     pub(crate) fn matches(&self, presented: &[u8]) -> bool {
-        let ours = &self.0;
+        let ours = &self.token;
         let mut diff = u8::from(presented.len() != ours.len());
         for (i, b) in ours.iter().enumerate() {
             diff |= b ^ presented.get(i).copied().unwrap_or(!b);
         }
         diff == 0
+    }
+
+    /// The fingerprint a request carrying this token is known by.
+    pub(crate) fn credential(&self) -> Credential {
+        self.credential
+    }
+}
+
+/// Who a request authenticated as, on a listener that asks for credentials: a
+/// fingerprint of the credential it carried (the first 16 bytes of its SHA-256,
+/// computed once when the listener is configured), never the credential itself.
+/// Each legacy session keeps the one that created it (2025-11-25
+/// basic/security_best_practices §Session Hijacking: bind the session to the user), and
+/// it travels with a request as an extension set by the edge guard.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Credential([u8; 16]);
+
+impl Credential {
+    fn of(secret: &[u8]) -> Credential {
+        let digest = ring::digest::digest(&ring::digest::SHA256, secret);
+        let mut fp = [0u8; 16];
+        for (d, s) in fp.iter_mut().zip(digest.as_ref()) {
+            *d = *s;
+        }
+        Credential(fp)
+    }
+
+    /// The credential a request carried, as the edge guard found it (`None` where no
+    /// credential is asked for).
+    pub(crate) fn of_request(extensions: &axum::http::Extensions) -> Option<Credential> {
+        extensions.get::<Credential>().copied()
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A few bytes of the fingerprint tell two credentials apart in a debug log.
+        let [a, b, c, d, ..] = self.0;
+        write!(f, "Credential({a:02x}{b:02x}{c:02x}{d:02x}…)")
     }
 }
 
@@ -192,6 +269,8 @@ impl Default for HttpServerConfig {
             max_sse_event_bytes: 4 * 1024 * 1024,
             keep_alive: Duration::from_secs(15),
             header_timeout: Duration::from_secs(10),
+            max_header_count: 100,
+            max_header_bytes: 64 * 1024,
             body_timeout: Duration::from_secs(30),
             replay_buffer: 256,
             max_sessions: 1024,
@@ -199,7 +278,7 @@ impl Default for HttpServerConfig {
             max_pending: 64,
             shutdown_grace: Duration::from_secs(5),
             limits: Limits::default(),
-            bearer_token: None,
+            bearer_tokens: Vec::new(),
             tls: None,
         }
     }
@@ -236,10 +315,7 @@ fn build<S: Service>(
     config: HttpServerConfig,
     shutdown: CancellationToken,
 ) -> Built<S> {
-    let guard = Arc::new(
-        origin::Guard::new(&config.allowed_origins, &config.allowed_hosts)
-            .with_token(config.bearer_token.clone()),
-    );
+    let guard = Arc::new(origin::Guard::new(&config));
     let (path, sse_path, messages_path) = (
         config.path.clone(),
         config.sse_path.clone(),
@@ -348,10 +424,17 @@ impl<S: Service> Front<S> {
     fn answer(&self, req: axum::http::Request<hyper::body::Incoming>) -> FrontFuture {
         if req.method() == axum::http::Method::POST && req.uri().path() == self.app.config.path {
             let (app, guard) = (self.app.clone(), self.guard.clone());
-            let req = req.map(Body::new);
+            let mut req = req.map(Body::new);
             return futures_util::future::Either::Left(Box::pin(async move {
-                if let Some(refused) = origin::refusal(&guard, &req) {
-                    return Ok(refused);
+                match origin::check(&guard, &req) {
+                    // Boxed: a refusal's body read stays out of every POST's future.
+                    Err(refused) => {
+                        return Ok(Box::pin(refused.answer(guard.body_limits(), req)).await);
+                    }
+                    Ok(Some(credential)) => {
+                        req.extensions_mut().insert(credential);
+                    }
+                    Ok(None) => {}
                 }
                 Ok(server::post(axum::extract::State(app), req).await)
             }));
@@ -369,6 +452,7 @@ pub async fn serve<S: Service>(
     config: HttpServerConfig,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
+    let head = Head::of(&config);
     let header_timeout = config.header_timeout;
     let grace = config.shutdown_grace;
     let tls = config.tls.clone();
@@ -403,14 +487,14 @@ pub async fn serve<S: Service>(
         };
         let stop = shutdown.clone();
         match &tls {
-            None => conns.spawn(connection(stream, svc, header_timeout, stop)),
+            None => conns.spawn(connection(stream, svc, head, stop)),
             Some(TlsIdentity(acceptor)) => {
                 let accepting = acceptor.accept(stream);
                 conns.spawn(async move {
                     // The handshake within the header read timeout: a client that
                     // stalls it holds a task no longer than one that stalls its head.
                     match tokio::time::timeout(header_timeout, accepting).await {
-                        Ok(Ok(stream)) => connection(stream, svc, header_timeout, stop).await,
+                        Ok(Ok(stream)) => connection(stream, svc, head, stop).await,
                         Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
                         Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
@@ -427,21 +511,53 @@ pub async fn serve<S: Service>(
     Ok(())
 }
 
+/// hyper's own limit on a request's head, its read buffer's default (8 KiB + 400 KiB).
+const HYPER_HEAD_BYTES: usize = 8192 + 4096 * 100;
+/// hyper's header field slots per request by default, held on the stack; more are
+/// allocated on the heap for every request.
+const HYPER_HEADER_FIELDS: usize = 100;
+
+/// How hyper reads a request's head: within the header read timeout, and with room for
+/// twice the configured header limits (at least hyper's defaults). The guard enforces
+/// the limits themselves, so that a request over them gets 431 with a JSON-RPC body;
+/// past hyper's own ceilings hyper answers 431 itself, without a body.
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    timeout: Duration,
+    fields: usize,
+    bytes: usize,
+}
+
+impl Head {
+    fn of(config: &HttpServerConfig) -> Head {
+        Head {
+            timeout: config.header_timeout,
+            fields: config
+                .max_header_count
+                .saturating_mul(2)
+                .max(HYPER_HEADER_FIELDS),
+            bytes: config
+                .max_header_bytes
+                .saturating_mul(2)
+                .max(HYPER_HEAD_BYTES),
+        }
+    }
+}
+
 /// Serves HTTP/1.1 on one accepted connection (plain or TLS) until it closes, or
 /// gracefully once `stop` fires.
-async fn connection<S, T>(
-    stream: T,
-    svc: Front<S>,
-    header_timeout: Duration,
-    stop: CancellationToken,
-) where
+async fn connection<S, T>(stream: T, svc: Front<S>, head: Head, stop: CancellationToken)
+where
     S: Service,
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(head.timeout)
+        .max_headers(head.fields)
+        // At least hyper's minimum (8 KiB), which would panic otherwise.
+        .max_buf_size(head.bytes);
     let conn = builder.serve_connection(TokioIo::new(stream), svc);
     tokio::pin!(conn);
     let result = tokio::select! {
@@ -486,6 +602,81 @@ pub(crate) fn json_response(status: StatusCode, body: String) -> Response {
         body,
     )
         .into_response()
+}
+
+/// What a refusal can tell its receiver in a JSON-RPC error: the id of the request
+/// refused and the revision the request names, where they are known.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct To<'a> {
+    pub(crate) id: Option<&'a Id>,
+    pub(crate) revision: Option<Revision>,
+}
+
+impl<'a> To<'a> {
+    /// The request `id` (if it has one), in `revision` (if known).
+    pub(crate) fn new(id: Option<&'a Id>, revision: Option<Revision>) -> To<'a> {
+        To { id, revision }
+    }
+}
+
+/// A refusal with a body valid for its receiver's revision: a JSON-RPC error with the
+/// request's id where it was read; without an id where the revision allows that
+/// (2025-11-25 on: `JSONRPCErrorResponse.id` is optional); otherwise no JSON-RPC error
+/// can be valid (2024-11-05..2025-06-18 require the id, and a revision not known may
+/// be one of them), and the message goes as plain text.
+///
+/// An error about text whose id could not be read (a parse error, a body over the
+/// limit) is register A-C4's, and omits the id in every revision: see
+/// [`error_response`].
+pub(crate) fn refuse(status: StatusCode, to: To<'_>, code: i64, message: &str) -> Response {
+    refuse_with(status, to, message, |id| {
+        Frame::error_response(id, code, message, None)
+    })
+}
+
+/// [`refuse`] with the JSON-RPC error made by `error` for the id.
+pub(crate) fn refuse_with(
+    status: StatusCode,
+    to: To<'_>,
+    message: &str,
+    error: impl FnOnce(Option<&Id>) -> Frame,
+) -> Response {
+    if to.id.is_some() || to.revision.is_some_and(|r| r.facts().error_id_optional) {
+        return json_response(status, error(to.id).into_string());
+    }
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        )],
+        format!("{message}\n"),
+    )
+        .into_response()
+}
+
+/// The revision a request's `MCP-Protocol-Version` names, if it names one mcpx knows.
+pub(crate) fn header_revision(headers: &axum::http::HeaderMap) -> Option<Revision> {
+    headers
+        .get(mcpx_protocol::header::PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| Revision::from_wire(v.trim()))
+}
+
+/// The id of the first request in a decoded body (of a batch, its first request's):
+/// what a refusal of the whole body answers (see docs/http.md, Refusals).
+pub(crate) fn first_request_id(decoded: &mcpx_protocol::Decoded) -> Option<Id> {
+    let request_id = |f: &Frame| {
+        (f.kind() == Kind::Request)
+            .then(|| f.id().cloned())
+            .flatten()
+    };
+    match decoded {
+        mcpx_protocol::Decoded::Single(f) => request_id(f),
+        mcpx_protocol::Decoded::Batch(items) => items
+            .iter()
+            .find_map(|item| item.as_ref().ok().and_then(request_id)),
+    }
 }
 
 /// An HTTP error with a JSON-RPC error body (`id` omitted when `None`, register A-C4).
@@ -698,6 +889,22 @@ mod tests {
             }
         }
         h
+    }
+
+    #[test]
+    fn token_files_hold_a_token_a_line() {
+        let tokens = BearerToken::from_lines("# hosts\n alpha \n\n#beta\ngamma\r\n").unwrap();
+        let fingerprints: Vec<Credential> = tokens.iter().map(BearerToken::credential).collect();
+        assert_eq!(tokens.len(), 2);
+        assert!(tokens[0].matches(b"alpha") && !tokens[0].matches(b"gamma"));
+        assert!(tokens[1].matches(b"gamma"));
+        assert_ne!(fingerprints[0], fingerprints[1]);
+        assert_eq!(
+            BearerToken::new("alpha").map(|t| t.credential()),
+            Some(fingerprints[0])
+        );
+        assert!(!format!("{:?}", tokens[0]).contains("alpha"));
+        assert!(BearerToken::from_lines("# none\n\n").is_err());
     }
 
     #[test]

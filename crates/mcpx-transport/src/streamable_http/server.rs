@@ -11,6 +11,10 @@
 //!   Management), ids are 16 random bytes, hex; an unknown session is 404, a
 //!   non-initialize request without one is 400 (`ping` excepted: basic/lifecycle allows
 //!   it before initialisation), DELETE ends a session (204).
+//! * Where the listener asks for tokens, a session is bound to the credential of the
+//!   `initialize` that created it (2025-11-25 basic/security_best_practices §Session
+//!   Hijacking): to a request with another, its POSTs, GETs and DELETE, the session
+//!   does not exist (404, the unknown session's answer, which tells it nothing).
 //! * GET opens the session's server stream, where `Peer` messages travel. **Choice:**
 //!   one GET stream per session; a second concurrent GET gets 409 Conflict, except a
 //!   GET carrying `Last-Event-ID`, which replaces the old connection (the client says
@@ -70,8 +74,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    App, OnDrop, accepted, accepts, error_response, fit_event, is_json_content_type, json_response,
-    sse_event, sse_response,
+    App, Credential, OnDrop, To, accepted, accepts, error_response, first_request_id, fit_event,
+    header_revision, is_json_content_type, json_response, refuse, refuse_with, sse_event,
+    sse_response,
 };
 use crate::pending::{InFlight, Pending, cancelled_request_id};
 use crate::service::{Incoming, Peer, Related, RequestCtx, Service, boxed_request};
@@ -95,6 +100,9 @@ pub(crate) struct Sessions {
 /// One legacy session.
 pub(crate) struct Session {
     id: Arc<str>,
+    /// The credential of the request that created it, where the listener asks for
+    /// one: only requests carrying the same one find the session.
+    owner: Option<Credential>,
     peer: Peer,
     inflight: InFlight,
     log: Mutex<Log>,
@@ -138,11 +146,13 @@ enum Lookup {
 }
 
 impl Sessions {
-    fn get(&self, id: &str, idle: std::time::Duration) -> Lookup {
+    /// The session `id`, for a request carrying `owner`: one created with another
+    /// credential is unknown to it (and not touched).
+    fn get(&self, id: &str, idle: std::time::Duration, owner: Option<Credential>) -> Lookup {
         let Ok(mut map) = self.map.lock() else {
             return Lookup::Unknown;
         };
-        let Some(s) = map.get(id).cloned() else {
+        let Some(s) = map.get(id).filter(|s| s.owner == owner).cloned() else {
             return Lookup::Unknown;
         };
         if s.expired(idle) {
@@ -155,8 +165,13 @@ impl Sessions {
         Lookup::Live(s)
     }
 
-    fn remove(&self, id: &str) -> Option<Arc<Session>> {
-        self.map.lock().ok()?.remove(id)
+    /// Removes the session `id` if `owner` created it.
+    fn remove(&self, id: &str, owner: Option<Credential>) -> Option<Arc<Session>> {
+        let mut map = self.map.lock().ok()?;
+        if map.get(id)?.owner != owner {
+            return None;
+        }
+        map.remove(id)
     }
 
     /// Drops expired sessions; returns them so the service hears of it.
@@ -365,19 +380,21 @@ fn tool_name(frame: &Frame) -> Option<std::borrow::Cow<'_, str>> {
     mcpx_protocol::jsonrpc::string_value(frame.params_name()?)
 }
 
-fn rejection_response(r: &Rejection, id: Option<&Id>) -> Response {
+fn rejection_response(r: &Rejection, to: To<'_>) -> Response {
     let status = StatusCode::from_u16(r.http_status).unwrap_or(StatusCode::BAD_REQUEST);
-    json_response(status, r.to_response(id).into_string())
+    refuse_with(status, to, &r.message, |id| r.to_response(id))
 }
 
-fn bad_request(id: Option<&Id>, msg: &str) -> Response {
-    error_response(StatusCode::BAD_REQUEST, id, INVALID_REQUEST, msg)
+fn bad_request(to: To<'_>, msg: &str) -> Response {
+    refuse(StatusCode::BAD_REQUEST, to, INVALID_REQUEST, msg)
 }
 
-fn session_not_found(id: Option<&Id>) -> Response {
-    error_response(
+/// An unknown session, an expired one, or one another credential created: the same
+/// answer, so that it says nothing of sessions the client does not hold.
+fn session_not_found(to: To<'_>) -> Response {
+    refuse(
         StatusCode::NOT_FOUND,
-        id,
+        to,
         INVALID_REQUEST,
         "session not found (it expired or was terminated); start a new one with initialize",
     )
@@ -387,9 +404,9 @@ fn session_not_found(id: Option<&Id>) -> Response {
 /// neither `initialize` nor in a session: 400, with no 2026 error code, so that a
 /// dual-era client probing it recognises a legacy server (2026-07-28
 /// streamable-http §Backward Compatibility; register A-C14).
-fn legacy_only_refusal(frame: &Frame) -> Response {
+fn legacy_only_refusal(frame: &Frame, revision: Option<Revision>) -> Response {
     bad_request(
-        frame.id(),
+        To::new(frame.id(), revision),
         "missing Mcp-Session-Id: this server speaks only initialize-based protocol revisions",
     )
 }
@@ -398,10 +415,11 @@ fn legacy_only_refusal(frame: &Frame) -> Response {
 pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let headers = parts.headers;
+    let owner = Credential::of_request(&parts.extensions);
     if !is_json_content_type(&headers) {
-        return error_response(
+        return refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            None,
+            To::new(None, header_revision(&headers)),
             INVALID_REQUEST,
             "Content-Type must be application/json",
         );
@@ -409,9 +427,9 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
     // Every revision's §Sending Messages: the client lists both types. Lenient: a
     // missing Accept is fine; one that admits neither is 406.
     if !accepts(&headers, &["application/json", "text/event-stream"]) {
-        return error_response(
+        return refuse(
             StatusCode::NOT_ACCEPTABLE,
-            None,
+            To::new(None, header_revision(&headers)),
             INVALID_REQUEST,
             "Accept must admit application/json or text/event-stream",
         );
@@ -428,7 +446,7 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
         // Boxed here and below: a rare path's future (which holds a whole service
         // call) stays out of every POST's, which axum boxes per request.
         batch @ Decoded::Batch(_) => {
-            return Box::pin(post_batch(&app, batch, protocol_version, session_id)).await;
+            return Box::pin(post_batch(&app, batch, protocol_version, session_id, owner)).await;
         }
     };
     let verdict = match classify_http(&HttpRequest {
@@ -439,39 +457,71 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
     }) {
         Ok(v) => v,
         // A legacy-only server knows none of the 2026 rules it would be applying.
-        Err(_) if !cfg.modern => return legacy_only_refusal(&frame),
-        Err(r) => return rejection_response(&r, frame.id()),
+        Err(_) if !cfg.modern => return legacy_only_refusal(&frame, header_revision(&headers)),
+        Err(r) => return rejection_response(&r, To::new(frame.id(), header_revision(&headers))),
     };
     match verdict {
-        Verdict::Modern { .. } if !cfg.modern => legacy_only_refusal(&frame),
+        Verdict::Modern { .. } if !cfg.modern => {
+            legacy_only_refusal(&frame, Some(verdict.revision()))
+        }
         Verdict::Modern { .. } => modern_post(&app, &headers, frame, verdict).await,
         Verdict::Legacy { .. } => {
-            legacy_post(&app, frame, verdict, protocol_version, session_id).await
+            let http = Legacy {
+                protocol_version,
+                session_id,
+                owner,
+            };
+            legacy_post(&app, frame, verdict, http).await
         }
     }
 }
 
-/// The session a legacy message belongs to, or the answer it gets instead.
+/// What a legacy request's HTTP headers and guard say of its session.
+#[derive(Clone, Copy)]
+struct Legacy<'a> {
+    protocol_version: Option<&'a str>,
+    session_id: Option<&'a str>,
+    /// The credential the request carried (`None` where none is asked for).
+    owner: Option<Credential>,
+}
+
+/// The session a legacy message belongs to, or the answer it gets instead (for the
+/// request `id`, if it has one).
 fn legacy_session<S: Service>(
     app: &App<S>,
-    session_id: Option<&str>,
-    protocol_version: Option<&str>,
+    http: Legacy<'_>,
     id: Option<&Id>,
 ) -> Result<Arc<Session>, Box<Response>> {
+    let Legacy {
+        protocol_version,
+        session_id,
+        owner,
+    } = http;
+    // Without a session, the revision the request names is its header's (read only
+    // for a refusal).
+    let to = || {
+        To::new(
+            id,
+            protocol_version.and_then(|v| Revision::from_wire(v.trim())),
+        )
+    };
     let Some(sid) = session_id else {
         return Err(Box::new(bad_request(
-            id,
+            to(),
             "missing Mcp-Session-Id: send initialize first (2025-03-26+ basic/transports §Session Management)",
         )));
     };
-    let session = match app.sessions.get(sid, app.config.session_idle_timeout) {
+    let session = match app
+        .sessions
+        .get(sid, app.config.session_idle_timeout, owner)
+    {
         Lookup::Live(s) => s,
         Lookup::Expired(dead) => {
             // An expired session ends like a deleted one (`Service::session_closed`).
             app.service.session_closed(&dead.peer);
-            return Err(Box::new(session_not_found(id)));
+            return Err(Box::new(session_not_found(to())));
         }
-        Lookup::Unknown => return Err(Box::new(session_not_found(id))),
+        Lookup::Unknown => return Err(Box::new(session_not_found(to()))),
     };
     if let Some(h) = protocol_version.map(str::trim)
         && Revision::from_wire(h) != Some(session.peer.revision)
@@ -493,24 +543,24 @@ async fn legacy_post<S: Service>(
     app: &Arc<App<S>>,
     frame: Frame,
     verdict: Verdict,
-    protocol_version: Option<&str>,
-    session_id: Option<&str>,
+    http: Legacy<'_>,
 ) -> Response {
     if let Verdict::Legacy {
         initialize: true, ..
     } = verdict
     {
         // Boxed, as the other rare paths below: each holds a whole service call.
-        return Box::pin(initialize(app, frame, verdict)).await;
+        return Box::pin(initialize(app, frame, verdict, http.owner)).await;
     }
-    if session_id.is_none() && frame.kind() == Kind::Request && frame.method() == Some("ping") {
+    if http.session_id.is_none() && frame.kind() == Kind::Request && frame.method() == Some("ping")
+    {
         // basic/lifecycle §Initialization: pings are allowed before initialisation.
         let (tx, _rx) = mpsc::channel(1);
         let ctx = RequestCtx::new(CancellationToken::new(), Related(tx), None);
         let response = Box::pin(app.service.request(Incoming { frame, verdict }, ctx)).await;
         return json_response(StatusCode::OK, response.into_string());
     }
-    let session = match legacy_session(app, session_id, protocol_version, frame.id()) {
+    let session = match legacy_session(app, http, frame.id()) {
         Ok(s) => s,
         Err(r) => return *r,
     };
@@ -547,7 +597,12 @@ async fn legacy_post<S: Service>(
 
 /// `initialize`: answered with JSON; a successful result opens a session at the
 /// revision it names (every legacy basic/lifecycle §Version Negotiation).
-async fn initialize<S: Service>(app: &Arc<App<S>>, frame: Frame, verdict: Verdict) -> Response {
+async fn initialize<S: Service>(
+    app: &Arc<App<S>>,
+    frame: Frame,
+    verdict: Verdict,
+    owner: Option<Credential>,
+) -> Response {
     let cfg = &app.config;
     for dead in app.sessions.reap(cfg.session_idle_timeout) {
         dead.close();
@@ -615,6 +670,7 @@ async fn initialize<S: Service>(app: &Arc<App<S>>, frame: Frame, verdict: Verdic
     );
     let session = Arc::new(Session {
         id: sid.clone(),
+        owner,
         peer: Peer::open(
             revision,
             Some(sid.clone()),
@@ -758,7 +814,10 @@ async fn legacy_request<S: Service>(
     verdict: Verdict,
 ) -> Response {
     let Some(id) = frame.id().cloned() else {
-        return bad_request(None, "a request without an id");
+        return bad_request(
+            To::new(None, Some(session.peer.revision)),
+            "a request without an id",
+        );
     };
     let Some(token) = session.inflight.start(&id) else {
         return json_response(
@@ -865,13 +924,13 @@ async fn modern_post<S: Service>(
         Kind::Result | Kind::Error => {
             // 2026-07-28 §Sending Messages: "The client MUST NOT send JSON-RPC responses."
             return bad_request(
-                None,
+                To::new(None, Some(rev)),
                 "modern (2026-07-28) clients never send JSON-RPC responses",
             );
         }
         Kind::Notification => {
             if let Err(r) = mcp_header::validate(&frame, |n| modern_header(headers, n), &[]) {
-                return rejection_response(&r, None);
+                return rejection_response(&r, To::new(None, Some(rev)));
             }
             // Boxed: a notification's handling stays out of every request's future.
             Box::pin(app.service.notification(Incoming { frame, verdict }, None)).await;
@@ -880,7 +939,7 @@ async fn modern_post<S: Service>(
         Kind::Request => {}
     }
     let Some(id) = frame.id().cloned() else {
-        return bad_request(None, "a request without an id");
+        return bad_request(To::new(None, Some(rev)), "a request without an id");
     };
     // 2026-07-28 streamable-http §Custom Headers from Tool Parameters: the called
     // tool's `x-mcp-header` annotations name the `Mcp-Param-*` headers to check.
@@ -889,7 +948,7 @@ async fn modern_post<S: Service>(
         None => Vec::new(),
     };
     if let Err(r) = mcp_header::validate(&frame, |n| modern_header(headers, n), &params) {
-        return rejection_response(&r, Some(&id));
+        return rejection_response(&r, To::new(Some(&id), Some(rev)));
     }
     let method = frame.method().unwrap_or_default();
     // ext-tasks 2026-07-28 §Supported Methods: the extension's methods exist for modern
@@ -977,12 +1036,21 @@ async fn modern_post<S: Service>(
 }
 
 /// A batch POST: 2025-03-26 only.
+///
+/// A batch refused whole (no session, an unknown one, a revision without batches) is
+/// answered for its first request: the error carries that request's id, which every
+/// revision's schema accepts (2024-11-05..2025-06-18 require an id; one error is all
+/// an HTTP answer can carry there, having no batch form). A batch with no request in it
+/// gets an error without an id where the revision allows that, else plain text
+/// (`refuse`; docs/http.md, Refusals).
 async fn post_batch<S: Service>(
     app: &Arc<App<S>>,
     batch: Decoded,
     protocol_version: Option<&str>,
     session_id: Option<&str>,
+    owner: Option<Credential>,
 ) -> Response {
+    let first = first_request_id(&batch);
     let verdict = match classify_http(&HttpRequest {
         method: HttpMethod::Post,
         protocol_version,
@@ -990,10 +1058,15 @@ async fn post_batch<S: Service>(
         body: None,
     }) {
         Ok(v) => v,
-        Err(r) => return rejection_response(&r, None),
+        Err(r) => return rejection_response(&r, To::new(first.as_ref(), None)),
+    };
+    let http = Legacy {
+        protocol_version,
+        session_id,
+        owner,
     };
     let session = match verdict {
-        Verdict::Legacy { .. } => match legacy_session(app, session_id, protocol_version, None) {
+        Verdict::Legacy { .. } => match legacy_session(app, http, first.as_ref()) {
             Ok(s) => Some(s),
             Err(r) => return *r,
         },
@@ -1002,13 +1075,14 @@ async fn post_batch<S: Service>(
     let rev = session
         .as_ref()
         .map_or(verdict.revision(), |s| s.peer.revision);
+    let to = To::new(first.as_ref(), Some(rev));
     let items = match codec::admit(batch, rev) {
         Ok(items) => items,
-        Err(e) => return json_response(StatusCode::BAD_REQUEST, e.to_response().into_string()),
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, to, e.code(), &e.kind.to_string()),
     };
     // Only a 2025-03-26 session gets here (the one revision with batches).
     let Some(session) = session else {
-        return bad_request(None, "batches need a legacy session");
+        return bad_request(to, "batches need a legacy session");
     };
     let verdict = Verdict::Legacy {
         revision: rev,
@@ -1022,7 +1096,12 @@ async fn post_batch<S: Service>(
             Ok(f) if f.kind() == Kind::Request => requests.push(f),
             Ok(f) => {
                 let sid = session.id.clone();
-                let _ = legacy_post(app, f, verdict, None, Some(&sid)).await;
+                let http = Legacy {
+                    protocol_version: None,
+                    session_id: Some(&sid),
+                    owner,
+                };
+                let _ = legacy_post(app, f, verdict, http).await;
             }
         }
     }
@@ -1063,6 +1142,7 @@ async fn post_batch<S: Service>(
 /// `GET {path}`: the legacy session's server stream.
 pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
     let headers = req.headers();
+    let owner = Credential::of_request(req.extensions());
     let protocol_version = header_str(headers, PROTOCOL_VERSION);
     let session_id = header_str(headers, SESSION_ID);
     let verdict = classify_http(&HttpRequest {
@@ -1071,21 +1151,28 @@ pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request
         session_id,
         body: None,
     });
+    // A GET carries no JSON-RPC message: its refusals have no id to give.
+    let named = To::new(None, header_revision(headers));
     if matches!(verdict, Ok(Verdict::Modern { .. })) || session_id.is_none() {
         // 2026-07-28 §Earlier Streamable HTTP Revisions: GET is 405 for modern
         // clients; legacy §Listening for Messages: 405 where no stream is offered
         // (without a session there is none).
-        return method_not_allowed();
+        return method_not_allowed(named);
     }
     if !accepts(headers, &["text/event-stream"]) {
-        return error_response(
+        return refuse(
             StatusCode::NOT_ACCEPTABLE,
-            None,
+            named,
             INVALID_REQUEST,
             "Accept must admit text/event-stream",
         );
     }
-    let session = match legacy_session(&app, session_id, protocol_version, None) {
+    let http = Legacy {
+        protocol_version,
+        session_id,
+        owner,
+    };
+    let session = match legacy_session(&app, http, None) {
         Ok(s) => s,
         Err(r) => return *r,
     };
@@ -1101,9 +1188,9 @@ pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request
         Some((stream, seq)) => session.attach(stream, Some(seq), false),
         None => {
             if session.get_connected() {
-                return error_response(
+                return refuse(
                     StatusCode::CONFLICT,
-                    None,
+                    To::new(None, Some(session.peer.revision)),
                     INVALID_REQUEST,
                     "this session's GET stream is already open",
                 );
@@ -1120,9 +1207,11 @@ pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request
     )
 }
 
-/// `DELETE {path}`: ends a legacy session (2025-03-26+ §Session Management).
+/// `DELETE {path}`: ends a legacy session (2025-03-26+ §Session Management), if the
+/// request's credential created it.
 pub(crate) async fn delete<S: Service>(State(app): State<Arc<App<S>>>, req: Request) -> Response {
     let headers = req.headers();
+    let owner = Credential::of_request(req.extensions());
     let protocol_version = header_str(headers, PROTOCOL_VERSION);
     let session_id = header_str(headers, SESSION_ID);
     let verdict = classify_http(&HttpRequest {
@@ -1131,26 +1220,27 @@ pub(crate) async fn delete<S: Service>(State(app): State<Arc<App<S>>>, req: Requ
         session_id,
         body: None,
     });
+    let named = To::new(None, header_revision(headers));
     if matches!(verdict, Ok(Verdict::Modern { .. })) {
-        return method_not_allowed();
+        return method_not_allowed(named);
     }
     let Some(sid) = session_id else {
-        return bad_request(None, "missing Mcp-Session-Id");
+        return bad_request(named, "missing Mcp-Session-Id");
     };
-    match app.sessions.remove(sid) {
+    match app.sessions.remove(sid, owner) {
         Some(session) => {
             session.close();
             app.service.session_closed(&session.peer);
             axum::response::IntoResponse::into_response(StatusCode::NO_CONTENT)
         }
-        None => session_not_found(None),
+        None => session_not_found(named),
     }
 }
 
-fn method_not_allowed() -> Response {
-    let mut r = error_response(
+fn method_not_allowed(to: To<'_>) -> Response {
+    let mut r = refuse(
         StatusCode::METHOD_NOT_ALLOWED,
-        None,
+        to,
         INVALID_REQUEST,
         "no server stream is offered here: GET and DELETE exist only for legacy sessions",
     );
