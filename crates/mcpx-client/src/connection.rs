@@ -834,9 +834,7 @@ impl Connection {
                                 Kind::Notification => {
                                     self.relay(&f, opts).await;
                                 }
-                                Kind::Request => {
-                                    Box::pin(self.answer_ask(f, opts.events.as_ref())).await;
-                                }
+                                Kind::Request => self.answer_ask(f, AskRoute::of(&opts.events)),
                                 _ => {}
                             }
                         }
@@ -858,7 +856,7 @@ impl Connection {
                         timer.as_mut().reset(deadline);
                     }
                 }
-                Kind::Request => Box::pin(self.answer_ask(frame, opts.events.as_ref())).await,
+                Kind::Request => self.answer_ask(frame, AskRoute::of(&opts.events)),
             }
         }
     }
@@ -928,11 +926,16 @@ impl Connection {
         }
     }
 
-    /// Answers a request the upstream sent to the client while a call was in flight.
-    /// The answer is awaited in its own task, so the call goes on taking frames
-    /// meanwhile: an upstream may ask several questions at once (each a request of its
-    /// own) and the host sees them together.
-    async fn answer_ask(&self, frame: Frame, events: Option<&mpsc::Sender<Box<CallEvent>>>) {
+    /// Answers a request the upstream sent to the client while a call was in flight
+    /// (or naming a task mcpx follows). It never waits: its callers are the
+    /// connection's reader and a call's driver, which must go on taking frames, and
+    /// an upstream may ask many questions at once (each a request of its own), more
+    /// than a host may be asked. The ask goes to `events` for the caller to put to a
+    /// host, and the answer is awaited in a task of its own; when `events` is full,
+    /// closed or absent the ask is refused at once (-32603, the code every legacy
+    /// revision has for a request the client cannot serve). Every answer is written
+    /// by a task, so the reader never waits for the upstream to read its stdin either.
+    fn answer_ask(&self, frame: Frame, to: AskRoute<'_>) {
         let Some(id) = frame.id().cloned() else {
             return;
         };
@@ -943,53 +946,48 @@ impl Connection {
             tracing::warn!(upstream = %self.inner.name, %method, "dropped a request from a 2026-07-28 server (forbidden in that revision; allow with spec.lenient)");
             return;
         }
-        let pending = match (&method[..], events) {
-            ("ping", _) => None,
-            (_, Some(events)) => {
+        let refused = |why: String| Answer::Now(Err(AskRefusal::new(-32603, why)));
+        let too_many = || {
+            refused(format!(
+                "too many pending requests: {method} refused (mcpx holds more of this server's requests than it can put to the client)"
+            ))
+        };
+        let answer = match (&method[..], to) {
+            ("ping", _) => Answer::Now(Ok(json!({}))),
+            (_, AskRoute::Busy) => too_many(),
+            (_, AskRoute::To(events)) => {
                 let (tx, rx) = oneshot::channel();
                 let params = frame.params().and_then(|p| serde_json::from_str(p).ok());
-                let sent = events
-                    .send(Box::new(CallEvent::Ask {
-                        method: method.clone(),
-                        params,
-                        reply: tx,
-                    }))
-                    .await;
-                Some(sent.map(|()| rx))
+                let ask = Box::new(CallEvent::Ask {
+                    method: method.clone(),
+                    params,
+                    reply: tx,
+                });
+                match events.try_send(ask) {
+                    Ok(()) => Answer::Later(rx),
+                    Err(mpsc::error::TrySendError::Full(_)) => too_many(),
+                    Err(mpsc::error::TrySendError::Closed(_)) => refused(format!(
+                        "mcpx could not forward {method}: the host request is gone"
+                    )),
+                }
             }
-            (_, None) => {
-                self.respond(
-                    &id,
-                    &method,
+            (_, AskRoute::Nowhere) => refused(format!(
+                "mcpx cannot forward {method} here: no host request can answer it"
+            )),
+        };
+        let conn = self.clone();
+        tokio::spawn(async move {
+            let answer = match answer {
+                Answer::Now(a) => a,
+                Answer::Later(rx) => rx.await.unwrap_or_else(|_| {
                     Err(AskRefusal::new(
                         -32603,
-                        format!("mcpx cannot forward {method} here: no host request can answer it"),
-                    )),
-                )
-                .await;
-                return;
-            }
-        };
-        match pending {
-            None => self.respond(&id, &method, Ok(json!({}))).await,
-            Some(Err(_)) => {
-                let gone = format!("mcpx could not forward {method}: the host request is gone");
-                self.respond(&id, &method, Err(AskRefusal::new(-32603, gone)))
-                    .await;
-            }
-            Some(Ok(rx)) => {
-                let conn = self.clone();
-                tokio::spawn(async move {
-                    let answer = rx.await.unwrap_or_else(|_| {
-                        Err(AskRefusal::new(
-                            -32603,
-                            format!("mcpx could not forward {method}: no answer from the host"),
-                        ))
-                    });
-                    conn.respond(&id, &method, answer).await;
-                });
-            }
-        }
+                        format!("mcpx could not forward {method}: no answer from the host"),
+                    ))
+                }),
+            };
+            conn.respond(&id, &method, answer).await;
+        });
     }
 
     /// Sends the client's answer to the upstream's request `id`.
@@ -1075,6 +1073,30 @@ impl Connection {
     }
 }
 
+/// Where [`Connection::answer_ask`] takes an upstream's request.
+#[derive(Clone, Copy)]
+enum AskRoute<'a> {
+    /// To the caller whose call it serves, as a [`CallEvent::Ask`].
+    To(&'a mpsc::Sender<Box<CallEvent>>),
+    /// Nowhere: no host request can answer it.
+    Nowhere,
+    /// Its call already holds as many of the upstream's requests as it can take.
+    Busy,
+}
+
+impl<'a> AskRoute<'a> {
+    /// To a call's events, if it takes any.
+    fn of(events: &'a Option<mpsc::Sender<Box<CallEvent>>>) -> AskRoute<'a> {
+        events.as_ref().map_or(AskRoute::Nowhere, AskRoute::To)
+    }
+}
+
+/// A client's answer to an upstream's request: known now, or awaited from the host.
+enum Answer {
+    Now(Result<Value, AskRefusal>),
+    Later(oneshot::Receiver<Result<Value, AskRefusal>>),
+}
+
 /// The numeric request id a `notifications/cancelled` names (mcpx's ids are numbers).
 pub(crate) fn cancelled_id(frame: &Frame) -> Option<i64> {
     let p = frame.params()?;
@@ -1157,7 +1179,7 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
             let conn = Connection {
                 inner: inner.clone(),
             };
-            conn.answer_ask(frame, Some(&events)).await;
+            conn.answer_ask(frame, AskRoute::To(&events));
             inner.dispatched.send_modify(|n| *n += 1);
             continue;
         }
@@ -1216,6 +1238,23 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
             }
         };
         match route {
+            // An ask never waits for its call to take it: a call that has more of the
+            // upstream's requests than it takes (it is refusing or asking as fast as
+            // it can) must not stop this reader, which every other call's frames
+            // pass through. It is refused at once instead.
+            Some(tx) if frame.kind() == Kind::Request => {
+                if let Err(e) = tx.try_send(frame) {
+                    let conn = Connection {
+                        inner: inner.clone(),
+                    };
+                    match e {
+                        mpsc::error::TrySendError::Full(f) => conn.answer_ask(f, AskRoute::Busy),
+                        mpsc::error::TrySendError::Closed(f) => {
+                            conn.answer_ask(f, AskRoute::Nowhere);
+                        }
+                    }
+                }
+            }
             Some(tx) => {
                 let _ = tx.send(frame).await;
             }
@@ -1223,7 +1262,7 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
                 let conn = Connection {
                     inner: inner.clone(),
                 };
-                conn.answer_ask(frame, None).await;
+                conn.answer_ask(frame, AskRoute::Nowhere);
             }
             None => {}
         }

@@ -2,14 +2,13 @@
 //! other side may cancel. Shared by every transport, both directions.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use mcpx_protocol::{Frame, Id};
 use serde_json::value::RawValue;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// A request to the peer that got no usable answer.
@@ -101,44 +100,81 @@ impl Pending {
         }
     }
 
-    /// Sends a request built from `method` and `params` with `send`, and awaits its
+    /// Sends a request built from `method` and `params` on `tx`, and awaits its
     /// response for at most `timeout`. On timeout the request is cancelled with
-    /// `notifications/cancelled`, sent with `send` too (every legacy basic/lifecycle
+    /// `notifications/cancelled`, sent on `tx` too (every legacy basic/lifecycle
     /// §Timeouts: the sender "SHOULD issue a cancellation notification for that request
     /// and stop waiting"; register C-C2: this is only ever a legacy connection, as
     /// modern ones carry no server-to-client requests).
-    pub async fn call<F, Fut>(
+    ///
+    /// A caller that stops waiting (drops the future: the request it served is over)
+    /// does the same: the id is forgotten, so it holds no place of the limit, and the
+    /// peer is told with `notifications/cancelled`, unless `tx` is full.
+    pub async fn call(
         &self,
         method: &str,
         params: Option<&RawValue>,
         timeout: Duration,
-        send: F,
-    ) -> Result<Frame, PeerError>
-    where
-        F: Fn(Frame) -> Fut,
-        Fut: Future<Output = Result<(), PeerError>>,
-    {
+        tx: &mpsc::Sender<Frame>,
+    ) -> Result<Frame, PeerError> {
         let id = self.next_id();
         let rx = self.register(id.clone())?;
-        if let Err(e) = send(Frame::request(&id, method, params)).await {
+        let mut open = Open {
+            pending: self,
+            id: &id,
+            tx,
+            armed: true,
+        };
+        if tx.send(Frame::request(&id, method, params)).await.is_err() {
+            open.armed = false;
             self.forget(&id);
-            return Err(e);
+            return Err(PeerError::Closed);
         }
-        match tokio::time::timeout(timeout, rx).await {
+        let answer = tokio::time::timeout(timeout, rx).await;
+        open.armed = false;
+        match answer {
             Ok(Ok(frame)) => Ok(frame),
             Ok(Err(_)) => Err(PeerError::Closed),
             Err(_) => {
                 self.forget(&id);
-                let cancel = serde_json::json!({
-                    "requestId": id,
-                    "reason": format!("no response within {timeout:?}"),
-                });
-                if let Ok(p) = RawValue::from_string(cancel.to_string()) {
-                    let _ = send(Frame::notification("notifications/cancelled", Some(&p))).await;
-                }
+                let _ = tx
+                    .send(cancelled(&id, &format!("no response within {timeout:?}")))
+                    .await;
                 Err(PeerError::Timeout(timeout))
             }
         }
+    }
+}
+
+/// `notifications/cancelled` for our request `id`.
+fn cancelled(id: &Id, reason: &str) -> Frame {
+    let params = serde_json::json!({ "requestId": id, "reason": reason });
+    match RawValue::from_string(params.to_string()) {
+        Ok(p) => Frame::notification("notifications/cancelled", Some(&p)),
+        Err(_) => Frame::notification("notifications/cancelled", None),
+    }
+}
+
+/// A request of [`Pending::call`] still awaiting its answer: dropped armed, its caller
+/// stopped waiting, so it is forgotten and the peer told.
+struct Open<'a> {
+    pending: &'a Pending,
+    id: &'a Id,
+    tx: &'a mpsc::Sender<Frame>,
+    armed: bool,
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.pending.forget(self.id);
+        // Not awaited (a drop cannot wait): a full queue loses the notice, which is
+        // only a courtesy (the peer's late answer is dropped as unknown).
+        let _ = self
+            .tx
+            .try_send(cancelled(self.id, "the request it served is over"));
     }
 }
 
@@ -237,4 +273,55 @@ pub fn cancelled_request_id(frame: &Frame) -> Option<Id> {
         RawId::N(n) => Id::Number(n),
         RawId::S(s) => Id::String(s),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A caller that stops waiting (its request is over) leaves no place taken, and
+    /// the peer is told its request is cancelled (register C-C2).
+    #[tokio::test]
+    async fn a_request_given_up_is_forgotten_and_cancelled() {
+        let pending = Pending::new(1);
+        let (tx, mut rx) = mpsc::channel(8);
+        let mut asked = Box::pin(pending.call("roots/list", None, Duration::from_secs(60), &tx));
+        // Polled until the request is out, then given up.
+        tokio::select! {
+            biased;
+            _ = &mut asked => panic!("answered without an answer"),
+            () = tokio::task::yield_now() => {}
+        }
+        let request = rx.recv().await.unwrap();
+        assert_eq!(request.method(), Some("roots/list"));
+        assert!(!pending.is_empty());
+        drop(asked);
+        assert!(pending.is_empty());
+        let note = rx.recv().await.unwrap();
+        assert_eq!(note.method(), Some("notifications/cancelled"));
+        let id = serde_json::to_string(request.id().unwrap()).unwrap();
+        assert!(note.params().unwrap().contains(&id), "{:?}", note.params());
+        // Its place is free.
+        assert!(pending.register(pending.next_id()).is_ok());
+    }
+
+    /// An answered request sends nothing more.
+    #[tokio::test]
+    async fn an_answered_request_is_not_cancelled() {
+        let pending = std::sync::Arc::new(Pending::new(4));
+        let (tx, mut rx) = mpsc::channel(8);
+        let p = pending.clone();
+        let asker =
+            tokio::spawn(async move { p.call("ping", None, Duration::from_secs(60), &tx).await });
+        let request = rx.recv().await.unwrap();
+        let raw = RawValue::from_string("{}".to_owned()).unwrap();
+        let answer = Frame::result_response(request.id().unwrap(), &raw);
+        assert!(pending.complete(answer).is_ok());
+        assert!(asker.await.unwrap().is_ok());
+        assert!(
+            rx.recv().await.is_none(),
+            "something was sent after the answer"
+        );
+    }
 }

@@ -152,10 +152,7 @@ impl RequestCtx {
     ) -> Result<Frame, PeerError> {
         let peer = self.peer.as_ref().ok_or(PeerError::NoLegacyPeer)?;
         peer.pending
-            .call(method, params, timeout, |f| {
-                let tx = self.related.0.clone();
-                async move { tx.send(f).await.map_err(|_| PeerError::Closed) }
-            })
+            .call(method, params, timeout, &self.related.0)
             .await
     }
 }
@@ -257,12 +254,8 @@ impl Peer {
         params: Option<&RawValue>,
         timeout: Duration,
     ) -> Result<Frame, PeerError> {
-        let tx = self.outbound.clone();
         self.pending
-            .call(method, params, timeout, |f| {
-                let tx = tx.clone();
-                async move { tx.send(f).await.map_err(|_| PeerError::Closed) }
-            })
+            .call(method, params, timeout, &self.outbound)
             .await
     }
 }

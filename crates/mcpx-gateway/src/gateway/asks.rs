@@ -265,6 +265,44 @@ impl Drop for ProgressRoute<'_> {
     }
 }
 
+/// The asks of one upstream call being put to its legacy host, side by side: each is
+/// started when it comes, so an ask the host leaves unanswered holds up neither the
+/// others (one past `askMaxPending` is refused at once, E-15) nor the call, whose
+/// timeouts keep running (`maxCallTimeMs` bounds it, asks included). Nothing is
+/// allocated until the first ask. Dropped with asks still open (the call is over),
+/// each open request to the host is forgotten and the host told
+/// (`mcpx_transport::pending::Pending::call`), and each upstream request is answered
+/// -32603 by the connection.
+#[derive(Default)]
+pub(super) struct Asks<'a> {
+    running: Option<Box<futures_util::stream::FuturesUnordered<AskFuture<'a>>>>,
+}
+
+/// One ask being put to a host, answering the upstream when it ends.
+type AskFuture<'a> = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+impl<'a> Asks<'a> {
+    /// Whether an ask was ever started (the call's loop then polls [`Asks::next`]).
+    pub(super) fn started(&self) -> bool {
+        self.running.is_some()
+    }
+
+    fn start(&mut self, ask: AskFuture<'a>) {
+        self.running.get_or_insert_with(Box::default).push(ask);
+    }
+
+    /// Runs the asks; resolves when one has ended, and never while none runs.
+    pub(super) async fn next(&mut self) {
+        use futures_util::StreamExt;
+        match self.running.as_mut() {
+            Some(r) if !r.is_empty() => {
+                r.next().await;
+            }
+            _ => std::future::pending().await,
+        }
+    }
+}
+
 /// A permit for one sampling or elicitation ask an upstream puts to a host (register
 /// E-15): each upstream may have `askMaxPending` of them held by mcpx at once; a further
 /// one is refused with -32603. Client rate limiting is a SHOULD for elicitation in
@@ -983,12 +1021,7 @@ impl Gateway {
                 params,
                 reply,
             } => {
-                // E-9: a url-mode elicitation the legacy host cannot take ends its
-                // request; the upstream's ask is answered "cancel".
-                if facts.era == Era::Legacy
-                    && call.host.era() == Era::Legacy
-                    && call.peer.is_some()
-                    && let Some(f) = self.url_refusal(call, name, &method, params.as_ref())
+                if let Some(f) = self.ask_ends_request(call, facts, name, &method, params.as_ref())
                 {
                     let _ = reply.send(Ok(json!({ "action": "cancel" })));
                     return Some(f);
@@ -998,6 +1031,52 @@ impl Gateway {
             }
         }
         None
+    }
+
+    /// [`Self::on_event`], except that an ask is started in `asks`, beside the call,
+    /// instead of awaited: the caller polls `asks` with the call.
+    pub(super) async fn on_event_beside<'a>(
+        &'a self,
+        call: &'a Call,
+        facts: &'a ServerFacts,
+        name: &'a str,
+        ev: CallEvent,
+        asks: &mut Asks<'a>,
+    ) -> Option<Fault> {
+        let CallEvent::Ask {
+            method,
+            params,
+            reply,
+        } = ev
+        else {
+            return self.on_event(call, facts, name, ev).await;
+        };
+        if let Some(f) = self.ask_ends_request(call, facts, name, &method, params.as_ref()) {
+            let _ = reply.send(Ok(json!({ "action": "cancel" })));
+            return Some(f);
+        }
+        asks.start(Box::pin(async move {
+            let answer = self.ask(call, facts, name, &method, params).await;
+            let _ = reply.send(answer);
+        }));
+        None
+    }
+
+    /// E-9: a url-mode elicitation the legacy host of `call` cannot take ends its
+    /// request (this fault); the caller answers the upstream's ask "cancel".
+    fn ask_ends_request(
+        &self,
+        call: &Call,
+        facts: &ServerFacts,
+        name: &str,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Option<Fault> {
+        if facts.era == Era::Legacy && call.host.era() == Era::Legacy && call.peer.is_some() {
+            self.url_refusal(call, name, method, params)
+        } else {
+            None
+        }
     }
 
     /// Relays a server-to-client request from an upstream to the host, within one era.

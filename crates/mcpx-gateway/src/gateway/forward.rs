@@ -227,6 +227,11 @@ impl Gateway {
                 .await;
         }
         let max_call_time = self.config().global.max_call_time;
+        // A 2026-07-28 upstream may answer a legacy host's call `input_required`: mcpx
+        // then asks the host between rounds, and maxCallTimeMs bounds every round and
+        // every question together (the clock is read only for this pairing).
+        let rounds_until = (facts.era == Era::Modern && !host_modern)
+            .then(|| tokio::time::Instant::now() + max_call_time);
         // The params as sent: the caller's text until an input round rewrites them.
         let mut text = std::borrow::Cow::Borrowed(params);
         // A 2026-07-28 upstream asks for input with `input_required` results (MRTR). A
@@ -235,11 +240,23 @@ impl Gateway {
         // number of rounds.
         let mut rounds = 0;
         loop {
+            // A retry has what is left of the whole call's time.
+            let max_time = match rounds_until {
+                Some(until) if rounds > 0 => {
+                    let left = until.saturating_duration_since(tokio::time::Instant::now());
+                    if left.is_zero() {
+                        return Err(self.rounds_timed_out(call, up, method));
+                    }
+                    left
+                }
+                _ => max_call_time,
+            };
             let (tx, mut rx) = self.event_channels.take();
             // Fired by the host's cancellation, or when an ask ends the host's request
             // before the upstream answers (E-9).
             let cancel = call.cancel.child_token();
             let mut ended: Option<Fault> = None;
+            let mut asks = Asks::default();
             let opts = CallOptions {
                 // A clone: `tx` outlives the call, so that the channel can go back to
                 // the pool once the call is over.
@@ -255,7 +272,7 @@ impl Gateway {
                     no_capabilities()
                 },
                 timeout: up.config.mcpx.call_timeout,
-                max_time: max_call_time,
+                max_time,
                 cancel: cancel.clone(),
                 idempotent,
                 attribute_unsolicited: true,
@@ -277,13 +294,17 @@ impl Gateway {
                 tokio::pin!(fut);
                 loop {
                     tokio::select! {
-                        // Events were sent before the response: relay them first.
+                        // Asks that ended answer the upstream first; then events, which
+                        // were sent before the response.
                         biased;
+                        () = asks.next(), if asks.started() => {}
                         Some(ev) = rx.recv() => {
                             // Boxed, as events are the exception (and the call's
                             // future is live meanwhile: the two would be laid out side
-                            // by side).
-                            if let Some(f) = Box::pin(self.on_event(call, &facts, up.id.as_str(), *ev)).await {
+                            // by side). An ask runs beside the call, never awaited
+                            // here: the call goes on (its timeouts too) while the
+                            // host thinks.
+                            if let Some(f) = Box::pin(self.on_event_beside(call, &facts, up.id.as_str(), *ev, &mut asks)).await {
                                 cancel.cancel();
                                 ended.get_or_insert(f);
                             }
@@ -292,8 +313,22 @@ impl Gateway {
                     }
                 }
             };
+            // The upstream has answered: its asks still open are moot (dropped, each
+            // host request is cancelled and each upstream request refused), and
+            // so are those that come after the answer.
+            drop(asks);
             while let Ok(ev) = rx.try_recv() {
-                if let Some(f) = Box::pin(self.on_event(call, &facts, up.id.as_str(), *ev)).await {
+                let f = match *ev {
+                    CallEvent::Ask { method, reply, .. } => {
+                        let _ = reply.send(Err(AskRefusal::new(
+                            INTERNAL_ERROR,
+                            format!("{method} came after the answer to the request it served"),
+                        )));
+                        None
+                    }
+                    ev => Box::pin(self.on_event(call, &facts, up.id.as_str(), ev)).await,
+                };
+                if let Some(f) = f {
                     ended.get_or_insert(f);
                 }
             }
@@ -337,8 +372,12 @@ impl Gateway {
                 .unwrap_or(Value::Null);
             let responses = match result.get("inputRequests") {
                 Some(Value::Object(requests)) => {
-                    Box::pin(self.ask_legacy_host_all(call, up.id.as_str(), requests.iter()))
-                        .await?
+                    let asked = self.ask_legacy_host_all(call, up.id.as_str(), requests.iter());
+                    let until = rounds_until.unwrap_or_else(tokio::time::Instant::now);
+                    match Box::pin(tokio::time::timeout_at(until, asked)).await {
+                        Ok(answers) => answers?,
+                        Err(_) => return Err(self.rounds_timed_out(call, up, method)),
+                    }
                 }
                 _ => Map::new(),
             };
@@ -356,6 +395,18 @@ impl Gateway {
             }
             text = std::borrow::Cow::Owned(Params::of_value(&params));
         }
+    }
+
+    /// The host's error when a modern upstream's `input_required` rounds, and the
+    /// questions mcpx puts to the host between them, outlast `maxCallTimeMs`: the
+    /// upstream holds nothing between rounds, so only the host is told.
+    fn rounds_timed_out(&self, call: &Call, up: &Upstream, method: &str) -> Fault {
+        GatewayError::Client(ClientError::Timeout {
+            upstream: up.id.to_string(),
+            method: method.to_owned(),
+            after: self.config().global.max_call_time,
+        })
+        .to_fault(call.host)
     }
 
     pub(super) fn answer(

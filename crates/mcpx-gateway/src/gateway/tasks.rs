@@ -60,7 +60,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Gateway, fault, random_token};
+use super::{Asks, Gateway, fault, random_token};
 
 /// How an upstream runs tasks, from what it declared at connection.
 pub(super) fn upstream_flavor(f: &ServerFacts) -> TasksFlavor {
@@ -943,17 +943,22 @@ impl Gateway {
         };
         let fut = conn.call("tasks/result", Some(params), opts);
         tokio::pin!(fut);
+        // Put to the host side by side (see `Asks`); what is open when the result
+        // comes is moot.
+        let mut asks = Asks::default();
         let outcome = loop {
             tokio::select! {
                 biased;
+                () = asks.next(), if asks.started() => {}
                 Some(ev) = asks_rx.recv() => {
-                    if let Some(f) = Box::pin(self.on_event(call, &facts, name, *ev)).await {
+                    if let Some(f) = Box::pin(self.on_event_beside(call, &facts, name, *ev, &mut asks)).await {
                         return Err(Some(f));
                     }
                 }
                 r = &mut fut => break r,
             }
         };
+        drop(asks);
         match outcome {
             Ok(f) => Ok(f),
             Err(ClientError::Cancelled { .. }) => Err(None),
