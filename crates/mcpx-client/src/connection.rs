@@ -254,6 +254,9 @@ pub(crate) struct Inner {
     /// Each call's route (the frames the dispatcher routes to it), reused from call to
     /// call.
     route_channels: ChannelPool<Frame>,
+    /// The upstream's requests put to a host and not yet answered, by the upstream's
+    /// id: firing one withdraws that ask (the upstream cancelled it).
+    open_asks: Mutex<HashMap<Id, oneshot::Sender<()>>>,
 }
 
 /// Capacity of a call's route channel.
@@ -292,6 +295,7 @@ impl Connection {
             envelope_cache: Mutex::new(None),
             dispatched: watch::Sender::new(0),
             route_channels: ChannelPool::new(ROUTE_CAPACITY, ROUTE_CHANNELS_KEPT),
+            open_asks: Mutex::new(HashMap::new()),
         });
         tokio::spawn(dispatch(Arc::downgrade(&inner), unsolicited));
         Connection { inner }
@@ -842,12 +846,19 @@ impl Connection {
                     return Ok(frame);
                 }
                 Kind::Notification if frame.method() == Some("notifications/cancelled") => {
+                    // The upstream withdrew one of its own questions: the call goes on.
+                    if self.inner.withdraw(&frame) {
+                        continue;
+                    }
                     // The upstream ended this request itself (H1: a listen's teardown;
                     // its result may follow, or not, so this is the end either way).
-                    return Err(Attempt::Failed(ClientError::EndedByUpstream {
-                        upstream: self.inner.name.clone(),
-                        method: method.to_owned(),
-                    }));
+                    if cancelled_id(&frame) == Some(id) {
+                        return Err(Attempt::Failed(ClientError::EndedByUpstream {
+                            upstream: self.inner.name.clone(),
+                            method: method.to_owned(),
+                        }));
+                    }
+                    tracing::debug!(upstream = %self.inner.name, method, "ignored a notifications/cancelled naming no request of this call");
                 }
                 Kind::Notification => {
                     if self.relay(&frame, opts).await {
@@ -975,16 +986,51 @@ impl Connection {
                 "mcpx cannot forward {method} here: no host request can answer it"
             )),
         };
+        // An ask put to a host may be withdrawn by the upstream until it is answered.
+        let withdrawn = match &answer {
+            Answer::Later(_) => {
+                let (tx, rx) = oneshot::channel();
+                if let Ok(mut open) = self.inner.open_asks.lock() {
+                    open.insert(id.clone(), tx);
+                }
+                Some(rx)
+            }
+            Answer::Now(_) => None,
+        };
         let conn = self.clone();
         tokio::spawn(async move {
-            let answer = match answer {
-                Answer::Now(a) => a,
-                Answer::Later(rx) => rx.await.unwrap_or_else(|_| {
-                    Err(AskRefusal::new(
-                        -32603,
-                        format!("mcpx could not forward {method}: no answer from the host"),
-                    ))
-                }),
+            let answer = match (answer, withdrawn) {
+                (Answer::Now(a), _) => a,
+                (Answer::Later(rx), withdrawn) => {
+                    let withdrawn = async {
+                        match withdrawn {
+                            Some(w) => {
+                                let _ = w.await;
+                            }
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let answer = tokio::select! {
+                        a = rx => Some(a.unwrap_or_else(|_| {
+                            Err(AskRefusal::new(
+                                -32603,
+                                format!("mcpx could not forward {method}: no answer from the host"),
+                            ))
+                        })),
+                        // Cancelled by the upstream: the host's side is dropped with
+                        // `rx` (the gateway withdraws the question there), and the
+                        // upstream gets no response (every revision's cancellation
+                        // page).
+                        () = withdrawn => None,
+                    };
+                    if let Ok(mut open) = conn.inner.open_asks.lock() {
+                        open.remove(&id);
+                    }
+                    match answer {
+                        Some(a) => a,
+                        None => return,
+                    }
+                }
             };
             conn.respond(&id, &method, answer).await;
         });
@@ -1095,6 +1141,40 @@ impl<'a> AskRoute<'a> {
 enum Answer {
     Now(Result<Value, AskRefusal>),
     Later(oneshot::Receiver<Result<Value, AskRefusal>>),
+}
+
+impl Inner {
+    /// Withdraws the open ask a `notifications/cancelled` from the upstream names, if
+    /// it names one; whether it did.
+    fn withdraw(&self, frame: &Frame) -> bool {
+        let Ok(mut open) = self.open_asks.lock() else {
+            return false;
+        };
+        if open.is_empty() {
+            return false;
+        }
+        let Some(raw) = frame
+            .params()
+            .and_then(|p| mcpx_protocol::jsonrpc::member(p, "requestId"))
+        else {
+            return false;
+        };
+        let id = match raw.parse::<i64>() {
+            Ok(n) => Id::Number(n),
+            Err(_) => match serde_json::from_str::<String>(raw) {
+                Ok(s) => Id::String(s),
+                Err(_) => return false,
+            },
+        };
+        match open.remove(&id) {
+            Some(tx) => {
+                tracing::debug!(upstream = %self.name, %id, "the upstream withdrew its request");
+                let _ = tx.send(());
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// The numeric request id a `notifications/cancelled` names (mcpx's ids are numbers).
@@ -1210,9 +1290,15 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
                 }
                 // 2026-07-28 stdio: a server ends a subscriptions/listen stream with
                 // notifications/cancelled for it (H1); it goes to that call.
+                // A legacy server withdrawing one of its own questions names its
+                // own id: that ask is withdrawn, wherever it was routed.
                 (Kind::Notification, Some("notifications/cancelled")) => {
-                    crate::connection::cancelled_id(&frame)
-                        .and_then(|id| routes.by_id.get(&id).cloned())
+                    if inner.withdraw(&frame) {
+                        None
+                    } else {
+                        crate::connection::cancelled_id(&frame)
+                            .and_then(|id| routes.by_id.get(&id).cloned())
+                    }
                 }
                 // A notification tagged with a subscriptionId belongs to that listen
                 // (2026-07-28 schema NotificationMetaObject); one naming no open listen

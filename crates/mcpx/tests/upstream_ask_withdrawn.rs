@@ -18,7 +18,7 @@ mod common;
 use common::{Host, result, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upstream_that_withdraws_its_question_still_answers_the_call() {
+async fn an_http_upstream_that_withdraws_its_question_still_answers_the_call() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/withdrawing_http.py");
     let mut upstream = Command::new("python3")
         .arg(script)
@@ -38,9 +38,22 @@ async fn an_upstream_that_withdraws_its_question_still_answers_the_call() {
     let config = json!({"mcpServers": {"w": {"type": "http",
         "url": format!("http://127.0.0.1:{port}/mcp"),
         "mcpx": {"protocol": "legacy"}}}});
-    let mut host = Host::start("withdrawing-http", &config, Revision::V2025_06_18).await;
+    let host = Host::start("withdrawing-http", &config, Revision::V2025_06_18).await;
+    withdrawn_but_answered(host).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_upstream_that_withdraws_its_question_still_answers_the_call() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/withdrawing_stdio.py");
+    let config = json!({"mcpServers": {"w": {"command": "python3", "args": [script],
+        "mcpx": {"protocol": "legacy"}}}});
+    let host = Host::start("withdrawing-stdio", &config, Revision::V2025_06_18).await;
+    withdrawn_but_answered(host).await;
+}
+
+/// The host does not answer the question; the upstream withdraws it.
+async fn withdrawn_but_answered(mut host: Host) {
     host.initialize(json!({"sampling": {}})).await;
-    // The host does not answer the question; the upstream withdraws it.
     let (r, asks, notes) = host
         .exchange(
             "tools/call",
@@ -61,6 +74,9 @@ async fn an_upstream_that_withdraws_its_question_still_answers_the_call() {
         .filter(|n| n["method"] == "notifications/cancelled")
         .collect();
     assert_eq!(withdrawn.len(), 1, "{notes:?}");
-    assert_eq!(withdrawn[0]["params"]["requestId"], asks[0]["id"], "{notes:?}");
+    assert_eq!(
+        withdrawn[0]["params"]["requestId"], asks[0]["id"],
+        "{notes:?}"
+    );
     host.finish().await;
 }

@@ -1026,8 +1026,15 @@ impl Gateway {
                     let _ = reply.send(Ok(json!({ "action": "cancel" })));
                     return Some(f);
                 }
-                let answer = self.ask(call, facts, name, &method, params).await;
-                let _ = reply.send(answer);
+                let mut reply = reply;
+                tokio::select! {
+                    answer = self.ask(call, facts, name, &method, params) => {
+                        let _ = reply.send(answer);
+                    }
+                    // The upstream withdrew its question: dropping the ask withdraws it
+                    // from the host too.
+                    () = reply.closed() => {}
+                }
             }
         }
         None
@@ -1056,8 +1063,14 @@ impl Gateway {
             return Some(f);
         }
         asks.start(Box::pin(async move {
-            let answer = self.ask(call, facts, name, &method, params).await;
-            let _ = reply.send(answer);
+            let mut reply = reply;
+            tokio::select! {
+                answer = self.ask(call, facts, name, &method, params) => {
+                    let _ = reply.send(answer);
+                }
+                // Withdrawn by the upstream: so from the host too (see `on_event`).
+                () = reply.closed() => {}
+            }
         }));
         None
     }
