@@ -8,7 +8,9 @@
 //!
 //! Stdout is read by one task. Responses go to the waiting [`Exchange`] by id;
 //! requests and notifications go to the connection's [`Unsolicited`] receiver (stdio
-//! cannot tie them to a request).
+//! cannot tie them to a request). A frame of
+//! [`OFF_LOOP_BYTES`](crate::upstream::OFF_LOOP_BYTES) or more is decoded
+//! on the blocking pool, so a big result does not hold up the event loop.
 //!
 //! # Framing
 //!
@@ -46,7 +48,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use mcpx_protocol::codec::{self, DecodeErrorKind, Decoded, Limits};
+use mcpx_protocol::codec::{DecodeErrorKind, Decoded, Limits};
 use mcpx_protocol::jsonrpc::Kind;
 use mcpx_protocol::{Frame, Id};
 use nix::sys::signal::{Signal, killpg};
@@ -60,7 +62,8 @@ use crate::error::TransportError;
 use crate::pending::{PeerError, Pending};
 use crate::stdio::{Line, LineCodec, Unfinished, one_line};
 use crate::upstream::{
-    Awaited, Exchange, SentCount, Unsolicited, UnsolicitedSender, Upstream, unsolicited,
+    Awaited, Exchange, SentCount, Unsolicited, UnsolicitedSender, Upstream, decode_line,
+    unsolicited,
 };
 
 /// How to start an upstream server process.
@@ -585,7 +588,7 @@ async fn read_stdout(
             Some(Ok(Line::Frame(bytes))) => bytes,
         };
         let message_like = starts_like_a_message(&bytes);
-        match codec::decode_bytes(bytes, limits) {
+        match decode_line(bytes, limits).await {
             Ok(Decoded::Single(frame)) => route(shared, un_tx, frame).await,
             // A 2025-03-26 peer may batch; each element is routed on its own.
             Ok(Decoded::Batch(items)) => {

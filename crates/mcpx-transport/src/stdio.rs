@@ -59,13 +59,13 @@ impl Default for StdioConfig {
 /// A line, or the size of a line that was over the limit.
 #[derive(Debug)]
 pub(crate) enum Line {
-    Frame(Vec<u8>),
+    /// A line's bytes, without its newline (taken out of the read buffer, not copied:
+    /// the copy to a `Vec` is the consumer's, which may make it off the event loop).
+    Frame(BytesMut),
     /// An over-long line, and how many of its bytes were read: all of it when it was
     /// skipped to its end (a host's), or as many as had come when it crossed the limit
     /// (an upstream's, [`LineCodec::upstream`]).
-    TooLong {
-        size: usize,
-    },
+    TooLong { size: usize },
 }
 
 /// What the upstream side's codec publishes of a line it holds unfinished: its length
@@ -110,6 +110,9 @@ impl Unfinished {
         Some((len, self.base.elapsed().saturating_sub(last)))
     }
 }
+
+/// The read buffer a big line leaves in its place (the size of tokio-util's first).
+const READ_BUFFER: usize = 8 * 1024;
 
 /// Splits input at `\n`, bounding line length without ever buffering more than the
 /// limit.
@@ -183,7 +186,14 @@ impl Decoder for LineCodec {
                     return Ok(Some(Line::TooLong { size: i }));
                 }
                 Some(i) => {
-                    let mut line = buf.split_to(i + 1);
+                    // A big line that is all the buffer holds (a large result, after
+                    // which the upstream waits) takes the buffer, allocation and all,
+                    // so that no copy of it is ever made; a small one is split off.
+                    let mut line = if i + 1 == buf.len() && i >= crate::upstream::OFF_LOOP_BYTES {
+                        std::mem::replace(buf, BytesMut::with_capacity(READ_BUFFER))
+                    } else {
+                        buf.split_to(i + 1)
+                    };
                     // Nothing is known unfinished until the next look (the rest may
                     // hold whole lines, which the reader takes before it reads again).
                     if let Some(u) = &self.unfinished {
@@ -196,7 +206,7 @@ impl Decoder for LineCodec {
                     if line.iter().all(u8::is_ascii_whitespace) {
                         continue; // blank lines carry nothing
                     }
-                    return Ok(Some(Line::Frame(line.to_vec())));
+                    return Ok(Some(Line::Frame(line)));
                 }
                 None if buf.len() > self.max => {
                     let size = buf.len();
@@ -231,8 +241,7 @@ impl Decoder for LineCodec {
             return Ok(None);
         }
         // A last line without its newline still counts.
-        let line = buf.split().to_vec();
-        Ok(Some(Line::Frame(line)))
+        Ok(Some(Line::Frame(buf.split())))
     }
 }
 
@@ -550,7 +559,7 @@ where
             }
             Some(Ok(Line::Frame(bytes))) => bytes,
         };
-        match codec::decode_bytes(bytes, &config.limits) {
+        match codec::decode_bytes(Vec::from(bytes), &config.limits) {
             Err(e) => conn.write(e.to_response()).await,
             Ok(Decoded::Single(frame)) => conn.handle(frame, &mut tasks, &slots).await,
             Ok(batch @ Decoded::Batch(_)) => {
@@ -739,7 +748,7 @@ mod tests {
         let mut out = Vec::new();
         let mut push = |l: Line| {
             out.push(match l {
-                Line::Frame(b) => String::from_utf8(b).unwrap(),
+                Line::Frame(b) => String::from_utf8(b.to_vec()).unwrap(),
                 Line::TooLong { size } => format!("<too long: {size}>"),
             })
         };

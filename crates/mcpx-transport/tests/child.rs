@@ -276,6 +276,38 @@ async fn an_unfinished_line_ends_the_connection_once_it_has_been_quiet() {
     up.close().await;
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn a_big_response_arrives_whole_and_the_next_one_too() {
+    // 3 MiB of text, over the size decoded off the event loop, then a small answer:
+    // both arrive, whole and in order, on a single-threaded runtime.
+    let script = r#"read -r line; printf '{"jsonrpc":"2.0","id":1,"result":{"text":"'; head -c 3145728 /dev/zero | tr '\0' 'x'; printf '"}}\n'; read -r line; printf '{"jsonrpc":"2.0","id":2,"result":{}}\n'; read -r line"#;
+    let (up, _un) = ChildUpstream::spawn(sh(script)).unwrap();
+    let big = tokio::time::timeout(
+        Duration::from_secs(20),
+        up.request(req(1, "ping", "{}"))
+            .await
+            .unwrap()
+            .response(|_| {}),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let text: serde_json::Value = serde_json::from_str(big.result().unwrap()).unwrap();
+    assert_eq!(text["text"].as_str().map(str::len), Some(3 << 20));
+    let small = tokio::time::timeout(
+        Duration::from_secs(5),
+        up.request(req(2, "ping", "{}"))
+            .await
+            .unwrap()
+            .response(|_| {}),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(small.id(), Some(&Id::Number(2)));
+    up.close().await;
+}
+
 fn alive(pid: i32) -> bool {
     // Signal 0 probes; a zombie still counts, so check /proc state too.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

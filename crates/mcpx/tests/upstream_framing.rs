@@ -8,7 +8,8 @@
 //! unfinished, a line over `maxFrameBytes` (small here), two messages run together.
 //! Each time the host's call fails with an error naming the upstream and the reason,
 //! `bad` runs in a new process, later calls succeed, and `good` serves throughout.
-//! A line that is not JSON at all (a log line) is skipped and costs nothing.
+//! A line that is not JSON at all (a log line) is skipped and costs nothing, and a big
+//! result that is well framed arrives whole.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -31,6 +32,10 @@ const SLACK: Duration = Duration::from_secs(5);
 const MAX_FRAME: usize = 65536;
 
 async fn start(tag: &str) -> Gateway {
+    start_with(tag, MAX_FRAME).await
+}
+
+async fn start_with(tag: &str, max_frame: usize) -> Gateway {
     let config = json!({
         "mcpServers": {
             "bad": with_mcpx(
@@ -42,7 +47,7 @@ async fn start(tag: &str) -> Gateway {
             ),
             "good": example_entry("good", &[]),
         },
-        "mcpx": {"limits": {"maxFrameBytes": MAX_FRAME}}
+        "mcpx": {"limits": {"maxFrameBytes": max_frame}}
     });
     let mut gw = Gateway::start(tag, &config, R1125, &[]).await;
     gw.initialize().await;
@@ -161,6 +166,29 @@ async fn two_messages_on_one_line_fail_the_call_and_restart_the_upstream() {
     framing_error(&v, &["not JSON"], &gw);
     assert!(t0.elapsed() < CALL_TIMEOUT, "after {:?}", t0.elapsed());
     restarted(&mut gw, old).await;
+}
+
+/// A big result that is well framed (3 MiB, over the size decoded and written off the
+/// event loop) arrives whole, and the calls after it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_result_arrives_whole() {
+    let mut gw = start_with("framing-big", 16 << 20).await;
+    let old = gw.wait_upstream("bad", None, Duration::from_secs(10)).await;
+    let size = 3 << 20;
+    let v = gw
+        .call("bad__speak", json!({"mode": "big", "size": size}))
+        .await;
+    let text = first_text(&v["result"]);
+    assert_eq!(
+        text.len(),
+        size,
+        "{}",
+        v.to_string().chars().take(300).collect::<String>()
+    );
+    assert!(text.bytes().all(|b| b == b'x'));
+    let v = gw.call("bad__speak", json!({"mode": "ok"})).await;
+    assert_eq!(first_text(&v["result"]), "ok", "{v}");
+    assert_eq!(gw.upstream_pid("bad"), Some(old), "bad was restarted");
 }
 
 /// A line that is not JSON at all (a server's log line on stdout, which the spec
