@@ -65,14 +65,35 @@ impl AnyUpstream {
         }
     }
 
-    /// Resolves once the transport is known dead, with why: a child that exited, an
+    /// Resolves once the transport is known dead, with the error its requests fail
+    /// with: a child that exited or whose stdout could no longer be framed, an
     /// HTTP+SSE stream that ended. Streamable HTTP connects per request and is never
     /// known dead this way, so its future never resolves.
-    pub fn closed(&self) -> std::pin::Pin<Box<dyn Future<Output = String> + Send + 'static>> {
+    pub fn closed(
+        &self,
+    ) -> std::pin::Pin<Box<dyn Future<Output = TransportError> + Send + 'static>> {
         match self {
             AnyUpstream::Child(c) => Box::pin(c.closed()),
-            AnyUpstream::Sse(s) => Box::pin(s.closed()),
+            AnyUpstream::Sse(s) => {
+                let closed = s.closed();
+                Box::pin(async move {
+                    TransportError::Closed {
+                        detail: closed.await,
+                    }
+                })
+            }
             AnyUpstream::Http(_) => Box::pin(std::future::pending()),
+        }
+    }
+
+    /// A request timed out after waiting `timeout`: on stdio, gives the connection up
+    /// when stdout holds an unfinished line that nothing has added to for half that
+    /// long, and returns the error it now fails with (see
+    /// [`ChildUpstream::give_up_if_unfinished`]). `None` everywhere else.
+    pub fn give_up_if_unfinished(&self, timeout: std::time::Duration) -> Option<TransportError> {
+        match self {
+            AnyUpstream::Child(c) => c.give_up_if_unfinished(timeout / 2),
+            _ => None,
         }
     }
 

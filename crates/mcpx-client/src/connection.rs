@@ -356,11 +356,19 @@ impl Connection {
         self.inner.up.is_closed()
     }
 
-    /// Resolves once the connection is known dead (a child that exited, an HTTP+SSE
-    /// stream that ended), with why; never for Streamable HTTP, whose failures show
-    /// on requests instead.
-    pub fn closed(&self) -> impl Future<Output = String> + Send + 'static {
-        self.inner.up.closed()
+    /// Resolves once the connection is known dead (a child that exited or whose
+    /// stdout could no longer be framed, an HTTP+SSE stream that ended), with the
+    /// error its calls fail with; never for Streamable HTTP, whose failures show on
+    /// requests instead.
+    pub fn closed(&self) -> impl Future<Output = ClientError> + Send + 'static {
+        let closed = self.inner.up.closed();
+        let upstream = self.inner.name.clone();
+        async move {
+            ClientError::Transport {
+                upstream,
+                source: closed.await,
+            }
+        }
     }
 
     /// Whether a stdio upstream's process exited with status 0.
@@ -801,6 +809,12 @@ impl Connection {
                     }));
                 }
                 () = &mut timer => {
+                    // A stdio upstream that stopped in the middle of a line will never
+                    // answer this or anything else: the connection is given up, with
+                    // that reason rather than a timeout's.
+                    if let Some(e) = self.inner.up.give_up_if_unfinished(opts.timeout.min(opts.max_time)) {
+                        return Err(Attempt::Failed(self.transport_err(e)));
+                    }
                     Box::pin(self.cancel(id, "timed out")).await;
                     return Err(Attempt::Failed(ClientError::Timeout {
                         upstream: self.inner.name.clone(),

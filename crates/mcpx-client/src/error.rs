@@ -96,7 +96,8 @@ pub enum ClientError {
 impl ClientError {
     /// The kind of cause, one word: what a host's error `data.cause` and a metric's
     /// label say. `spawn` (the program could not start), `exited` (the connection
-    /// closed: a process that exited, a stream that ended), `io`, `http`, `timeout`,
+    /// closed: a process that exited, a stream that ended), `framing` (a stdio
+    /// upstream's output could no longer be split into messages), `io`, `http`, `timeout`,
     /// `unauthorized`, `cancelled`, `ended`, `handshake`, `result_unknown`, `remote`
     /// (a JSON-RPC error), `protocol`.
     pub fn kind(&self) -> &'static str {
@@ -110,6 +111,7 @@ impl ClientError {
                 TransportError::SessionExpired => "session_expired",
                 TransportError::Protocol(_) => "protocol",
                 TransportError::Timeout(_) => "timeout",
+                TransportError::Framing(_) => "framing",
             },
             ClientError::Unauthorized { .. } => "unauthorized",
             ClientError::Timeout { .. } => "timeout",
@@ -149,7 +151,8 @@ impl ClientError {
     }
 
     /// Whether the connection this came from is unusable: it closed (a process that
-    /// exited, a stream that ended), it could not be reached, or its handshake failed.
+    /// exited, a stream that ended), its output could no longer be framed, it could not
+    /// be reached, or its handshake failed.
     /// A JSON-RPC error, a timeout, a refused credential or an HTTP error status on
     /// one request leave it as it was: the next request may well succeed.
     pub fn breaks_connection(&self) -> bool {
@@ -157,6 +160,7 @@ impl ClientError {
             ClientError::Transport { source, .. } => matches!(
                 source,
                 TransportError::Closed { .. }
+                    | TransportError::Framing(_)
                     | TransportError::Io(_)
                     | TransportError::Spawn { .. }
             ),

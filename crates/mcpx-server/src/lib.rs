@@ -28,6 +28,7 @@ use mcpx_protocol::lower::{ServerInfo, Stamp, lower_result_json};
 use mcpx_protocol::method::{client_may_send, tasks_extension_client_method};
 use mcpx_protocol::revision::TasksFlavor;
 use mcpx_protocol::{Era, Frame, Id, Revision, SpecPolicy, meta};
+use mcpx_transport::upstream::OFF_LOOP_BYTES;
 use mcpx_transport::{Incoming, Peer, RequestCtx, Service};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -648,19 +649,48 @@ impl<B: Backend> Seam<B> {
             related_task: None,
         };
         match self.backend.call(call).await {
-            Ok(reply) => {
-                let stamp = Stamp {
-                    server_info: Some(&self.info),
-                };
-                match lower_result_json(method, &reply.result, reply.revision, host, stamp) {
-                    Ok(None) => Frame::result_response_json(&id, &reply.result),
-                    Ok(Some(r)) => Frame::result_response_json(&id, &r),
-                    Err(e) => Frame::error_response(Some(&id), -32603, &e.to_string(), None),
-                }
+            Ok(reply) if reply.result.as_str().len() >= OFF_LOOP_BYTES => {
+                // Boxed: a passthrough call's future holds nothing of this branch.
+                Box::pin(respond_off_loop(id, method, reply, host, &self.info)).await
             }
+            Ok(reply) => respond(&id, method, reply, host, &self.info),
             Err(f) => self.fault(&id, method, f, host),
         }
     }
+}
+
+/// The response to a request whose backend answered with `reply`: the result lowered
+/// to the host's revision (and stamped), or the error that took its place.
+fn respond(id: &Id, method: &str, reply: Reply, host: Revision, info: &ServerInfo) -> Frame {
+    let stamp = Stamp {
+        server_info: Some(info),
+    };
+    match lower_result_json(method, &reply.result, reply.revision, host, stamp) {
+        Ok(None) => Frame::result_response_json(id, &reply.result),
+        Ok(Some(r)) => Frame::result_response_json(id, &r),
+        Err(e) => Frame::error_response(Some(id), -32603, &e.to_string(), None),
+    }
+}
+
+/// [`respond`] on tokio's blocking pool, for a result of
+/// [`OFF_LOOP_BYTES`] or more: lowering may parse and write the result again, and
+/// copying it into its response and freeing it hold the thread for as long as a read
+/// of it, tens of milliseconds for tens of MiB. On the default single-threaded runtime
+/// that would hold up every other host's and upstream's calls.
+async fn respond_off_loop(
+    id: Id,
+    method: &str,
+    reply: Reply,
+    host: Revision,
+    info: &ServerInfo,
+) -> Frame {
+    let (method, info, for_error) = (method.to_owned(), info.clone(), id.clone());
+    tokio::task::spawn_blocking(move || respond(&id, &method, reply, host, &info))
+        .await
+        .unwrap_or_else(|e| {
+            let message = format!("the result could not be written: {e}");
+            Frame::error_response(Some(&for_error), -32603, &message, None)
+        })
 }
 
 /// The URLs of a 2025-11-25 `URLElicitationRequiredError`'s `data.elicitations`.

@@ -8,14 +8,31 @@
 //!
 //! Stdout is read by one task. Responses go to the waiting [`Exchange`] by id;
 //! requests and notifications go to the connection's [`Unsolicited`] receiver (stdio
-//! cannot tie them to a request). A line that is not JSON-RPC is logged, counted and
-//! skipped: the spec says a server MUST NOT write such lines, but some print banners,
-//! and one bad line should not cost the connection. A line over
-//! [`Limits::max_frame_bytes`] is skipped the same way; if its first bytes show a
-//! response to a pending request (an `id` and a `result` or `error` before the cut),
-//! that request fails at once with an error naming the size and the limit; otherwise
-//! its exchange keeps waiting until the layer above gives up (its request timeout) or
-//! the process exits.
+//! cannot tie them to a request). A frame of
+//! [`OFF_LOOP_BYTES`](crate::upstream::OFF_LOOP_BYTES) or more is decoded
+//! on the blocking pool, so a big result does not hold up the event loop.
+//!
+//! # Framing
+//!
+//! A line is a message when it decodes as one. A line that is not JSON at all (a
+//! banner, a log line) is logged, counted and skipped: the spec says a server MUST NOT
+//! write such lines, but some do, and they do not disturb the lines around them. The
+//! stream *can no longer be framed* when mcpx cannot tell where the upstream's next
+//! message starts:
+//!
+//! * a line grows past [`Limits::max_frame_bytes`]: given up as it crosses the limit,
+//!   not at its newline (which may never come, or may be the next message's);
+//! * a line starts like a message (`{`, or `[` then `{`) and is not JSON: two messages
+//!   run together, or one cut short and the next appended to it;
+//! * a request times out while stdout holds part of a line, with no newline, that no
+//!   byte has added to for half the request's timeout
+//!   ([`ChildUpstream::give_up_if_unfinished`], asked by the layer above): that line
+//!   will not be finished, and whatever comes next would be read as its end.
+//!
+//! Then the connection ends as a closed one does, with [`TransportError::Framing`]
+//! saying what the upstream wrote: every pending request fails with it at once, the
+//! reader stops reading (the process gets EPIPE if it writes on), and the owner
+//! restarts the process (the gateway's supervisor does).
 //!
 //! The child runs in its own process group, so stopping it stops whatever it spawned.
 //! [`Upstream::close`] follows 2026-07-28 basic/transports/stdio §Shutdown (and
@@ -31,21 +48,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use mcpx_protocol::codec::{self, Decoded, Limits};
+use mcpx_protocol::codec::{DecodeErrorKind, Decoded, Limits};
 use mcpx_protocol::jsonrpc::Kind;
 use mcpx_protocol::{Frame, Id};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{ChildStdin, Command};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio_util::codec::FramedRead;
 
 use crate::error::TransportError;
 use crate::pending::{PeerError, Pending};
-use crate::stdio::{Line, LineCodec, one_line};
+use crate::stdio::{Line, LineCodec, Unfinished, one_line};
 use crate::upstream::{
-    Awaited, Exchange, SentCount, Unsolicited, UnsolicitedSender, Upstream, unsolicited,
+    Awaited, Exchange, SentCount, Unsolicited, UnsolicitedSender, Upstream, decode_line,
+    unsolicited,
 };
 
 /// How to start an upstream server process.
@@ -172,15 +190,19 @@ impl Ring {
 struct Shared {
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     pending: Arc<Pending>,
-    /// Why the connection is closed, once it is.
-    closed: watch::Sender<Option<String>>,
+    /// Why the connection is closed, once it is: the error every request fails with
+    /// from then on.
+    closed: watch::Sender<Option<TransportError>>,
     /// The exit status, once the process has been reaped.
     exited: watch::Receiver<Option<ExitStatus>>,
     stderr: Mutex<Ring>,
     /// The process group (the child's pid; `process_group(0)`).
     pgid: Option<Pid>,
     non_json_lines: AtomicU64,
-    oversized_lines: AtomicU64,
+    /// The line the reader holds unfinished, if any.
+    unfinished: Arc<Unfinished>,
+    /// Tells the reader to stop: the connection was given up from outside it.
+    lost: Notify,
     stop_grace: Duration,
     stopping: AtomicBool,
     /// Frames delivered to [`Unsolicited`] so far.
@@ -189,11 +211,12 @@ struct Shared {
 
 impl Awaited for Shared {
     fn closed_error(&self) -> TransportError {
-        TransportError::Closed {
-            detail: self
-                .closed_detail()
-                .unwrap_or_else(|| "the upstream process is gone".to_owned()),
-        }
+        self.closed
+            .borrow()
+            .clone()
+            .unwrap_or_else(|| TransportError::Closed {
+                detail: "the upstream process is gone".to_owned(),
+            })
     }
 
     fn forget(&self, id: &Id) {
@@ -206,9 +229,40 @@ impl Shared {
         self.stderr.lock().map(|r| r.tail()).unwrap_or_default()
     }
 
-    /// Why the connection is closed, if it is.
-    fn closed_detail(&self) -> Option<String> {
-        self.closed.borrow().clone()
+    /// Whether the connection is closed.
+    fn is_closed(&self) -> bool {
+        self.closed.borrow().is_some()
+    }
+
+    /// Ends the connection with `error` unless it has ended already: every pending
+    /// request fails with it, and so does every later one. Whether it was the first.
+    fn end(&self, error: TransportError) -> bool {
+        let first = self.closed.send_if_modified(|c| {
+            if c.is_some() {
+                return false;
+            }
+            *c = Some(error);
+            true
+        });
+        if first {
+            self.pending.close_all();
+        }
+        first
+    }
+
+    /// Gives the connection up because its stdout can no longer be framed (see the
+    /// module's doc); `what` says what the upstream wrote. The reader stops.
+    fn lose(&self, what: String) {
+        let mut detail = what;
+        let tail = self.stderr_tail();
+        if !tail.is_empty() {
+            detail.push_str("; stderr: ");
+            detail.push_str(&tail);
+        }
+        tracing::warn!("the upstream's stdout can no longer be framed: {detail}");
+        if self.end(TransportError::Framing(detail)) {
+            self.lost.notify_one();
+        }
     }
 
     fn describe_exit(&self, status: Option<ExitStatus>) -> String {
@@ -224,10 +278,6 @@ impl Shared {
         let non_json = self.non_json_lines.load(Ordering::Relaxed);
         if non_json > 0 {
             detail.push_str(&format!("; {non_json} non-JSON-RPC stdout line(s) skipped"));
-        }
-        let oversized = self.oversized_lines.load(Ordering::Relaxed);
-        if oversized > 0 {
-            detail.push_str(&format!("; {oversized} oversized stdout line(s) skipped"));
         }
         let tail = self.stderr_tail();
         if !tail.is_empty() {
@@ -344,7 +394,8 @@ impl ChildUpstream {
             }),
             pgid,
             non_json_lines: AtomicU64::new(0),
-            oversized_lines: AtomicU64::new(0),
+            unfinished: Arc::new(Unfinished::new()),
+            lost: Notify::new(),
             stop_grace: config.stop_grace,
             stopping: AtomicBool::new(false),
             unsolicited_sent: un_tx.count(),
@@ -385,46 +436,8 @@ impl ChildUpstream {
         let reader_shared = shared.clone();
         tokio::spawn(async move {
             let shared = reader_shared;
-            let mut lines = FramedRead::new(stdout, LineCodec::new(limits.max_frame_bytes));
-            while let Some(line) = lines.next().await {
-                let bytes = match line {
-                    Err(e) => {
-                        tracing::warn!("reading upstream stdout failed: {e}");
-                        break;
-                    }
-                    Ok(Line::TooLong { size, head }) => {
-                        shared.oversized_lines.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(
-                            size,
-                            limit = limits.max_frame_bytes,
-                            "skipped an oversized line from the upstream's stdout"
-                        );
-                        fail_oversized_response(&shared, &head, size, limits.max_frame_bytes);
-                        continue;
-                    }
-                    Ok(Line::Frame(bytes)) => bytes,
-                };
-                match codec::decode_bytes(bytes, &limits) {
-                    Ok(Decoded::Single(frame)) => route(&shared, &un_tx, frame).await,
-                    // A 2025-03-26 peer may batch; each element is routed on its own.
-                    Ok(Decoded::Batch(items)) => {
-                        for item in items {
-                            match item {
-                                Ok(frame) => route(&shared, &un_tx, frame).await,
-                                Err(e) => {
-                                    shared.non_json_lines.fetch_add(1, Ordering::Relaxed);
-                                    tracing::warn!(
-                                        "skipped a bad batch element from the upstream: {e}"
-                                    );
-                                }
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        shared.non_json_lines.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!("skipped a non-JSON-RPC line on the upstream's stdout: {e}");
-                    }
-                }
+            if read_stdout(&shared, stdout, &limits, &un_tx).await {
+                return; // given up: `lose` said why
             }
             // Stdout is closed: the process exited or is about to. Give it a moment so
             // the detail can name the exit status and the whole stderr tail.
@@ -439,8 +452,7 @@ impl ChildUpstream {
             let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
             let detail = shared.describe_exit(status);
             tracing::debug!("upstream closed: {detail}");
-            shared.closed.send_replace(Some(detail));
-            shared.pending.close_all();
+            shared.end(TransportError::Closed { detail });
         });
 
         Ok((ChildUpstream { shared }, un_rx))
@@ -461,7 +473,7 @@ impl ChildUpstream {
     /// Whether the connection is closed (the child closed its stdout, exited or was
     /// stopped): every further request fails, so its owner should start a new one.
     pub fn is_closed(&self) -> bool {
-        self.shared.closed_detail().is_some()
+        self.shared.is_closed()
     }
 
     /// Whether the child has exited with status 0 (a clean exit, as opposed to a
@@ -470,14 +482,42 @@ impl ChildUpstream {
         self.shared.exited.borrow().is_some_and(|s| s.success())
     }
 
-    /// Resolves once the connection is closed, with why (the exit status, skipped
-    /// lines, the tail of stderr): what a supervisor waits on to restart the child.
-    pub fn closed(&self) -> impl Future<Output = String> + Send + 'static {
-        crate::upstream::when_closed(&self.shared.closed, "the upstream process is gone")
+    /// Resolves once the connection is closed, with the error every request fails
+    /// with from then on: [`TransportError::Closed`] with why (the exit status,
+    /// skipped lines, the tail of stderr), or [`TransportError::Framing`] when stdout
+    /// could no longer be framed. What a supervisor waits on to restart the child.
+    pub fn closed(&self) -> impl Future<Output = TransportError> + Send + 'static {
+        let mut rx = self.shared.closed.subscribe();
+        async move {
+            match rx.wait_for(Option::is_some).await {
+                Ok(e) => e.clone(),
+                Err(_) => None,
+            }
+            .unwrap_or_else(|| TransportError::Closed {
+                detail: "the upstream process is gone".to_owned(),
+            })
+        }
+    }
+
+    /// Gives the connection up when stdout holds part of a line, with no newline, that
+    /// no byte has added to for at least `quiet`: asked by the layer above when a
+    /// request times out. Such a line will not be finished, and whatever the upstream
+    /// writes next would be read as its end, so every later response would be lost.
+    /// Returns the error the connection fails with from then on, when given up.
+    pub fn give_up_if_unfinished(&self, quiet: Duration) -> Option<TransportError> {
+        let (len, since) = self.shared.unfinished.get()?;
+        if since < quiet {
+            return None;
+        }
+        self.shared.lose(format!(
+            "it left an unfinished line on stdout: {len} bytes with no newline, and nothing more for {:.1} s",
+            since.as_secs_f64()
+        ));
+        Some(self.shared.closed_error())
     }
 
     async fn write(&self, frame: &Frame) -> Result<(), TransportError> {
-        if self.shared.closed_detail().is_some() {
+        if self.shared.is_closed() {
             return Err(self.shared.closed_error());
         }
         let mut guard = self.shared.stdin.lock().await;
@@ -501,8 +541,8 @@ impl ChildUpstream {
                 let mut rx = self.shared.closed.subscribe();
                 let _ = tokio::time::timeout(self.shared.stop_grace, rx.wait_for(Option::is_some))
                     .await;
-                match self.shared.closed_detail() {
-                    Some(detail) => Err(TransportError::Closed { detail }),
+                match self.shared.closed.borrow().clone() {
+                    Some(closed) => Err(closed),
                     None => Err(TransportError::Io(format!(
                         "writing to the upstream's stdin failed: {e}"
                     ))),
@@ -512,81 +552,79 @@ impl ChildUpstream {
     }
 }
 
-/// An oversized line whose head shows a response to a pending request fails that
-/// request at once, with an error response naming the size and the limit, instead of
-/// leaving it to time out (issue "The gateway": the host gets a clear error within the
-/// timeout). mcpx never reads the whole line (that is the point of the limit), so the
-/// answer is an error response of mcpx's making (-32603, `data.mcpx` =
-/// `"oversized"`) delivered in the upstream's place.
-fn fail_oversized_response(shared: &Shared, head: &[u8], size: usize, limit: usize) {
-    let Some(id) = response_id_of_head(head) else {
-        return;
-    };
-    let message = format!(
-        "its response was {size} bytes, over the frame limit of {limit} bytes (mcpx.limits.maxFrameBytes); it was skipped"
-    );
-    let data = serde_json::json!({ "mcpx": "oversized", "size": size, "limit": limit });
-    let frame = Frame::error_response(
-        Some(&id),
-        mcpx_protocol::error::INTERNAL_ERROR,
-        &message,
-        Some(&data),
-    );
-    if shared.pending.complete(frame).is_err() {
-        tracing::debug!(%id, "the oversized response answers no pending request");
-    }
-}
-
-/// The `id` of a response whose text is cut short after `head`: the top-level members
-/// are read in order until the text ends. `Some` only when an `id` and a `result` or
-/// `error` key were among them and a `method` was not (a request or notification is
-/// no response).
-fn response_id_of_head(head: &[u8]) -> Option<Id> {
-    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
-
-    #[derive(Default)]
-    struct Seen {
-        id: Option<Id>,
-        answer: bool,
-        method: bool,
-    }
-    struct Scan<'a>(&'a mut Seen);
-    impl<'de> Visitor<'de> for Scan<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a JSON-RPC object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            while let Some(key) = map.next_key::<String>()? {
-                match key.as_str() {
-                    "id" => {
-                        self.0.id = match map.next_value::<serde_json::Value>()? {
-                            serde_json::Value::Number(n) => n.as_i64().map(Id::Number),
-                            serde_json::Value::String(s) => Some(Id::String(s)),
-                            _ => None,
-                        };
-                    }
-                    // Seen before its (cut) value is read: that is where the text ends.
-                    "result" | "error" => {
-                        self.0.answer = true;
-                        map.next_value::<IgnoredAny>()?;
-                    }
-                    "method" => {
-                        self.0.method = true;
-                        map.next_value::<IgnoredAny>()?;
-                    }
-                    _ => {
-                        map.next_value::<IgnoredAny>()?;
+/// Reads the upstream's stdout until it ends (`false`) or can no longer be framed
+/// (`true`: the connection was given up, and [`Shared::lose`] said why), delivering
+/// each message.
+async fn read_stdout(
+    shared: &Shared,
+    stdout: tokio::process::ChildStdout,
+    limits: &Limits,
+    un_tx: &UnsolicitedSender,
+) -> bool {
+    let max = limits.max_frame_bytes;
+    let mut lines = FramedRead::new(stdout, LineCodec::upstream(max, shared.unfinished.clone()));
+    let lost = shared.lost.notified();
+    tokio::pin!(lost);
+    loop {
+        let line = tokio::select! {
+            biased;
+            // Given up from outside (an unfinished line at a timeout): stop reading.
+            () = &mut lost => return true,
+            line = lines.next() => line,
+        };
+        let bytes = match line {
+            None => return false,
+            Some(Err(e)) => {
+                tracing::warn!("reading upstream stdout failed: {e}");
+                return false;
+            }
+            Some(Ok(Line::TooLong { size })) => {
+                tracing::debug!(size, limit = max, "a stdout line crossed the frame limit");
+                shared.lose(format!(
+                    "it wrote a line of more than {max} bytes on stdout (mcpx.limits.maxFrameBytes)"
+                ));
+                return true;
+            }
+            Some(Ok(Line::Frame(bytes))) => bytes,
+        };
+        let message_like = starts_like_a_message(&bytes);
+        match decode_line(bytes, limits).await {
+            Ok(Decoded::Single(frame)) => route(shared, un_tx, frame).await,
+            // A 2025-03-26 peer may batch; each element is routed on its own.
+            Ok(Decoded::Batch(items)) => {
+                for item in items {
+                    match item {
+                        Ok(frame) => route(shared, un_tx, frame).await,
+                        Err(e) => {
+                            shared.non_json_lines.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!("skipped a bad batch element from the upstream: {e}");
+                        }
                     }
                 }
             }
-            Ok(())
+            Err(e) if message_like && matches!(e.kind, DecodeErrorKind::Parse(_)) => {
+                shared.lose(format!(
+                    "it wrote a line on stdout that starts like a JSON-RPC message but is not JSON ({e}): two messages run together, or one cut short"
+                ));
+                return true;
+            }
+            Err(e) => {
+                shared.non_json_lines.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("skipped a non-JSON-RPC line on the upstream's stdout: {e}");
+            }
         }
     }
-    let mut seen = Seen::default();
-    // The text is cut, so this ends in an error; what was seen before it counts.
-    let _ = serde_json::Deserializer::from_slice(head).deserialize_map(Scan(&mut seen));
-    seen.id.filter(|_| seen.answer && !seen.method)
+}
+
+/// Whether a line starts the way a JSON-RPC message does: `{`, or a batch's `[` and
+/// `{` (whitespace allowed around them). A log line such as `[INFO] ready` does not.
+fn starts_like_a_message(line: &[u8]) -> bool {
+    let mut rest = line.iter().skip_while(|b| b.is_ascii_whitespace());
+    match rest.next() {
+        Some(b'{') => true,
+        Some(b'[') => rest.find(|b| !b.is_ascii_whitespace()) == Some(&b'{'),
+        _ => false,
+    }
 }
 
 /// Delivers a frame read from the upstream: a response to its exchange, anything else
@@ -630,7 +668,7 @@ impl Upstream for ChildUpstream {
                 "Upstream::request needs a request frame with an id".to_owned(),
             ));
         };
-        if self.shared.closed_detail().is_some() {
+        if self.shared.is_closed() {
             return Err(self.shared.closed_error());
         }
         let rx = self
@@ -704,25 +742,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn response_id_from_a_cut_head() {
-        let id = |s: &str| response_id_of_head(s.as_bytes());
-        assert_eq!(
-            id(r#"{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"xxxx"#),
-            Some(Id::Number(12))
-        );
-        assert_eq!(
-            id(r#"{"id":"a","jsonrpc":"2.0","error":{"code":1,"message":"xx"#),
-            Some(Id::from("a"))
-        );
-        // The id comes after the cut: unknown.
-        assert_eq!(id(r#"{"jsonrpc":"2.0","result":{"content":"xxxx"#), None);
-        // A request or a notification is no response.
-        assert_eq!(
-            id(r#"{"jsonrpc":"2.0","id":3,"method":"x","params":{"a":"#),
-            None
-        );
-        assert_eq!(id(r#"{"jsonrpc":"2.0","id":3,"params":{"a":"#), None);
-        assert_eq!(id("not json at all"), None);
-        assert_eq!(id(""), None);
+    fn what_starts_like_a_message() {
+        for yes in ["{", "  {\"jsonrpc\"", "[{}", "[ \t{", "{not json"] {
+            assert!(starts_like_a_message(yes.as_bytes()), "{yes:?}");
+        }
+        for no in ["", "   ", "[INFO] ready", "[1, 2", "Welcome {", "[", "null"] {
+            assert!(!starts_like_a_message(no.as_bytes()), "{no:?}");
+        }
     }
 }

@@ -67,6 +67,12 @@ pub enum TransportError {
     /// No answer in time.
     #[error("timed out after {0:?}")]
     Timeout(std::time::Duration),
+    /// The upstream's output can no longer be split into messages (a stdio line over
+    /// the frame limit, left unfinished, or two messages run together), so nothing it
+    /// writes from there on can be trusted to be what it seems: the connection is given
+    /// up, as a closed one is. The text says what it wrote, and the tail of its stderr.
+    #[error("its output can no longer be framed: {0}")]
+    Framing(String),
 }
 
 fn short(body: &str) -> String {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use hyper::Method;
-use mcpx_protocol::codec::{self, Decoded, Limits};
+use mcpx_protocol::codec::{Decoded, Limits};
 use mcpx_protocol::jsonrpc::Kind;
 use mcpx_protocol::{Frame, Id};
 use tokio::sync::watch;
@@ -157,8 +157,10 @@ pub struct SseUpstream {
     reader: AbortHandle,
 }
 
-fn decode(data: String, limits: &Limits) -> Vec<Frame> {
-    match codec::decode(data, limits) {
+/// The messages of one event (a big one decoded off the event loop:
+/// [`crate::upstream::OFF_LOOP_BYTES`]).
+async fn decode(data: String, limits: &Limits) -> Vec<Frame> {
+    match crate::upstream::decode_text(data, limits).await {
         Ok(Decoded::Single(f)) => vec![f],
         Ok(Decoded::Batch(items)) => items.into_iter().filter_map(Result::ok).collect(),
         Err(e) => {
@@ -223,7 +225,7 @@ impl SseUpstream {
                     _ => {
                         // Messages before the endpoint: nothing can be pending yet.
                         if let Some(data) = event.data.filter(|d| !d.trim().is_empty()) {
-                            for frame in decode(data, &config.limits) {
+                            for frame in decode(data, &config.limits).await {
                                 un_tx.send(frame).await;
                             }
                         }
@@ -275,7 +277,7 @@ impl SseUpstream {
                     let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
                         continue;
                     };
-                    for frame in decode(data, &limits) {
+                    for frame in decode(data, &limits).await {
                         match frame.kind() {
                             Kind::Result | Kind::Error => {
                                 if let Err(f) = shared.pending.complete(frame) {

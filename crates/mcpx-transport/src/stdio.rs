@@ -9,6 +9,7 @@
 //! drained for up to [`StdioConfig::drain_timeout`], then cancelled.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -55,35 +56,83 @@ impl Default for StdioConfig {
     }
 }
 
-/// A line, or the size of a line that was over the limit (and was skipped).
+/// A line, or the size of a line that was over the limit.
 #[derive(Debug)]
 pub(crate) enum Line {
-    Frame(Vec<u8>),
-    /// An over-long line: its size, and its first [`HEAD_BYTES`] bytes, from which the
-    /// stdio client reads the `id` of an oversized response to fail its call at once.
-    TooLong {
-        size: usize,
-        head: Vec<u8>,
-    },
+    /// A line's bytes, without its newline (taken out of the read buffer, not copied:
+    /// the copy to a `Vec` is the consumer's, which may make it off the event loop).
+    Frame(BytesMut),
+    /// An over-long line, and how many of its bytes were read: all of it when it was
+    /// skipped to its end (a host's), or as many as had come when it crossed the limit
+    /// (an upstream's, [`LineCodec::upstream`]).
+    TooLong { size: usize },
 }
 
-/// How much of an over-long line is kept (see [`Line::TooLong`]).
-pub(crate) const HEAD_BYTES: usize = 512;
-
-fn head_of(bytes: &[u8]) -> Vec<u8> {
-    bytes.get(..HEAD_BYTES).unwrap_or(bytes).to_vec()
+/// What the upstream side's codec publishes of a line it holds unfinished: its length
+/// so far, and when its last byte came (see [`LineCodec::upstream`]). Written by the
+/// reader only; read by whoever decides that the line will never be finished.
+#[derive(Debug)]
+pub(crate) struct Unfinished {
+    base: std::time::Instant,
+    /// Bytes of a line read so far with no newline yet; 0 when none is held.
+    len: AtomicUsize,
+    /// When its last byte came, in µs since `base`.
+    last_us: AtomicU64,
 }
+
+impl Unfinished {
+    pub(crate) fn new() -> Self {
+        Unfinished {
+            base: std::time::Instant::now(),
+            len: AtomicUsize::new(0),
+            last_us: AtomicU64::new(0),
+        }
+    }
+
+    fn note(&self, len: usize) {
+        if len > 0 {
+            // The time first, then the length (Release): whoever sees the length sees
+            // a time at least as new.
+            let us = u64::try_from(self.base.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.last_us.store(us, Ordering::Relaxed);
+        }
+        self.len.store(len, Ordering::Release);
+    }
+
+    /// The unfinished line's length so far and how long since its last byte came, if
+    /// a line is unfinished.
+    pub(crate) fn get(&self) -> Option<(usize, Duration)> {
+        let len = self.len.load(Ordering::Acquire);
+        if len == 0 {
+            return None;
+        }
+        let last = Duration::from_micros(self.last_us.load(Ordering::Relaxed));
+        Some((len, self.base.elapsed().saturating_sub(last)))
+    }
+}
+
+/// The read buffer a big line leaves in its place (the size of tokio-util's first).
+const READ_BUFFER: usize = 8 * 1024;
 
 /// Splits input at `\n`, bounding line length without ever buffering more than the
-/// limit: an over-long line is skipped to its end and reported once.
+/// limit.
+///
+/// On the server side ([`LineCodec::new`]) an over-long line is skipped to its end and
+/// reported once, and the host gets an error for it. On the upstream side
+/// ([`LineCodec::upstream`]) it is reported as soon as it crosses the limit, since the
+/// stream ends there (see [`crate::child`]), and the line held unfinished between
+/// reads is published in an [`Unfinished`].
 #[derive(Debug)]
 pub(crate) struct LineCodec {
     max: usize,
-    /// Bytes of an over-long line discarded so far, and its head, while skipping it.
-    skipping: Option<(usize, Vec<u8>)>,
+    /// Bytes of an over-long line discarded so far, while skipping it.
+    skipping: Option<usize>,
     /// How much of the buffer is known to hold no newline: a line that arrives in many
     /// reads (a large result) is searched once, not again from its start on every read.
     searched: usize,
+    /// The upstream side's: an over-long line is reported when it crosses the limit,
+    /// and an unfinished line is published here.
+    unfinished: Option<Arc<Unfinished>>,
 }
 
 impl LineCodec {
@@ -92,6 +141,16 @@ impl LineCodec {
             max,
             skipping: None,
             searched: 0,
+            unfinished: None,
+        }
+    }
+
+    /// The codec of an upstream's stdout: a line over `max` is reported as it crosses
+    /// the limit, and the line held unfinished is published in `unfinished`.
+    pub(crate) fn upstream(max: usize, unfinished: Arc<Unfinished>) -> Self {
+        LineCodec {
+            unfinished: Some(unfinished),
+            ..LineCodec::new(max)
         }
     }
 }
@@ -108,17 +167,14 @@ impl Decoder for LineCodec {
             // Whatever happens below, the buffer is consumed up to the newline (or
             // cleared) except when it is kept whole, waiting for the rest of a line.
             self.searched = 0;
-            if let Some((skipped, head)) = self.skipping.take() {
+            if let Some(skipped) = self.skipping.take() {
                 match newline {
                     Some(i) => {
                         buf.advance(i + 1);
-                        return Ok(Some(Line::TooLong {
-                            size: skipped + i,
-                            head,
-                        }));
+                        return Ok(Some(Line::TooLong { size: skipped + i }));
                     }
                     None => {
-                        self.skipping = Some((skipped + buf.len(), head));
+                        self.skipping = Some(skipped + buf.len());
                         buf.clear();
                         return Ok(None);
                     }
@@ -126,12 +182,23 @@ impl Decoder for LineCodec {
             }
             match newline {
                 Some(i) if i > self.max => {
-                    let head = head_of(buf.get(..i).unwrap_or_default());
                     buf.advance(i + 1);
-                    return Ok(Some(Line::TooLong { size: i, head }));
+                    return Ok(Some(Line::TooLong { size: i }));
                 }
                 Some(i) => {
-                    let mut line = buf.split_to(i + 1);
+                    // A big line that is all the buffer holds (a large result, after
+                    // which the upstream waits) takes the buffer, allocation and all,
+                    // so that no copy of it is ever made; a small one is split off.
+                    let mut line = if i + 1 == buf.len() && i >= crate::upstream::OFF_LOOP_BYTES {
+                        std::mem::replace(buf, BytesMut::with_capacity(READ_BUFFER))
+                    } else {
+                        buf.split_to(i + 1)
+                    };
+                    // Nothing is known unfinished until the next look (the rest may
+                    // hold whole lines, which the reader takes before it reads again).
+                    if let Some(u) = &self.unfinished {
+                        u.note(0);
+                    }
                     line.truncate(i);
                     if line.last() == Some(&b'\r') {
                         line.truncate(i - 1);
@@ -139,15 +206,23 @@ impl Decoder for LineCodec {
                     if line.iter().all(u8::is_ascii_whitespace) {
                         continue; // blank lines carry nothing
                     }
-                    return Ok(Some(Line::Frame(line.to_vec())));
+                    return Ok(Some(Line::Frame(line)));
                 }
                 None if buf.len() > self.max => {
-                    self.skipping = Some((buf.len(), head_of(buf)));
+                    let size = buf.len();
                     buf.clear();
+                    if let Some(u) = &self.unfinished {
+                        u.note(0);
+                        return Ok(Some(Line::TooLong { size }));
+                    }
+                    self.skipping = Some(size);
                     return Ok(None);
                 }
                 None => {
                     self.searched = buf.len();
+                    if let Some(u) = &self.unfinished {
+                        u.note(buf.len());
+                    }
                     return Ok(None);
                 }
             }
@@ -158,16 +233,15 @@ impl Decoder for LineCodec {
         if let Some(line) = self.decode(buf)? {
             return Ok(Some(line));
         }
-        if let Some((size, head)) = self.skipping.take() {
-            return Ok(Some(Line::TooLong { size, head }));
+        if let Some(size) = self.skipping.take() {
+            return Ok(Some(Line::TooLong { size }));
         }
         if buf.is_empty() || buf.iter().all(u8::is_ascii_whitespace) {
             buf.clear();
             return Ok(None);
         }
         // A last line without its newline still counts.
-        let line = buf.split().to_vec();
-        Ok(Some(Line::Frame(line)))
+        Ok(Some(Line::Frame(buf.split())))
     }
 }
 
@@ -472,7 +546,7 @@ where
                 read_error = Some(e);
                 break;
             }
-            Some(Ok(Line::TooLong { size, .. })) => {
+            Some(Ok(Line::TooLong { size })) => {
                 let err = DecodeError {
                     kind: DecodeErrorKind::TooLarge {
                         size,
@@ -485,7 +559,7 @@ where
             }
             Some(Ok(Line::Frame(bytes))) => bytes,
         };
-        match codec::decode_bytes(bytes, &config.limits) {
+        match codec::decode_bytes(Vec::from(bytes), &config.limits) {
             Err(e) => conn.write(e.to_response()).await,
             Ok(Decoded::Single(frame)) => conn.handle(frame, &mut tasks, &slots).await,
             Ok(batch @ Decoded::Batch(_)) => {
@@ -674,8 +748,8 @@ mod tests {
         let mut out = Vec::new();
         let mut push = |l: Line| {
             out.push(match l {
-                Line::Frame(b) => String::from_utf8(b).unwrap(),
-                Line::TooLong { size, .. } => format!("<too long: {size}>"),
+                Line::Frame(b) => String::from_utf8(b.to_vec()).unwrap(),
+                Line::TooLong { size } => format!("<too long: {size}>"),
             })
         };
         for c in chunks {
@@ -712,6 +786,36 @@ mod tests {
         let mut chunks: Vec<&str> = bytes.iter().map(String::as_str).collect();
         chunks.extend(["x\ny\nz", "z\n"]);
         assert_eq!(feed(&mut c, &chunks), ["{\"a\":1}", "x", "y", "zz"]);
+    }
+
+    #[test]
+    fn an_upstream_line_over_the_limit_is_reported_as_it_crosses_it() {
+        let unfinished = Arc::new(Unfinished::new());
+        let mut c = LineCodec::upstream(5, unfinished.clone());
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(b"ab\ncd");
+        assert!(matches!(c.decode(&mut buf).unwrap(), Some(Line::Frame(l)) if &l[..] == b"ab"));
+        assert!(c.decode(&mut buf).unwrap().is_none());
+        // The unfinished "cd" is published, and was just added to.
+        let (len, since) = unfinished.get().unwrap();
+        assert_eq!(len, 2);
+        assert!(since < Duration::from_secs(5), "{since:?}");
+        // Past the limit, with no newline in sight: reported now, not at its end.
+        buf.extend_from_slice(b"efgh");
+        assert!(matches!(
+            c.decode(&mut buf).unwrap(),
+            Some(Line::TooLong { size: 6 })
+        ));
+        assert!(unfinished.get().is_none());
+        // A line that ends is no longer unfinished.
+        let mut c = LineCodec::upstream(64, unfinished.clone());
+        let mut buf = BytesMut::from(&b"{\"a\""[..]);
+        assert!(c.decode(&mut buf).unwrap().is_none());
+        assert_eq!(unfinished.get().map(|u| u.0), Some(4));
+        buf.extend_from_slice(b":1}\n");
+        assert!(matches!(c.decode(&mut buf).unwrap(), Some(Line::Frame(_))));
+        assert!(c.decode(&mut buf).unwrap().is_none());
+        assert!(unfinished.get().is_none());
     }
 
     #[test]

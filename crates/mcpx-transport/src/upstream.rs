@@ -18,6 +18,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use mcpx_protocol::codec::{self, DecodeError, DecodeErrorKind, Decoded, Limits};
 use mcpx_protocol::jsonrpc::Kind;
 use mcpx_protocol::{Frame, Id};
 use tokio::sync::{mpsc, oneshot};
@@ -233,6 +234,60 @@ pub trait Upstream: Send + Sync + 'static {
     /// Closes the connection (ends a legacy HTTP session with DELETE; stops a child
     /// process: close stdin, wait, SIGTERM, wait, SIGKILL).
     fn close(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// Messages of at least this many bytes from an upstream are decoded on tokio's
+/// blocking pool (`decode_line`, `decode_text`), and results as large are written
+/// into a host's response there too (by `mcpx-server`), so that the event loop goes on
+/// serving every other upstream and host meanwhile. Smaller ones are handled in place,
+/// as before, with no task and no allocation more.
+///
+/// Decoding (UTF-8, the member walk that validates and indexes the text) runs at about
+/// 1 GB/s, so a message of this size holds the loop for about a millisecond, the order
+/// of a few calls' own cost; a 60 MiB one held it for tens of milliseconds, and its
+/// lowering for a host for a hundred more. Handing work to the pool and back costs a
+/// few microseconds and two context switches, as much as decoding some 10 KiB: far
+/// below a MiB it would cost more than it saves.
+pub const OFF_LOOP_BYTES: usize = 1 << 20;
+
+/// Decodes a line an upstream sent: in place when it is smaller than
+/// [`OFF_LOOP_BYTES`], on the blocking pool otherwise (its copy out of the read buffer,
+/// when it needs one, with it).
+pub(crate) async fn decode_line(
+    line: bytes::BytesMut,
+    limits: &Limits,
+) -> Result<Decoded, DecodeError> {
+    if line.len() < OFF_LOOP_BYTES {
+        return codec::decode_bytes(Vec::from(line), limits);
+    }
+    let limits = *limits;
+    // Boxed: the future of every message's decoding holds only a pointer for this.
+    Box::pin(off_loop(move || {
+        codec::decode_bytes(Vec::from(line), &limits)
+    }))
+    .await
+}
+
+/// [`decode_line`] of text (an HTTP body, an SSE event's data).
+pub(crate) async fn decode_text(text: String, limits: &Limits) -> Result<Decoded, DecodeError> {
+    if text.len() < OFF_LOOP_BYTES {
+        return codec::decode(text, limits);
+    }
+    let limits = *limits;
+    Box::pin(off_loop(move || codec::decode(text, &limits))).await
+}
+
+async fn off_loop(
+    decode: impl FnOnce() -> Result<Decoded, DecodeError> + Send + 'static,
+) -> Result<Decoded, DecodeError> {
+    match tokio::task::spawn_blocking(decode).await {
+        Ok(decoded) => decoded,
+        // Decoding never panics, so this is a runtime shutting down.
+        Err(e) => Err(DecodeError {
+            kind: DecodeErrorKind::Parse(format!("decoding was cut short: {e}")),
+            id: None,
+        }),
+    }
 }
 
 /// Resolves once `closed` holds why a connection closed, with that reason; `gone`

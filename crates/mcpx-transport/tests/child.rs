@@ -167,7 +167,9 @@ async fn a_crash_quotes_only_the_last_lines_of_stderr() {
 
 #[tokio::test]
 async fn garbage_lines_are_skipped_and_counted() {
-    let script = r#"read -r line; echo 'Welcome to my server v1.0'; echo '{not json'; printf '{"jsonrpc":"2.0","id":1,"result":{}}\n'; read -r line; exit 0"#;
+    // Lines that are not JSON at all (a banner, a log line that starts with a bracket)
+    // are skipped: the lines around them are read as they were.
+    let script = r#"read -r line; echo 'Welcome to my server v1.0'; echo '[INFO] {not json'; printf '{"jsonrpc":"2.0","id":1,"result":{}}\n'; read -r line; exit 0"#;
     let (up, _un) = ChildUpstream::spawn(sh(script)).unwrap();
     let resp = up
         .request(req(1, "ping", "{}"))
@@ -187,17 +189,101 @@ async fn garbage_lines_are_skipped_and_counted() {
     );
 }
 
+/// The error `ex` ends with, within 5 s: it must be [`TransportError::Framing`]; its
+/// text.
+async fn framing_error(ex: mcpx_transport::upstream::Exchange) -> String {
+    let err = tokio::time::timeout(Duration::from_secs(5), ex.response(|_| {}))
+        .await
+        .expect("the exchange still waits")
+        .unwrap_err();
+    match err {
+        TransportError::Framing(detail) => detail,
+        other => panic!("not a framing error: {other:?}"),
+    }
+}
+
 #[tokio::test]
-async fn oversized_line_is_skipped() {
-    let script = r#"read -r line; head -c 5000 /dev/zero | tr '\0' 'x'; echo; printf '{"jsonrpc":"2.0","id":1,"result":{}}\n'; read -r line"#;
+async fn a_line_over_the_limit_ends_the_connection_as_it_crosses_it() {
+    // 5000 bytes of a line over a 1024-byte limit, and no newline for a long while: the
+    // request fails as the line crosses the limit; later ones fail the same way, and
+    // `closed` says so too.
+    let script = r#"read -r line; printf '{"jsonrpc":"2.0","id":1,"result":{"x":"'; head -c 5000 /dev/zero | tr '\0' 'x'; sleep 30; printf '"}}\n'"#;
     let mut cfg = sh(script);
     cfg.limits = Limits {
         max_frame_bytes: 1024,
         ..Limits::default()
     };
     let (up, _un) = ChildUpstream::spawn(cfg).unwrap();
-    let resp = tokio::time::timeout(
-        Duration::from_secs(5),
+    let t0 = Instant::now();
+    let detail = framing_error(up.request(req(1, "ping", "{}")).await.unwrap()).await;
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert!(
+        detail.contains("a line of more than 1024 bytes on stdout"),
+        "{detail}"
+    );
+    assert!(up.is_closed());
+    let err = up.request(req(2, "ping", "{}")).await.unwrap_err();
+    assert!(matches!(err, TransportError::Framing(_)), "{err:?}");
+    let closed = tokio::time::timeout(Duration::from_secs(1), up.closed())
+        .await
+        .unwrap();
+    assert!(matches!(closed, TransportError::Framing(_)), "{closed:?}");
+    up.close().await;
+}
+
+#[tokio::test]
+async fn two_messages_on_one_line_end_the_connection() {
+    let script = r#"read -r line; printf '{"jsonrpc":"2.0","id":1,"result":{}}{"jsonrpc":"2.0","id":1,"result":{}}\n'; sleep 30"#;
+    let (up, _un) = ChildUpstream::spawn(sh(script)).unwrap();
+    let detail = framing_error(up.request(req(1, "ping", "{}")).await.unwrap()).await;
+    assert!(detail.contains("not JSON"), "{detail}");
+    up.close().await;
+}
+
+#[tokio::test]
+async fn an_unfinished_line_ends_the_connection_once_it_has_been_quiet() {
+    // The start of a response and nothing more: not given up while bytes may still
+    // come, given up once the line has been quiet for as long as asked.
+    let script =
+        r#"read -r line; printf '{"jsonrpc":"2.0","id":1,"res'; echo 'still alive' >&2; sleep 30"#;
+    let (up, _un) = ChildUpstream::spawn(sh(script)).unwrap();
+    let ex = up.request(req(1, "ping", "{}")).await.unwrap();
+    // Quiet for less than asked: kept.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(up.give_up_if_unfinished(Duration::from_secs(60)).is_none());
+    assert!(!up.is_closed(), "given up before the line had been quiet");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let err = loop {
+        if let Some(e) = up.give_up_if_unfinished(Duration::from_millis(200)) {
+            break e;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the unfinished line was never seen"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let TransportError::Framing(detail) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        detail.contains("unfinished line on stdout: 28 bytes with no newline"),
+        "{detail}"
+    );
+    assert!(detail.contains("still alive"), "no stderr tail: {detail}");
+    // The request waiting for it fails with the same error.
+    assert_eq!(framing_error(ex).await, *detail);
+    up.close().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_big_response_arrives_whole_and_the_next_one_too() {
+    // 3 MiB of text, over the size decoded off the event loop, then a small answer:
+    // both arrive, whole and in order, on a single-threaded runtime.
+    let script = r#"read -r line; printf '{"jsonrpc":"2.0","id":1,"result":{"text":"'; head -c 3145728 /dev/zero | tr '\0' 'x'; printf '"}}\n'; read -r line; printf '{"jsonrpc":"2.0","id":2,"result":{}}\n'; read -r line"#;
+    let (up, _un) = ChildUpstream::spawn(sh(script)).unwrap();
+    let big = tokio::time::timeout(
+        Duration::from_secs(20),
         up.request(req(1, "ping", "{}"))
             .await
             .unwrap()
@@ -206,7 +292,19 @@ async fn oversized_line_is_skipped() {
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(resp.id(), Some(&Id::Number(1)));
+    let text: serde_json::Value = serde_json::from_str(big.result().unwrap()).unwrap();
+    assert_eq!(text["text"].as_str().map(str::len), Some(3 << 20));
+    let small = tokio::time::timeout(
+        Duration::from_secs(5),
+        up.request(req(2, "ping", "{}"))
+            .await
+            .unwrap()
+            .response(|_| {}),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(small.id(), Some(&Id::Number(2)));
     up.close().await;
 }
 

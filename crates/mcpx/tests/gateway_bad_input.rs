@@ -427,9 +427,11 @@ async fn upstream_hang_modern_host() {
     hang(Revision::V2026_07_28).await;
 }
 
-/// Garbage lines on the upstream's stdout are skipped (2025-11-25 basic/transports
-/// §stdio: the server MUST NOT write anything that is not a valid MCP message; mcpx
-/// tolerates it): an answer after garbage arrives; garbage without an answer times out.
+/// Garbage lines on the upstream's stdout that are not JSON at all are skipped
+/// (2025-11-25 basic/transports §stdio: the server MUST NOT write anything that is not
+/// a valid MCP message; mcpx tolerates it): an answer after garbage arrives. A line
+/// that starts like a message and is not JSON means the stream can no longer be
+/// framed: the call fails at once with that reason, and the upstream is restarted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_garbage() {
     let mut host = Host::start("garbage", Revision::V2025_11_25).await;
@@ -444,25 +446,23 @@ async fn upstream_garbage() {
     let start = Instant::now();
     let r = host.tool("bad__boom", json!({"mode": "garbage"})).await;
     let e = error(&r, "garbage");
+    assert!(e["message"].as_str().unwrap().contains("not JSON"), "{r}");
+    assert_eq!(e["data"]["cause"], "framing", "{r}");
     assert!(
-        e["message"].as_str().unwrap().contains("did not answer"),
-        "{r}"
-    );
-    assert!(
-        start.elapsed() < CALL_TIMEOUT + SLACK,
-        "{:?}",
+        start.elapsed() < CALL_TIMEOUT,
+        "the garbage was reported after {:?}",
         start.elapsed()
     );
 
     host.good_works().await;
-    let r = host.tool("bad__boom", json!({"mode": "ok"})).await;
-    assert_eq!(r["result"]["content"][0]["text"], "ok", "{r}");
+    host.restarted().await;
     host.finish().await;
 }
 
 /// An oversized response (over `mcpx.limits.maxFrameBytes`) is refused: the host gets
-/// an error naming the upstream and the limit, before the call's timeout, and the
-/// gateway keeps serving both upstreams.
+/// an error naming the upstream and the limit, before the call's timeout; the good
+/// upstream keeps serving, and the bad one is restarted (its stream was given up as
+/// the line crossed the limit).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_oversized_frame() {
     let mut host = Host::start("oversized", Revision::V2025_11_25).await;
@@ -479,9 +479,9 @@ async fn upstream_oversized_frame() {
         "the oversized frame was reported after {:?}",
         start.elapsed()
     );
+    assert_eq!(e["data"]["cause"], "framing", "{r}");
     host.good_works().await;
-    let r = host.tool("bad__boom", json!({"mode": "ok"})).await;
-    assert_eq!(r["result"]["content"][0]["text"], "ok", "{r}");
+    host.restarted().await;
     host.finish().await;
 }
 

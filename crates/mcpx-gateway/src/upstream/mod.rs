@@ -16,8 +16,9 @@ pub mod supervisor;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use mcpx_client::{CallOptions, Connection, EraCache, ServerFacts, Target, connect};
+use mcpx_client::{CallOptions, ClientError, Connection, EraCache, ServerFacts, Target, connect};
 use mcpx_protocol::{Era, Params};
+use mcpx_transport::TransportError;
 use serde_json::json;
 
 use crate::catalog::Lists;
@@ -42,12 +43,19 @@ impl Link for ClientLink {
             .map_err(Cause::Client)
     }
 
-    fn closed(&self, conn: &Connection) -> impl Future<Output = (String, bool)> + Send + 'static {
+    fn closed(&self, conn: &Connection) -> impl Future<Output = (Cause, bool)> + Send + 'static {
         let closed = conn.closed();
         let conn = conn.clone();
         async move {
-            let detail = closed.await;
-            (detail, conn.exited_cleanly())
+            let cause = match closed.await {
+                ClientError::Transport {
+                    source: TransportError::Closed { detail },
+                    ..
+                } => Cause::Closed(detail),
+                // Its stdout could no longer be framed (`data.cause` "framing").
+                other => Cause::Client(other),
+            };
+            (cause, conn.exited_cleanly())
         }
     }
 

@@ -51,7 +51,7 @@ pub trait Link: Send + Sync + 'static {
     /// Connects (spawns, handshakes). The supervisor bounds it with the connect timeout.
     fn connect(&self) -> impl Future<Output = Result<Self::Conn, Cause>> + Send;
     /// Resolves when `conn` is known dead, with why and whether it was a clean exit.
-    fn closed(&self, conn: &Self::Conn) -> impl Future<Output = (String, bool)> + Send + 'static;
+    fn closed(&self, conn: &Self::Conn) -> impl Future<Output = (Cause, bool)> + Send + 'static;
     /// Closes `conn` (for a child: stdin, SIGTERM to its group, SIGKILL).
     fn close(&self, conn: &Self::Conn) -> impl Future<Output = ()> + Send;
     /// One health check.
@@ -733,8 +733,8 @@ impl<L: Link> Supervisor<L> {
                 }
             };
             tokio::select! {
-                (detail, clean) = &mut closed => {
-                    return Served::Failed { cause: Cause::Closed(detail), clean };
+                (cause, clean) = &mut closed => {
+                    return Served::Failed { cause, clean };
                 }
                 c = commands.recv() => match c {
                     None | Some(Command::Stop) => return Served::Stop,
@@ -810,12 +810,12 @@ mod tests {
                 Err(Cause::Closed("exited with status 1".into()))
             }
         }
-        fn closed(&self, c: &Conn) -> impl Future<Output = (String, bool)> + Send + 'static {
+        fn closed(&self, c: &Conn) -> impl Future<Output = (Cause, bool)> + Send + 'static {
             let rx = c.0.lock().unwrap().take();
             async move {
                 match rx {
                     Some(rx) => match rx.await {
-                        Ok(end) => end,
+                        Ok((detail, clean)) => (Cause::Closed(detail), clean),
                         Err(_) => std::future::pending().await,
                     },
                     None => std::future::pending().await,
@@ -944,7 +944,7 @@ mod tests {
             async fn connect(&self) -> Result<(), Cause> {
                 std::future::pending().await
             }
-            fn closed(&self, _: &()) -> impl Future<Output = (String, bool)> + Send + 'static {
+            fn closed(&self, _: &()) -> impl Future<Output = (Cause, bool)> + Send + 'static {
                 std::future::pending()
             }
             async fn close(&self, _: &()) {}

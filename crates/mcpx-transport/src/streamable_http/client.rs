@@ -39,7 +39,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use hyper::Method;
 use hyper::header::HeaderValue;
-use mcpx_protocol::codec::{self, Decoded, Limits};
+use mcpx_protocol::codec::{Decoded, Limits};
 use mcpx_protocol::header::{self, ParamHeader};
 use mcpx_protocol::jsonrpc::{Kind, member, string_value};
 use mcpx_protocol::revision::VersionHeader;
@@ -484,8 +484,10 @@ impl Inner {
         }
     }
 
-    fn decode(&self, data: String) -> Vec<Frame> {
-        match codec::decode(data, &self.config.limits) {
+    /// The messages of one body or event (a big one decoded off the event loop:
+    /// [`crate::upstream::OFF_LOOP_BYTES`]).
+    async fn decode(&self, data: String) -> Vec<Frame> {
+        match crate::upstream::decode_text(data, &self.config.limits).await {
             Ok(Decoded::Single(f)) => vec![f],
             Ok(Decoded::Batch(items)) => items
                 .into_iter()
@@ -529,7 +531,7 @@ impl Inner {
             let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
                 continue; // a priming event (2025-11-25 §Sending Messages, item 6)
             };
-            for frame in self.decode(data) {
+            for frame in self.decode(data).await {
                 match frame.kind() {
                     Kind::Result | Kind::Error if frame.id() == Some(id) => {
                         if let Some(sid) = init_session {
@@ -574,7 +576,7 @@ impl Inner {
             let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
                 continue;
             };
-            for frame in self.decode(data) {
+            for frame in self.decode(data).await {
                 self.unsolicited(frame).await;
             }
         }
@@ -605,7 +607,7 @@ impl Inner {
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         let mut response = None;
         let mut init_session = init_session;
-        for frame in self.decode(text) {
+        for frame in self.decode(text).await {
             match frame.kind() {
                 Kind::Result | Kind::Error if response.is_none() && frame.id() == Some(id) => {
                     if let Some(sid) = init_session.take() {
