@@ -187,7 +187,10 @@ async fn soak(a: Args) -> Result<bool, String> {
             "command": mcpx,
             "args": ["example-server"],
             "env": {"MCPX_SOAK_TAG": tag},
-            "mcpx": {"callTimeoutMs": 10000}
+            // Killed every 30 s, `a` is restarted each time: with the default
+            // resetAfterMs (60 s) a kill every 30 s is a crash loop, retried every 5
+            // minutes, and the soak would mostly measure refusals.
+            "mcpx": {"callTimeoutMs": 10000, "restart": {"resetAfterMs": 10000}}
         })
     };
     let doc = json!({
@@ -339,6 +342,17 @@ fn report(
         fds.1,
         fds.2
     );
+    // Each minute's peak, to see a trend rather than a range.
+    let mut minutes: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for (at, rss, fds) in samples {
+        let m = minutes.entry((*at / 60.0) as u64).or_default();
+        *m = (m.0.max(*rss), m.1.max(*fds));
+    }
+    let trend: Vec<String> = minutes
+        .iter()
+        .map(|(m, (rss, fds))| format!("{m}: {:.1} MiB/{fds}", *rss as f64 / 1024.0))
+        .collect();
+    println!("  each minute's peak RSS/fds: {}", trend.join(", "));
     let warned = warnings.lock().map(|w| *w).unwrap_or(0);
     let summary = json!({
         "secs": elapsed.as_secs_f64().round(),
@@ -353,6 +367,7 @@ fn report(
         "rss_kib": {"min": rss.0, "max": rss.1, "last": rss.2},
         "fds": {"min": fds.0, "max": fds.1, "last": fds.2},
         "stderr_lines": warned,
+        "rss_kib_per_minute": minutes.values().map(|m| m.0).collect::<Vec<_>>(),
     });
     println!("SOAK {summary}");
     lost == 0 && hung == 0 && b_failed == 0 && calls > 0

@@ -239,6 +239,12 @@ impl Peer {
         self.session_id.as_deref()
     }
 
+    /// Whether the connection or session is gone (nothing reads its outbound frames any
+    /// more): a closed, expired, evicted or deleted session.
+    pub fn is_closed(&self) -> bool {
+        self.outbound.is_closed()
+    }
+
     /// Sends an unsolicited notification (list_changed, resources/updated, a log message).
     /// On HTTP it travels on the session's GET stream; when none is open it is dropped
     /// with a log line, as there is no other way to deliver it.

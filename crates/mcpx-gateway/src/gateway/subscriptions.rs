@@ -14,6 +14,9 @@ pub(super) fn subscribable(facts: &ServerFacts) -> bool {
         .unwrap_or(false)
 }
 
+/// Legacy host sessions by id (see [`Subscriptions::legacy_peers`]).
+pub(super) type PeerMap = HashMap<Arc<str>, Peer, foldhash::fast::RandomState>;
+
 /// What hosts are told and subscribed to, held across requests.
 #[derive(Debug)]
 pub(super) struct Subscriptions {
@@ -21,8 +24,10 @@ pub(super) struct Subscriptions {
     pub(super) changes: broadcast::Sender<ListKind>,
     /// Upstreams' `notifications/resources/updated`, for modern hosts' listen streams.
     pub(super) updates: broadcast::Sender<Frame>,
-    /// Legacy host sessions seen, to tell them about list changes.
-    pub(super) legacy_peers: Mutex<Vec<Peer>>,
+    /// Legacy host sessions seen, to tell them about list changes, by session id (""
+    /// for a stdio host's connection). Sessions that have ended are dropped whenever a
+    /// new one is added, so the map holds about as many as are open.
+    pub(super) legacy_peers: Mutex<PeerMap>,
     /// Legacy hosts subscribed to each resource URI (as the host names it), with the
     /// token that ends mcpx's own listen stream for it (modern upstreams).
     pub(super) subscribers:
@@ -42,7 +47,7 @@ impl Subscriptions {
         Subscriptions {
             changes,
             updates,
-            legacy_peers: Mutex::new(Vec::new()),
+            legacy_peers: Mutex::new(PeerMap::default()),
             subscribers: Mutex::new(HashMap::new()),
             listen_holds: tokio::sync::Mutex::new(HashMap::new()),
         }
@@ -58,7 +63,10 @@ impl Gateway {
             .subs
             .legacy_peers
             .lock()
-            .map(|p| p.clone())
+            .map(|mut p| {
+                p.retain(|_, peer| !peer.is_closed());
+                p.values().cloned().collect()
+            })
             .unwrap_or_default();
         for peer in peers {
             let _ = peer
@@ -352,9 +360,12 @@ impl Gateway {
     pub(super) fn remember_peer(&self, peer: &Option<Peer>) {
         let Some(peer) = peer else { return };
         if let Ok(mut peers) = self.subs.legacy_peers.lock() {
-            let key = peer.session_id();
-            if !peers.iter().any(|p| p.session_id() == key) {
-                peers.push(peer.clone());
+            let key = peer.session_id().unwrap_or("");
+            if !peers.contains_key(key) {
+                // Once per session: the ended ones go, so the map never outgrows the
+                // sessions open (a long-running gateway sees sessions come and go).
+                peers.retain(|_, p| !p.is_closed());
+                peers.insert(Arc::from(key), peer.clone());
             }
         }
     }

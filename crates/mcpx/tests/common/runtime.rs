@@ -1003,6 +1003,19 @@ impl Session {
             .body(body.to_string())
     }
 
+    /// Ends the session (`DELETE`); the status.
+    pub async fn delete(&self) -> u16 {
+        self.client
+            .delete(&self.url)
+            .header("Mcp-Session-Id", &self.sid)
+            .header("MCP-Protocol-Version", self.rev.as_str())
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
     /// A request; its response within 30 s.
     pub async fn request(&self, method: &str, params: Value) -> Value {
         let id = self
