@@ -275,7 +275,8 @@ impl Gateway {
                 let fut =
                     tracing::Instrument::instrument(conn.call(method, Some(&text), opts), span);
                 tokio::pin!(fut);
-                loop {
+                let leg = self.upstream_leg(call, up, method);
+                let outcome = loop {
                     tokio::select! {
                         // Events were sent before the response: relay them first.
                         biased;
@@ -290,7 +291,11 @@ impl Gateway {
                         }
                         r = &mut fut => break r,
                     }
+                };
+                if let Some(leg) = leg {
+                    leg.end(&outcome);
                 }
+                outcome
             };
             while let Ok(ev) = rx.try_recv() {
                 if let Some(f) = Box::pin(self.on_event(call, &facts, up.id.as_str(), *ev)).await {
