@@ -17,6 +17,8 @@
 #   MCPX_COST_BIN       the mcpx binary to measure (default: target/release/mcpx, built)
 #   MCPX_COST_UPSTREAM  stdio (default) or http: how the gateway reaches the example
 #                       server
+#   MCPX_COST_ARGS      more arguments for the measured `mcpx serve`, split on spaces
+#                       (e.g. "--metrics 127.0.0.1:0": the cost of metrics on)
 #
 # Needs valgrind and python3. Takes about two minutes per shape.
 set -euo pipefail
@@ -41,6 +43,8 @@ BIN="$(realpath "${MCPX_COST_BIN:-$repo/target/release/mcpx}")"
 LOAD="$repo/target/release/mcpx"
 [[ -x "$LOAD" ]] || cargo build --release -p mcpx >&2
 
+read -r -a SERVE_ARGS <<<"${MCPX_COST_ARGS:-}"
+
 OUT="$(mktemp -d "${TMPDIR:-/tmp}/mcpx-call-cost.XXXXXX")"
 # PIDS, start_bg, stop_started, free_port, wait_port, gateway_config.
 # shellcheck source=lib/procs.sh
@@ -63,14 +67,14 @@ run() {
   local tool="$1" calls="$2" output="$3"
   if [[ "$HOST" == stdio ]]; then
     # The load generator starts the gateway itself, as a stdio host does.
-    "$LOAD" bench --stdio "valgrind --tool=$tool $output $BIN serve --config $cfg" \
+    "$LOAD" bench --stdio "valgrind --tool=$tool $output $BIN serve --config $cfg ${SERVE_ARGS[*]}" \
       --era "$ERA" --calls "$calls" --warmup 0 >/dev/null 2>&1
     return
   fi
   local port pid
   port="$(free_port)"
   start_bg "$OUT/$tool.log" env XDG_CACHE_HOME="$OUT/cache" valgrind "--tool=$tool" "$output" \
-    "$BIN" serve --config "$cfg" --http "127.0.0.1:$port"
+    "$BIN" serve --config "$cfg" --http "127.0.0.1:$port" "${SERVE_ARGS[@]}"
   pid=$BG_PID
   wait_port "$port" "$pid" 300 || { echo "call-cost: the gateway did not listen" >&2; exit 1; }
   "$LOAD" bench --http "http://127.0.0.1:$port/mcp" --era "$ERA" --calls "$calls" \

@@ -19,6 +19,9 @@
 #     stdio, Streamable HTTP and HTTP+SSE.
 #  5. mcpx as a client: the conformance suite's client scenarios against mcpx serve's
 #     upstream side (scripts/interop/conformance_client.py drives it as a host).
+#  6. Metrics: Debian's Prometheus (installed by scripts/peers.sh) scrapes `mcpx serve
+#     --metrics` after known traffic; PromQL over its HTTP API counts the calls and the
+#     tool errors, and promtool checks a scrape.
 #
 # Each check prints one line, PASS or FAIL; the last line is "N passed, M failed".
 # Exit status 0 only when nothing failed. Everything listens on 127.0.0.1 only.
@@ -228,6 +231,50 @@ for scenario in initialize tools_call request-metadata sse-retry http-standard-h
     --command "$py $repo/scripts/interop/conformance_client.py" --scenario "$scenario" \
     -o "$log_dir/conformance-client"
 done
+
+check_timeout=60
+echo "== Prometheus -> mcpx serve --metrics"
+prometheus=$(peers_prometheus) || bail install-prometheus
+promtool="$(dirname "$prometheus")/promtool"
+"$prometheus" --version 2>&1 | head -n 1
+cfg="$log_dir/gateway-metrics.json"
+echo "{\"mcpServers\": {\"example\": {\"command\": \"$mcpx\", \"args\": [\"example-server\"]}}}" >"$cfg"
+metrics_port=$(free_port)
+serve_http gateway-metrics "$mcpx" serve --config "$cfg" --metrics "127.0.0.1:$metrics_port"
+wait_port "$metrics_port" || bail gateway-metrics-listener
+metrics_url="http://127.0.0.1:$metrics_port/metrics"
+# Known traffic: 4 calls on a legacy session, 3 tool errors (isError) from a modern host.
+calls_ok=4 tool_errors=3
+check metrics-traffic-calls 'calls/s' "$mcpx" bench --http "$url" --era legacy --calls "$calls_ok" --warmup 0
+check metrics-traffic-tool-errors 'calls/s' "$mcpx" bench --http "$url" --era modern --calls "$tool_errors" --warmup 0 --tool test_error_handling
+check metrics-promtool-check 'promtool: ok' bash -c \
+  "'$py' -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' '$metrics_url' | '$promtool' check metrics && echo 'promtool: ok'"
+prom_port=$(free_port)
+prom_dir="$log_dir/prometheus"
+mkdir -p "$prom_dir"
+cat >"$prom_dir/prometheus.yml" <<YAMLEOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: mcpx
+    static_configs:
+      - targets: ["127.0.0.1:$metrics_port"]
+YAMLEOF
+"$prometheus" --config.file="$prom_dir/prometheus.yml" --storage.tsdb.path="$prom_dir/data" \
+  --web.listen-address="127.0.0.1:$prom_port" >"$log_dir/prometheus.server.log" 2>&1 &
+pids+=($!)
+wait_port "$prom_port" || bail prometheus-start
+prom_url="http://127.0.0.1:$prom_port"
+prom_query=("$py" "$repo/scripts/interop/prometheus_query.py" "$prom_url")
+check prometheus-scrapes-mcpx '= 1.0' "${prom_query[@]}" 'up{job="mcpx"}' 1
+check prometheus-calls "= $((calls_ok + tool_errors)).0" "${prom_query[@]}" \
+  'sum(mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call"})' $((calls_ok + tool_errors))
+check prometheus-tool-errors "= $tool_errors.0" "${prom_query[@]}" \
+  'sum(mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",error_type="tool_error"})' "$tool_errors"
+check prometheus-upstream-tool-errors "= $tool_errors.0" "${prom_query[@]}" \
+  'sum(mcp_client_operation_duration_seconds_count{upstream="example",error_type="tool_error"})' "$tool_errors"
+check prometheus-upstream-ready '= 1.0' "${prom_query[@]}" 'mcpx_upstream_state{upstream="example",state="ready"}' 1
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

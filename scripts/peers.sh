@@ -8,6 +8,7 @@
 #   peers_python_mcp          -> python of a venv that has PyPI mcp installed
 #   peers_server_everything   -> command line running server-everything over stdio
 #   peers_conformance VERSION -> path of the conformance suite's CLI entry (dist/index.js)
+#   peers_prometheus          -> path of Debian's `prometheus` (its `promtool` beside it)
 #
 # The command-line functions echo shell words separated by spaces (paths are
 # quoted with printf %q), so callers should `eval` them or split into an array:
@@ -159,4 +160,29 @@ peers_python_mcp() {
       || { _peers_err "mcp $PEERS_PYTHON_MCP_VERSION not importable in $venv (got '$have')"; return 1; }
   fi
   printf '%s\n' "$py"
+}
+
+# Prometheus and promtool: Debian's `prometheus` package, installed with apt-get when
+# either is missing (as root, as CI runs; its service is not started, and need not
+# be: the interop script runs the binary itself on 127.0.0.1).
+peers_prometheus() {
+  local prom
+  if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || { _peers_err "prometheus not installed, and no apt-get"; return 1; }
+    [[ $(id -u) -eq 0 ]] || { _peers_err "prometheus not installed (apt-get install prometheus, as root)"; return 1; }
+    echo "peers: installing Debian's prometheus" >&2
+    # The package would start its service (on every interface, port 9090): a
+    # policy-rc.d that says no keeps it stopped, as in a container image.
+    local policy=/usr/sbin/policy-rc.d own_policy=""
+    if [[ ! -e $policy ]]; then
+      printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && own_policy=1
+    fi
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } >&2
+    local installed=$?
+    [[ -n $own_policy ]] && rm -f "$policy"
+    [[ $installed -eq 0 ]] || { _peers_err "apt-get install prometheus failed"; return 1; }
+  fi
+  prom="$(command -v prometheus)" || { _peers_err "prometheus not found after installing it"; return 1; }
+  [[ -x "$(dirname "$prom")/promtool" ]] || { _peers_err "promtool is not beside $prom"; return 1; }
+  printf '%s\n' "$prom"
 }

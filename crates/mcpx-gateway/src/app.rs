@@ -75,15 +75,31 @@ impl App {
         adjust: Option<Adjust>,
         era_cache: EraCache,
     ) -> Arc<App> {
+        App::start_with_metrics(config, path, adjust, era_cache, None)
+    }
+
+    /// [`App::start`], recording in `metrics` (when `Some`): the host's leg of each
+    /// request at the seam, the upstream leg in the gateway, reloads here, and the
+    /// gateway's gauges at each scrape.
+    pub fn start_with_metrics(
+        config: Config,
+        path: Option<PathBuf>,
+        adjust: Option<Adjust>,
+        era_cache: EraCache,
+        metrics: Option<Arc<mcpx_metrics::Metrics>>,
+    ) -> Arc<App> {
         let policy = config.spec.clone();
-        let gateway = Gateway::new(config, era_cache);
+        let gateway = Gateway::with_metrics(config, era_cache, metrics.clone());
         gateway.start();
-        let seam = Arc::new(Seam::new(
-            Arc::new(GatewayBackend(gateway.clone())),
-            "mcpx",
-            env!("CARGO_PKG_VERSION"),
-            policy,
-        ));
+        let seam = Arc::new(
+            Seam::new(
+                Arc::new(GatewayBackend(gateway.clone())),
+                "mcpx",
+                env!("CARGO_PKG_VERSION"),
+                policy,
+            )
+            .with_metrics(metrics),
+        );
         Arc::new(App {
             gateway,
             seam,
@@ -120,6 +136,16 @@ impl App {
     /// Reads the configuration file again and applies it. On any error the
     /// configuration in force is left as it is.
     pub fn reload(&self) -> Result<Plan, ReloadError> {
+        let reloaded = self.reload_config();
+        if let Some(m) = self.gateway.metrics()
+            && !matches!(reloaded, Err(ReloadError::NoFile))
+        {
+            m.reloaded(reloaded.is_ok());
+        }
+        reloaded
+    }
+
+    fn reload_config(&self) -> Result<Plan, ReloadError> {
         let path = self.path.as_deref().ok_or(ReloadError::NoFile)?;
         let (path, mut config) = config::load(Some(path))?;
         if let Some(adjust) = &self.adjust {

@@ -302,6 +302,13 @@ impl Catalog {
         self.resolve(self.tools.get(exposed)?)
     }
 
+    /// Every tool a host can call: its exposed name and its upstream.
+    pub fn tools(&self) -> impl Iterator<Item = (&str, &UpstreamId)> {
+        self.tools
+            .iter()
+            .filter_map(|(name, e)| Some((name.as_str(), &self.upstreams.get(e.upstream)?.id)))
+    }
+
     /// The prompt a host calls `exposed` (its facts are the defaults).
     pub fn prompt(&self, exposed: &str) -> Option<Resolved<'_>> {
         self.resolve(self.prompts.get(exposed)?)

@@ -51,6 +51,8 @@ use crate::upstream::{self, State, Upstream};
 // the gateway's private fields).
 mod asks;
 mod forward;
+// Metrics: the upstream leg, the catalog's tool names, the gauges at a scrape.
+mod observe;
 mod subscriptions;
 // Gateway tasks (H13): they drive calls through the routing in `forward`.
 mod tasks;
@@ -161,6 +163,8 @@ pub struct Gateway {
     bridge: asks::Bridge,
     /// Gateway tasks (H13), bounded by `mcpx.limits.maxTasks`/`taskTtlMs`.
     tasks: tasks::Store,
+    /// Where calls are measured, when metrics are on (`mcpx serve --metrics`).
+    metrics: Option<Arc<mcpx_metrics::Metrics>>,
 }
 
 /// A `subscriptions/listen` call has no response to wait for: it lasts as long as
@@ -290,7 +294,17 @@ impl Gateway {
     /// A gateway for `config`. Call [`Gateway::start`] to start the upstreams'
     /// supervisors.
     pub fn new(config: Config, era_cache: EraCache) -> Arc<Gateway> {
-        Arc::new(Gateway {
+        Gateway::with_metrics(config, era_cache, None)
+    }
+
+    /// [`Gateway::new`], measuring calls in `metrics` (when `Some`) and reporting its
+    /// upstreams' states, calls in flight, parked calls and tasks there at each scrape.
+    pub fn with_metrics(
+        config: Config,
+        era_cache: EraCache,
+        metrics: Option<Arc<mcpx_metrics::Metrics>>,
+    ) -> Arc<Gateway> {
+        let gateway = Arc::new(Gateway {
             config: RwLock::new(Arc::new(config)),
             era_cache,
             upstreams: RwLock::new(Arc::new(Upstreams::default())),
@@ -308,7 +322,13 @@ impl Gateway {
             subs: subscriptions::Subscriptions::new(),
             bridge: asks::Bridge::new(),
             tasks: tasks::Store::default(),
-        })
+            metrics,
+        });
+        if let Some(m) = &gateway.metrics {
+            let source: std::sync::Weak<Gateway> = Arc::downgrade(&gateway);
+            m.set_source(source);
+        }
+        gateway
     }
 
     /// The configuration in force.
@@ -398,10 +418,16 @@ impl Gateway {
         // Every settling (first start ended) wakes the startup wait.
         let gw = Arc::downgrade(self);
         let mut status = up.supervisor().watch();
+        let weak_up = Arc::downgrade(&up);
         tokio::spawn(async move {
+            let mut restarts = 0;
             while status.changed().await.is_ok() {
                 let Some(gw) = gw.upgrade() else { return };
                 gw.progress.notify_waiters();
+                let now = status.borrow().restarts;
+                if let Some(up) = weak_up.upgrade() {
+                    gw.observe_restarts(&up, &mut restarts, now);
+                }
             }
         });
         if let Ok(mut t) = self.supervisors.lock() {
@@ -737,6 +763,7 @@ impl Gateway {
             }
         }
         let fresh = Arc::new(built.catalog);
+        self.observe_catalog(&fresh);
         let before = match self.catalog.write() {
             Ok(mut c) => std::mem::replace(&mut *c, fresh.clone()),
             Err(_) => return Vec::new(),

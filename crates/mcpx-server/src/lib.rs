@@ -270,6 +270,9 @@ pub struct Call {
     /// The gateway task this call is the underlying work of, if any (2025-11-25
     /// `io.modelcontextprotocol/related-task`, register C-C12). `None` from the seam.
     pub related_task: Option<String>,
+    /// With metrics on, the series of the listed tool a `tools/call` names, for its
+    /// upstream leg (found once, by the seam).
+    pub tool_series: Option<Arc<mcpx_metrics::ToolSeries>>,
 }
 
 /// A result, as raw JSON written in `revision`.
@@ -375,6 +378,8 @@ pub struct Seam<B> {
     /// entry: another object replaces it (then each differing request parses, as
     /// before).
     capabilities: Mutex<Option<(Box<str>, Arc<Value>)>>,
+    /// Where each request's duration, outcome and bytes are recorded, if anywhere.
+    metrics: Option<Arc<mcpx_metrics::Metrics>>,
 }
 
 /// The key of a session's log level in [`Seam::levels`].
@@ -391,7 +396,15 @@ impl<B: Backend> Seam<B> {
             policy,
             levels: Mutex::new(HashMap::default()),
             capabilities: Mutex::new(None),
+            metrics: None,
         }
+    }
+
+    /// Records every request's duration and outcome (the host's leg), the bytes
+    /// exchanged with hosts, and legacy sessions, in `metrics`.
+    pub fn with_metrics(mut self, metrics: Option<Arc<mcpx_metrics::Metrics>>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The value of a 2026-07-28 request's `clientCapabilities` text (`null` when it is
@@ -452,7 +465,12 @@ impl<B: Backend> Seam<B> {
         Frame::error_response(Some(id), code, &message, f.data.as_ref())
     }
 
-    async fn answer(&self, req: Incoming, ctx: RequestCtx) -> Frame {
+    async fn answer(
+        &self,
+        req: Incoming,
+        ctx: &RequestCtx,
+        tool_series: Option<Arc<mcpx_metrics::ToolSeries>>,
+    ) -> Frame {
         let frame = req.frame;
         let host = req.verdict.revision();
         let id = frame.id().cloned().unwrap_or(Id::Number(0));
@@ -647,6 +665,7 @@ impl<B: Backend> Seam<B> {
             client_capabilities: caps,
             ctx: ctx.clone(),
             related_task: None,
+            tool_series,
         };
         match self.backend.call(call).await {
             Ok(reply) if reply.result.as_str().len() >= OFF_LOOP_BYTES => {
@@ -713,10 +732,38 @@ fn raw_str(s: &str) -> Box<RawValue> {
 
 impl<B: Backend> Service for Seam<B> {
     async fn request(&self, req: Incoming, ctx: RequestCtx) -> Frame {
-        self.answer(req, ctx).await
+        // The host's leg: timed from here to the response, when metrics are on (one
+        // check otherwise). One `answer` future either way.
+        let leg = match self.metrics.as_deref() {
+            None => None,
+            Some(m) => {
+                let started = std::time::Instant::now();
+                m.host_received(req.frame.as_str().len());
+                // The catalog's tools are known once the backend is ready (as `answer`
+                // waits for it first, this wait is only moved earlier).
+                if !self.backend.is_ready() {
+                    Box::pin(self.backend.ready()).await;
+                }
+                let method = req.frame.method().unwrap_or_default();
+                let tool = (method == "tools/call")
+                    .then(|| req.frame.params_name())
+                    .flatten();
+                Some(m.host_request_since(method, tool, started))
+            }
+        };
+        let tool_series = leg.as_ref().and_then(mcpx_metrics::HostTiming::tool);
+        let response = self.answer(req, &ctx, tool_series).await;
+        if let (Some(m), Some(timing)) = (self.metrics.as_deref(), leg) {
+            m.host_sent(response.as_str().len());
+            timing.end(&response, ctx.cancelled().is_cancelled());
+        }
+        response
     }
 
     async fn notification(&self, n: Incoming, _peer: Option<Peer>) {
+        if let Some(m) = &self.metrics {
+            m.host_received(n.frame.as_str().len());
+        }
         let method = n.frame.method().unwrap_or_default();
         if matches!(
             method,
@@ -733,7 +780,16 @@ impl<B: Backend> Service for Seam<B> {
         self.backend.param_headers(tool)
     }
 
+    fn session_opened(&self, _peer: &Peer) {
+        if let Some(m) = &self.metrics {
+            m.session_opened();
+        }
+    }
+
     fn session_closed(&self, peer: &Peer) {
+        if let Some(m) = &self.metrics {
+            m.session_closed();
+        }
         if let Ok(mut m) = self.levels.lock() {
             m.remove(session_id(Some(peer)));
         }

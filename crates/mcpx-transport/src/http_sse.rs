@@ -311,6 +311,7 @@ async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame:
                     .and_then(|r| member(r, "protocolVersion"))
                     .and_then(|v| serde_json::from_str::<String>(v).ok())
                     .and_then(|v| Revision::from_wire(&v));
+                let first = session.peer().is_none();
                 if let (Some(revision), Ok(mut p)) = (revision, session.peer.lock()) {
                     *p = Some(Peer::open(
                         revision,
@@ -319,6 +320,9 @@ async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame:
                         session.pending.clone(),
                         initialize_params,
                     ));
+                }
+                if let Some(peer) = session.peer().filter(|_| first) {
+                    app.service.session_opened(&peer);
                 }
                 session.send(response).await;
                 return;

@@ -62,6 +62,11 @@ pub trait Service: Send + Sync + 'static {
     /// request it names.
     fn notification(&self, n: Incoming, peer: Option<Peer>) -> impl Future<Output = ()> + Send;
 
+    /// A legacy session began: a successful `initialize` opened it. Each session
+    /// opened is closed once ([`Service::session_closed`]), unless mcpx exits first.
+    /// Default: nothing.
+    fn session_opened(&self, _peer: &Peer) {}
+
     /// A legacy session ended (DELETE, expiry, end of stdio). Default: nothing.
     fn session_closed(&self, _peer: &Peer) {}
 

@@ -402,6 +402,7 @@ impl<S: Service> Conn<S> {
             .and_then(|r| member(r, "protocolVersion"))
             .and_then(|v| serde_json::from_str::<String>(v).ok())
             .and_then(|v| Revision::from_wire(&v));
+        let first = self.peer().is_none();
         if let (Some(revision), Ok(mut peer)) = (revision, self.peer.lock()) {
             *peer = Some(Peer::open(
                 revision,
@@ -410,6 +411,9 @@ impl<S: Service> Conn<S> {
                 self.pending.clone(),
                 initialize_params,
             ));
+        }
+        if let Some(peer) = self.peer().filter(|_| first) {
+            self.service.session_opened(&peer);
         }
     }
 }

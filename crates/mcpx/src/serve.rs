@@ -49,6 +49,11 @@ pub struct Args {
     /// The private key of `--tls-cert`, PEM (PKCS #8, PKCS #1 or SEC1).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (e.g. 127.0.0.1:9464), on a
+    /// listener of its own: the MCP endpoint's token, Origin and Host rules do not
+    /// apply to it. Works with stdio and `--http` alike. Default: no metrics.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
     /// Move one revision to the front of `spec.precedence`.
     #[arg(long, value_name = "REV")]
     mcp_spec: Option<String>,
@@ -152,6 +157,19 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let metrics = match args
+        .metrics
+        .map(|_| mcpx_metrics::Metrics::new())
+        .transpose()
+    {
+        Ok(m) => m.map(Arc::new),
+        Err(e) => {
+            crate::runtime::init_logging();
+            eprintln!("mcpx serve: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let metrics_bind = args.metrics;
     crate::runtime::run("serve", args.threads, |shutdown| async move {
         let max_frame = config.global.max_frame_bytes;
         let (max_sessions, session_idle) = (config.global.max_sessions, config.global.session_idle);
@@ -159,9 +177,14 @@ pub fn run(args: &Args) -> ExitCode {
             config.global.max_header_count,
             config.global.max_header_bytes,
         );
+        // The metrics listener first: a scraper may come before the first host.
+        if let (Some(bind), Some(metrics)) = (metrics_bind, &metrics) {
+            serve_metrics(bind, metrics.clone(), shutdown.clone()).await?;
+        }
         // Upstreams start in the background: the listener is up at once, and a host's
         // first request waits at most `startupWaitMs` for them.
-        let app = App::start(config, path, adjust, EraCache::default_location());
+        let app =
+            App::start_with_metrics(config, path, adjust, EraCache::default_location(), metrics);
         report_first_failures(&app);
         if let Err(e) = app.watch() {
             eprintln!(
@@ -218,6 +241,30 @@ pub fn run(args: &Args) -> ExitCode {
         app.shutdown().await;
         served
     })
+}
+
+/// Binds `bind` and serves `/metrics` there in the background, until `shutdown`.
+async fn serve_metrics(
+    bind: SocketAddr,
+    metrics: Arc<mcpx_metrics::Metrics>,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("--metrics {bind}: {e}")))?;
+    let addr = listener.local_addr()?;
+    eprintln!("mcpx serve: metrics at http://{addr}{}", mcpx_metrics::PATH);
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "mcpx serve: warning: {addr} is not a loopback address and metrics need no token: whoever reaches it can read them (the names of upstreams and tools, call counts)"
+        );
+    }
+    tokio::spawn(async move {
+        if let Err(e) = mcpx_metrics::serve(listener, metrics, shutdown).await {
+            tracing::warn!("metrics listener: {e}");
+        }
+    });
+    Ok(())
 }
 
 /// Says on stderr, once per upstream, when its first start fails, whatever the log

@@ -457,9 +457,14 @@ impl Gateway {
         let method_owned = method.to_owned();
         let facts = conn.facts();
         let conn_generation = up.supervisor().ready().map_or(0, |(g, _)| g);
+        let leg = self.upstream_leg(call, up, method);
         // Boxed: see mcpx_transport::stdio (the harness moves a spawned future by value).
         let task = tokio::spawn(Box::pin(async move {
-            conn.call(&method_owned, Some(&text), opts).await
+            let outcome = conn.call(&method_owned, Some(&text), opts).await;
+            if let Some(leg) = leg {
+                leg.end(&outcome);
+            }
+            outcome
         }));
         let parked = Parked {
             upstream: up.clone(),

@@ -292,7 +292,8 @@ impl Gateway {
                 let fut =
                     tracing::Instrument::instrument(conn.call(method, Some(&text), opts), span);
                 tokio::pin!(fut);
-                loop {
+                let leg = self.upstream_leg(call, up, method);
+                let outcome = loop {
                     tokio::select! {
                         // Asks that ended answer the upstream first; then events, which
                         // were sent before the response.
@@ -311,7 +312,11 @@ impl Gateway {
                         }
                         r = &mut fut => break r,
                     }
+                };
+                if let Some(leg) = leg {
+                    leg.end(&outcome);
                 }
+                outcome
             };
             // The upstream has answered: its asks still open are moot (dropped, each
             // host request is cancelled and each upstream request refused), and

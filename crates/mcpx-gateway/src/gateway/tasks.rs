@@ -339,6 +339,11 @@ fn clean(mut reply: Reply) -> Reply {
 }
 
 impl Store {
+    /// How many tasks it holds (the `mcpx_tasks` gauge).
+    pub(super) fn len(&self) -> usize {
+        self.map.lock().map_or(0, |m| m.len())
+    }
+
     /// Marks `call`'s task (if it is the work of a 2025-11-25 host's task) as waiting
     /// on an ask until the returned guard is dropped.
     pub(super) fn waiting(&self, call: &Call) -> Option<Waiting<'_>> {
@@ -532,6 +537,7 @@ fn derive(
         client_capabilities: caps,
         ctx: call.ctx.clone(),
         related_task: related,
+        tool_series: call.tool_series.clone(),
     }
 }
 

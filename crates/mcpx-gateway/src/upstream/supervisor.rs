@@ -123,6 +123,18 @@ pub enum State {
 }
 
 impl State {
+    /// Every [`State::key`].
+    pub const KEYS: &'static [&'static str] = &[
+        "idle",
+        "starting",
+        "ready",
+        "backoff",
+        "crash_loop",
+        "needs_authorization",
+        "failed",
+        "stopped",
+    ];
+
     /// The state in one word, as in a host's error `data.state` and `mcpx probe`.
     pub fn key(&self) -> &'static str {
         match self {

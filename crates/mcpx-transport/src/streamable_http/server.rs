@@ -710,6 +710,7 @@ async fn initialize<S: Service>(
             }
         });
     }
+    app.service.session_opened(&session.peer);
     app.sessions.insert(session);
     let mut resp = json_response(StatusCode::OK, response.into_string());
     if let Ok(v) = HeaderValue::from_str(&sid) {
