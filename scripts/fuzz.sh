@@ -41,10 +41,14 @@ fi
 # it done): optimised, with debug assertions and overflow checks, AddressSanitizer.
 build=(--release --debug-assertions)
 
+mapfile -t all < <(cargo +nightly fuzz list)
 if [[ "$target" == "--all" ]]; then
-  mapfile -t targets < <(cargo +nightly fuzz list)
-else
+  targets=("${all[@]}")
+elif [[ " ${all[*]} " == *" $target "* ]]; then
   targets=("$target")
+else
+  echo "fuzz.sh: no target '$target'; the targets: ${all[*]}" >&2
+  exit 2
 fi
 
 echo "== cargo fuzz build"
@@ -55,7 +59,7 @@ mkdir -p "$work/logs"
 failed=()
 for t in "${targets[@]}"; do
   if [[ ! -d "fuzz/corpus/$t" ]]; then
-    echo "fuzz.sh: no target '$t' (or no seed corpus fuzz/corpus/$t)" >&2
+    echo "fuzz.sh: target '$t' has no seed corpus (fuzz/corpus/$t)" >&2
     exit 2
   fi
   corpus="$work/corpus/$t"

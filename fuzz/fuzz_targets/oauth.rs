@@ -5,7 +5,8 @@
 //! * a token answer is accepted exactly when serde_json's reading of it has a 2xx
 //!   status, a string `access_token`, a `Bearer` (or no) `token_type` and a token that
 //!   can be a header value; it gives `Bearer <token>`, marked sensitive, for
-//!   `expires_in` seconds (else an hour); and a refusal never quotes the token;
+//!   `expires_in` seconds (else an hour; at most a year, a time an `Instant` can
+//!   hold); and a refusal never quotes the token;
 //! * the metadata documents' URLs are those serde_json reads;
 //! * every metadata URL looked for is on the origin of the URL it is derived from,
 //!   under `/.well-known/`, with no query or fragment, each once;
@@ -15,13 +16,13 @@
 //! `WWW-Authenticate` value, separated by 0xFF bytes.
 #![no_main]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use mcpx_protocol::auth::{self, Challenge};
 use mcpx_transport::oauth::{
-    authorization_server, authorization_server_metadata_urls, resource_metadata_urls, token_answer,
-    token_endpoint,
+    MAX_LIFETIME, authorization_server, authorization_server_metadata_urls, resource_metadata_urls,
+    token_answer, token_endpoint,
 };
 use serde_json::Value;
 use url::Url;
@@ -67,7 +68,10 @@ fn token(status: u16, body: &[u8]) {
             assert_eq!(
                 lifetime,
                 secs.map_or(Duration::from_secs(3600), Duration::from_secs)
+                    .min(MAX_LIFETIME)
             );
+            // The token is kept until a time an `Instant` can hold.
+            assert!(Instant::now().checked_add(lifetime).is_some());
         }
         Err(why) => {
             assert!(!expected, "refused {status} {body:?}: {why}");

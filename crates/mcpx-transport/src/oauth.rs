@@ -71,6 +71,10 @@ const MARGIN: Duration = Duration::from_secs(30);
 /// A token's lifetime when the server does not say.
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
 
+/// The longest lifetime a token is kept for, whatever the server says: a year. An
+/// `expires_in` near `u64::MAX` seconds would not fit in an `Instant`.
+pub const MAX_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Tokens for one upstream.
 #[derive(Debug)]
 pub(crate) struct TokenSource {
@@ -367,7 +371,8 @@ pub fn token_endpoint(doc: &serde_json::Value) -> Option<Url> {
 
 /// A token endpoint's answer (its status and body): the `Authorization` value to send
 /// (`Bearer` and the access token, marked sensitive) and how long the token lasts
-/// (`expires_in`, else an hour); or why not, in words that never quote the token.
+/// (`expires_in`, else an hour; at most [`MAX_LIFETIME`]); or why not, in words that
+/// never quote the token.
 pub fn token_answer(status: u16, body: &[u8]) -> Result<(HeaderValue, Duration), String> {
     let answer: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     if !(200..300).contains(&status) {
@@ -389,17 +394,22 @@ pub fn token_answer(status: u16, body: &[u8]) -> Result<(HeaderValue, Duration),
     else {
         return Err("answered without an access_token".to_owned());
     };
-    let kind = answer
-        .get("token_type")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("Bearer");
+    // RFC 6749 §5.1 requires `token_type`; without one the token is taken for a Bearer
+    // token, but one that is there and no string (`0`, `null`) says nothing of the kind.
+    let kind = match answer.get("token_type") {
+        None => "Bearer",
+        Some(kind) => kind
+            .as_str()
+            .ok_or("issued a token whose token_type is not a string")?,
+    };
     if !kind.eq_ignore_ascii_case("bearer") {
         return Err(format!("issued a {kind:?} token, not a Bearer one"));
     }
     let lifetime = answer
         .get("expires_in")
         .and_then(serde_json::Value::as_u64)
-        .map_or(DEFAULT_LIFETIME, Duration::from_secs);
+        .map_or(DEFAULT_LIFETIME, Duration::from_secs)
+        .min(MAX_LIFETIME);
     let mut value = HeaderValue::try_from(format!("Bearer {access}"))
         .map_err(|e| format!("issued a token that is not a header value: {e}"))?;
     value.set_sensitive(true);
@@ -422,6 +432,15 @@ mod tests {
         assert_eq!(lifetime, Duration::from_secs(60));
         let (_, lifetime) = token_answer(200, br#"{"access_token":"t"}"#).unwrap();
         assert_eq!(lifetime, DEFAULT_LIFETIME);
+        // An `expires_in` of u64::MAX seconds made `authorization` panic adding it to
+        // `Instant::now()`.
+        let (_, lifetime) = token_answer(
+            200,
+            br#"{"access_token":"t","expires_in":18446744073709551615}"#,
+        )
+        .unwrap();
+        assert_eq!(lifetime, MAX_LIFETIME);
+        assert!(Instant::now().checked_add(lifetime).is_some());
         for (status, body, why) in [
             (
                 401,
@@ -442,6 +461,18 @@ mod tests {
                 200,
                 b"{\"access_token\":\"sec\\nret\"}",
                 "not a header value",
+            ),
+            // Found by the oauth fuzz target: a token_type that is no string was taken
+            // for a Bearer one.
+            (
+                200,
+                br#"{"access_token":"secret","token_type":0}"#,
+                "token_type is not a string",
+            ),
+            (
+                200,
+                br#"{"access_token":"secret","token_type":null}"#,
+                "token_type is not a string",
             ),
         ] {
             let e = token_answer(status, body).unwrap_err();
