@@ -12,7 +12,8 @@
 #
 # cargo-fuzz needs a nightly toolchain: without one the script says so and exits 0.
 # It installs cargo-fuzz (its version pinned) into ~/.cargo/bin when it is missing.
-# $MCPX_FUZZ_ARGS adds libFuzzer options (e.g. "-max_len=8192").
+# $MCPX_FUZZ_ARGS adds libFuzzer options (e.g. "-max_len=8192"); $MCPX_FUZZ_SANITIZER
+# picks cargo-fuzz's sanitizer (default address; CI uses none, which builds faster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,8 +39,8 @@ if [[ "$installed" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]]; then
 fi
 
 # The build every run uses (`cargo fuzz run` builds with the same options, so it finds
-# it done): optimised, with debug assertions and overflow checks, AddressSanitizer.
-build=(--release --debug-assertions)
+# it done): optimised, with debug assertions and overflow checks, and a sanitizer.
+build=(--release --debug-assertions --sanitizer "${MCPX_FUZZ_SANITIZER:-address}")
 
 mapfile -t all < <(cargo +nightly fuzz list)
 if [[ "$target" == "--all" ]]; then
