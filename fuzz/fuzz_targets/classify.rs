@@ -2,9 +2,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpx_protocol::classify::{classify_http, classify_stdio, HttpMethod, HttpRequest};
-use mcpx_protocol::codec::{self, Decoded, Limits};
 use mcpx_protocol::Revision;
+use mcpx_protocol::classify::{HttpMethod, HttpRequest, classify_http, classify_stdio};
+use mcpx_protocol::codec::{self, Decoded, Limits};
 
 fuzz_target!(|input: (u8, String, String)| {
     let (selector, header, body) = input;

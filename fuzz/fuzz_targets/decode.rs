@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpx_protocol::codec::{self, Decoded, Limits};
 use mcpx_protocol::Revision;
+use mcpx_protocol::codec::{self, Decoded, Limits};
 
 fuzz_target!(|data: &[u8]| {
     let limits = Limits::default();

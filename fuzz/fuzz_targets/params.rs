@@ -32,7 +32,10 @@ fuzz_target!(|data: &[u8]| {
     };
     check(&p);
     let mut envelope = MetaMembers::default();
-    envelope.push("io.modelcontextprotocol/protocolVersion", &Value::from("2026-07-28"));
+    envelope.push(
+        "io.modelcontextprotocol/protocolVersion",
+        &Value::from("2026-07-28"),
+    );
     envelope.push("progressToken", &Value::from(7));
     let keep = |k: &str| k != "progressToken" && k != "io.modelcontextprotocol/protocolVersion";
     if let Some(out) = p.with_meta(keep, &envelope) {
@@ -48,7 +51,10 @@ fuzz_target!(|data: &[u8]| {
 
 /// Valid JSON; its hints agree with walks; a request written from it decodes as written.
 fn check(p: &Params) {
-    assert!(RawValue::from_string(p.as_str().to_owned()).is_ok(), "{p:?}");
+    assert!(
+        RawValue::from_string(p.as_str().to_owned()).is_ok(),
+        "{p:?}"
+    );
     for name in ["_meta", "name"] {
         assert_eq!(p.sole_member(name), sole_member(p.as_str(), name), "{p:?}");
     }

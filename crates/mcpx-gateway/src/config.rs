@@ -619,7 +619,8 @@ pub fn strip_jsonc(text: &str) -> String {
     let mut out = text.as_bytes().to_vec();
     blank_comments(&mut out);
     blank_trailing_commas(&mut out);
-    // Only ASCII bytes were replaced, by ASCII spaces, so this is still UTF-8.
+    // Whole comments (every byte of their characters) and ASCII commas were replaced
+    // by ASCII spaces, so this is still UTF-8.
     String::from_utf8(out).unwrap_or_default()
 }
 

@@ -408,6 +408,20 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
         for (k, v) in obj.0 {
             m.take(text, k, v.get());
         }
+        // The walk also reads the names of `params` and `result`, and of their
+        // `_meta`s, where a `RawValue` only skips them: a name serde_json cannot decode
+        // (a lone surrogate escape) fails the walk, as it fails every serde_json reader
+        // of those names. serde_json words it, at its place in the frame; the envelope
+        // was read, so the error goes to the request's id.
+        for part in [m.params, m.result].into_iter().flatten() {
+            if let Err((e, within)) = readable_names(part) {
+                let id = m.id.and_then(|raw| parse_id(raw).ok().flatten());
+                return Err(DecodeError {
+                    kind: DecodeErrorKind::Parse(located(text, within, &e)),
+                    id,
+                });
+            }
+        }
     }
     let Members {
         jsonrpc,
@@ -610,6 +624,63 @@ impl Seen {
             (None, _) => Hint::Absent,
         }
     }
+}
+
+/// Reads the member names of `value` (valid JSON text), if it is an object, and of its
+/// `_meta`, if that is one, as serde_json reads names: the names mcpx decodes in a
+/// request's `params` or a response's `result` (to find `name`, `_meta`,
+/// `resultType`, and `_meta`'s keys). A `RawValue` skips strings without decoding
+/// them, so a lone surrogate escape (`"\udd04"`), which serde_json refuses in every
+/// string it decodes, passes its check but not this one: the decoder refuses such a
+/// name (its walk reads names as this does), and so do [`Params::parse`] and
+/// [`Json::parse`], so that what the readers of those names find never depends on
+/// whether a walk could decode them.
+///
+/// [`Params::parse`]: crate::params::Params::parse
+/// [`Json::parse`]: crate::jsonrpc::Json::parse
+///
+/// The error is serde_json's, with the text its line and column count in (`value`, or
+/// its `_meta`'s).
+pub(crate) fn readable_names(value: &str) -> Result<(), (serde_json::Error, &str)> {
+    fn names(obj: &str, meta_too: bool) -> Result<(), (serde_json::Error, &str)> {
+        if !obj.starts_with('{') {
+            return Ok(());
+        }
+        let members: RawObject<'_> = serde_json::from_str(obj).map_err(|e| (e, obj))?;
+        if meta_too {
+            for (k, v) in members.0 {
+                if k == "_meta" {
+                    names(v.get(), false)?;
+                }
+            }
+        }
+        Ok(())
+    }
+    names(value.trim_start(), true)
+}
+
+/// serde_json's error `e` on `part` (a slice of `text`), placed in `text`: the line and
+/// column it names counted from the start of `text` instead of `part`'s.
+fn located(text: &str, part: &str, e: &serde_json::Error) -> String {
+    let shown = e.to_string();
+    let what = shown
+        .rsplit_once(" at line ")
+        .map_or(shown.as_str(), |(what, _)| what);
+    // serde_json counts lines from 1 and bytes in a line from the line's start.
+    let line_start: usize = part
+        .split_inclusive('\n')
+        .take(e.line().saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let at = (span_of(text, part).start + line_start + e.column()).min(text.len());
+    let before = text.as_bytes().get(..at).unwrap_or_default();
+    let line = 1 + before.iter().filter(|&&c| c == b'\n').count();
+    let column = at
+        - before
+            .iter()
+            .rposition(|&c| c == b'\n')
+            .map_or(0, |n| n + 1);
+    format!("{what} at line {line} column {column}")
 }
 
 /// `Ok(None)` for a JSON null (legal only on error responses).

@@ -171,9 +171,13 @@ pub struct Json {
 }
 
 impl Json {
-    /// Checks `text` (the same check as [`RawValue::from_string`]).
+    /// Checks `text`: the check of [`RawValue::from_string`], and its member names (and
+    /// its `_meta`'s) read as serde_json reads them, as the decoder reads a result (a
+    /// lone surrogate escape in a name is refused).
     pub fn parse(text: String) -> Result<Json, serde_json::Error> {
-        RawValue::from_string(text).map(|r| Json::whole(r.into()))
+        let raw = RawValue::from_string(text)?;
+        crate::codec::readable_names(raw.get()).map_err(|(e, _)| e)?;
+        Ok(Json::whole(raw.into()))
     }
 
     /// `v` written as JSON text.

@@ -133,9 +133,13 @@ impl Params {
         Params::unknown(v.to_string().into_boxed_str())
     }
 
-    /// Checks `text` (the same check as [`RawValue::from_string`]).
+    /// Checks `text`: the check of [`RawValue::from_string`], and its member names (and
+    /// its `_meta`'s) read as serde_json reads them, as the decoder reads a request's
+    /// params (a lone surrogate escape in a name is refused).
     pub fn parse(text: String) -> Result<Params, serde_json::Error> {
-        RawValue::from_string(text).map(|r| Params::unknown(Box::<str>::from(r)))
+        let raw = RawValue::from_string(text)?;
+        crate::codec::readable_names(raw.get()).map_err(|(e, _)| e)?;
+        Ok(Params::unknown(Box::<str>::from(raw)))
     }
 
     /// `{}`.

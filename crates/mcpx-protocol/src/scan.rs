@@ -153,6 +153,13 @@ pub(crate) struct Deeper<'f> {
 /// span of its quoted name, whether that name has escapes, and the span of its value;
 /// with `inner`, the member of that name (as written) whose value is an object has its
 /// own members handed to `inner`'s function the same way, before it is.
+///
+/// Its member names are read (a reader of `params` decodes them to find `name` and
+/// `_meta`), so, unlike a value's strings, a name with escapes must decode as
+/// `serde_json` decodes a string it reads: no lone surrogate (`"\udd04"`), which it
+/// refuses in any string it reads. With `inner`, a member spelled `inner`'s name with
+/// escapes is looked into too, its names checked the same way (but not handed over:
+/// a name with escapes makes the decoder's hints unsure anyway).
 fn nested_object<'d>(
     b: &[u8],
     i: usize,
@@ -168,21 +175,39 @@ fn nested_object<'d>(
     loop {
         let (end, escaped) = string_at::<true>(b, i)?;
         let name = i..end;
+        let decoded = if escaped {
+            Some(decoded_name(b, name.clone())?)
+        } else {
+            None
+        };
         i = ws(b, name.end);
         if b.get(i) != Some(&b':') {
             return None;
         }
         let start = ws(b, i + 1);
+        let object = b.get(start) == Some(&b'{');
         i = match &mut inner {
-            Some((quoted, each_inner))
-                if b.get(name.clone()) == Some(*quoted) && b.get(start) == Some(&b'{') =>
-            {
+            Some((quoted, each_inner)) if object && b.get(name.clone()) == Some(*quoted) => {
                 // Opening the value is one level, as `value` counts it.
                 if room == 0 {
                     *deep = true;
                     return None;
                 }
                 nested_object(b, start, room - 1, deep, None, &mut **each_inner)?
+            }
+            Some((quoted, _))
+                if object
+                    && decoded.as_deref().map(str::as_bytes)
+                        == quoted.get(1..quoted.len().saturating_sub(1)) =>
+            {
+                if room == 0 {
+                    *deep = true;
+                    return None;
+                }
+                // The same function type as above: no new instance of this generic
+                // function per level.
+                let skip: &mut EachMember<'_> = &mut |_, _, _| {};
+                nested_object(b, start, room - 1, deep, None, skip)?
             }
             _ => value(b, start, room, deep)?,
         };
@@ -324,6 +349,13 @@ fn name(text: &str, quoted: Range<usize>, escaped: bool) -> Option<Cow<'_, str>>
         let inner = quoted.strip_prefix('"')?.strip_suffix('"')?;
         Some(Cow::Borrowed(inner))
     }
+}
+
+/// The member name at `quoted` (a string with escapes, its quotes included), decoded
+/// as `serde_json` decodes it; `None` where it refuses it (a lone surrogate escape).
+fn decoded_name(b: &[u8], quoted: Range<usize>) -> Option<String> {
+    let quoted = std::str::from_utf8(b.get(quoted)?).ok()?;
+    serde_json::from_str::<String>(quoted).ok()
 }
 
 fn ws(b: &[u8], mut i: usize) -> usize {

@@ -311,8 +311,9 @@ proptest! {
         let mut text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#).into_bytes();
         damage(&mut text, at, how, byte);
         let Some(f) = one_frame(text) else { return Ok(()) };
-        // `_meta`'s members are read all at once: a name that cannot be decoded (a
-        // lone surrogate) leaves none readable, as it always has.
+        // `_meta`'s members are read all at once. (A name that cannot be decoded, a
+        // lone surrogate, in `params` or their `_meta`, has the request refused, as
+        // serde_json refuses it: such frames are not here.)
         let walk_meta = |key: &str| {
             let m = f.params().and_then(|p| mcpx_protocol::jsonrpc::first_member(p, "_meta"))?;
             let all = mcpx_protocol::jsonrpc::valid_members(m)?;

@@ -9,6 +9,9 @@ use mcpx_protocol::jsonrpc::{first_member, members, sole_member};
 use mcpx_protocol::params::MetaMembers;
 use mcpx_protocol::{Frame, Id, Params};
 use proptest::prelude::*;
+use serde::Deserializer;
+use serde::de::{MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 mod common;
@@ -62,6 +65,10 @@ fn params_text() -> impl Strategy<Value = String> {
         r#""n\u0061me""#,
         r#""a""#,
         r#""arguments""#,
+        // A surrogate pair (U+1F600), and a lone one, which serde_json refuses in a
+        // name it reads (issue #24 defect 6): the request is refused.
+        r#""\ud83d\ude00""#,
+        r#""\udd04""#,
     ]);
     let value = prop_oneof![
         2 => meta_value(),
@@ -130,6 +137,40 @@ fn agrees_with_walks(p: &Params) -> Result<(), TestCaseError> {
         prop_assert_eq!(frame.params_meta(key), walked);
     }
     Ok(())
+}
+
+/// An object's members as serde_json reads them (names decoded, values as written),
+/// repeats included; `None` where it refuses the text, or a name in it.
+fn read_by_serde_json(text: &str) -> Option<Vec<(String, Box<RawValue>)>> {
+    struct All;
+    impl<'de> Visitor<'de> for All {
+        type Value = Vec<(String, Box<RawValue>)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut all = Vec::new();
+            while let Some(k) = map.next_key::<String>()? {
+                all.push((k, map.next_value()?));
+            }
+            Ok(all)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let all = (&mut de).deserialize_map(All).ok()?;
+    de.end().ok()?;
+    Some(all)
+}
+
+/// Whether serde_json reads every name mcpx reads in a request's params: theirs, and
+/// those of every `_meta` member that is an object. Strings anywhere else are skipped
+/// unread, as a `RawValue` skips them (so a lone surrogate there is no error).
+fn serde_json_reads_the_names(params: &str) -> bool {
+    read_by_serde_json(params).is_some_and(|all| {
+        all.iter()
+            .filter(|(k, v)| k == "_meta" && v.get().starts_with('{'))
+            .all(|(_, v)| read_by_serde_json(v.get()).is_some())
+    })
 }
 
 /// The keys of an object's text as written (decoded), repeats included; `None` when it
@@ -228,5 +269,134 @@ proptest! {
         before["name"] = Value::String(new.clone());
         prop_assert_eq!(after, before);
         agrees_with_walks(&out)?;
+    }
+}
+
+/// Issue #24 defect 6, found by the `params` fuzz target: its minimised input, base64
+/// `f3siXHVkZDA0IjoxfQ==`, is the byte 0x7f (read `_meta` first) and the params
+/// `{"\udd04":1}`, a member name that is a lone surrogate escape. serde_json refuses
+/// such a name in every string it reads (`lone leading surrogate in hex escape`,
+/// a syntax error), while a `RawValue` skips it unread; the decoder accepted the
+/// request, and then a walk of the params failed at that name (so `name` and `_meta`
+/// after it were "not there") while the hints of the params `with_meta` wrote said
+/// `_meta` was. Now the decoder reads the names of `params` (and of their `_meta`) as
+/// serde_json reads them: the request is refused as a parse error, to its id, and no
+/// params carry a name the walks cannot read.
+#[test]
+fn a_lone_surrogate_in_a_member_name_is_refused_as_serde_json_refuses_it() {
+    let input = b"\x7f{\"\\udd04\":1}";
+    let (&read, rest) = input.split_first().unwrap();
+    assert_eq!(read, 0x7f);
+    let rest = std::str::from_utf8(rest).unwrap();
+    for params in [
+        rest,
+        r#"{"\udd04":1,"name":"test_simple_text","arguments":{}}"#,
+        r#"{"name":"t","\ud800":1}"#,
+        r#"{"name":"t","\ud800\u0041":1}"#,
+        r#"{"name":"t","\udfff\ud800":1}"#,
+        r#"{"_meta":{"\udd04":1},"name":"t"}"#,
+        r#"{"_m\u0065ta":{"\udd04":1},"name":"t"}"#,
+        r#"{"name":"t","_meta":{"k":1,"\ud800":{}}}"#,
+    ] {
+        assert!(!serde_json_reads_the_names(params), "{params}");
+        let text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#);
+        let err = codec::decode(text.clone(), &Limits::default()).unwrap_err();
+        assert_eq!(err.code(), -32700, "{params}: {err}");
+        assert_eq!(err.id, Some(Id::Number(1)), "{params}: {err}");
+        // serde_json's words, at the place in the frame where it reads them.
+        let whole = serde_json::from_str::<Value>(&text).unwrap_err();
+        assert_eq!(err.to_string(), format!("parse error: {whole}"), "{params}");
+        let response = err.to_response();
+        assert_eq!(response.id(), Some(&Id::Number(1)));
+        assert!(Params::parse(params.to_owned()).is_err(), "{params}");
+    }
+    // serde_json reads a surrogate pair, and skips the strings mcpx does not read (a
+    // value, a name deeper than `params` and its `_meta`): those requests are served,
+    // and their params answer as walks do, before and after mcpx's edits.
+    for params in [
+        r#"{"\ud83d\ude00":1,"name":"test_simple_text","arguments":{}}"#,
+        r#"{"name":"\udd04","arguments":{"\udd04":"\ud800"}}"#,
+        r#"{"name":"t","a":{"_meta":{"\udd04":1}},"_meta":{"k":"\udd04"}}"#,
+    ] {
+        assert!(serde_json_reads_the_names(params), "{params}");
+        for read in [false, true] {
+            let p = decoded(params, read).unwrap_or_else(|| panic!("refused {params}"));
+            agrees_with_walks(&p).unwrap();
+            let mut envelope = MetaMembers::default();
+            envelope.push("progressToken", &Value::from(7));
+            let out = p.with_meta(|k| k != "progressToken", &envelope).unwrap();
+            agrees_with_walks(&out).unwrap();
+            agrees_with_walks(&p.with_name("ns__t").unwrap()).unwrap();
+        }
+    }
+}
+
+/// A member name mcpx reads in a request's params (theirs, their `_meta`'s), written
+/// plainly, with escapes, as a surrogate pair, or as a lone surrogate.
+fn any_name() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        r#""name""#,
+        r#""_meta""#,
+        r#""\u005fmeta""#,
+        r#""k""#,
+        r#""\ud83d\ude00""#,
+        r#""\udd04""#,
+        r#""\ud800""#,
+        r#""\ud800\u0041""#,
+        r#""\ud800\\""#,
+    ])
+}
+
+/// A value with strings (and names, one level in) that may be lone surrogates: read
+/// by no one, so never a reason to refuse.
+fn unread_value() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        r#""\udd04""#,
+        r#""t""#,
+        r#"{"\udd04":"\ud800"}"#,
+        r#"{"_meta":{"\udd04":1}}"#,
+        r#"[{"\ud800":1}]"#,
+        "1",
+    ])
+    .prop_map(str::to_owned)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// The decoder refuses a request exactly where serde_json cannot read a name mcpx
+    /// reads, and otherwise its params answer as walks do, before and after mcpx's
+    /// edits: a hint never decides what a walk would not.
+    #[test]
+    fn names_are_read_as_serde_json_reads_them(
+        outer in prop::collection::vec((any_name(), unread_value()), 0..4),
+        meta in prop::option::of(prop::collection::vec((any_name(), unread_value()), 0..4)),
+        meta_at in any::<prop::sample::Index>(),
+        read: bool,
+    ) {
+        let mut members: Vec<(String, String)> =
+            outer.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        if let Some(m) = meta {
+            let m: Vec<(String, String)> = m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+            let at = meta_at.index(members.len() + 1);
+            members.insert(at, ("\"_meta\"".to_owned(), object(&m, "")));
+        }
+        let text = object(&members, "");
+        let p = decoded(&text, read);
+        prop_assert_eq!(p.is_some(), serde_json_reads_the_names(&text), "{}", text);
+        prop_assert_eq!(Params::parse(text.clone()).is_ok(), serde_json_reads_the_names(&text));
+        let Some(p) = p else { return Ok(()) };
+        agrees_with_walks(&p)?;
+        let mut envelope = MetaMembers::default();
+        envelope.push("io.modelcontextprotocol/protocolVersion", &Value::from("2026-07-28"));
+        let keep = |k: &str| k != "io.modelcontextprotocol/protocolVersion";
+        for added in [envelope, MetaMembers::default()] {
+            if let Some(out) = p.with_meta(keep, &added) {
+                agrees_with_walks(&out)?;
+            }
+        }
+        if let Some(out) = p.with_name("ns__t\"é") {
+            agrees_with_walks(&out)?;
+        }
     }
 }

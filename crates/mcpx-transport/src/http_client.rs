@@ -626,43 +626,13 @@ pub(crate) fn media_type<B>(resp: &hyper::Response<B>) -> Cow<'_, str> {
 }
 
 /// The SSE events of a response body, each bounded to `max_event` bytes (an event
-/// over the bound ends the stream with an error).
+/// over the bound ends the stream with an error): [`crate::sse`].
 pub(crate) fn sse_events(
     resp: Response,
     max_event: usize,
-) -> impl Stream<Item = Result<sse_stream::Sse, String>> + Send + Unpin {
-    // Bytes since the last blank line (the end of an event). CR, LF and CRLF all end a
-    // line (the SSE grammar); two line ends in a row end an event.
-    let mut run = 0usize;
-    let mut last_was_eol = false;
-    let mut prev_cr = false;
-    let bytes = body_stream(resp).map(move |chunk| {
-        let chunk = chunk.map_err(|e| std::io::Error::other(chain(&e)))?;
-        for &b in chunk.iter() {
-            if b == b'\n' && prev_cr {
-                prev_cr = false;
-                continue;
-            }
-            if b == b'\r' || b == b'\n' {
-                if last_was_eol {
-                    run = 0;
-                }
-                last_was_eol = true;
-                prev_cr = b == b'\r';
-            } else {
-                last_was_eol = false;
-                prev_cr = false;
-                run += 1;
-                if run > max_event {
-                    return Err(std::io::Error::other(format!(
-                        "an SSE event exceeds the limit of {max_event} bytes"
-                    )));
-                }
-            }
-        }
-        Ok(chunk)
-    });
-    Box::pin(sse_stream::SseByteStream::new(bytes)).map(|r| r.map_err(|e| e.to_string()))
+) -> impl Stream<Item = Result<crate::sse::Event, String>> + Send + Unpin {
+    let chunks = body_stream(resp).map(|chunk| chunk.map_err(|e| std::io::Error::other(chain(&e))));
+    crate::sse::bounded(chunks, max_event)
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@
 //!   connections, kept alive in a small pool of mcpx's own (a short list searched by
 //!   authority), the request target and `Host` made once per endpoint, and the
 //!   response helpers both clients share.
+//! * [`sse`]: the event-stream reader both SSE clients use (sse-stream's parser behind
+//!   mcpx's bound on an event's size).
 //! * `tls.rs`: TLS for `https://` upstreams (rustls, the system's root certificates).
 //! * [`proxy`]: the HTTP proxy an upstream's connections go through, configured or
 //!   from the environment.
@@ -50,6 +52,7 @@ pub(crate) mod origin;
 pub mod pending;
 pub mod proxy;
 pub mod service;
+pub mod sse;
 pub mod stdio;
 pub mod streamable_http;
 pub(crate) mod tls;

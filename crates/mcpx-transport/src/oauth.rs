@@ -71,6 +71,10 @@ const MARGIN: Duration = Duration::from_secs(30);
 /// A token's lifetime when the server does not say.
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
 
+/// The longest lifetime a token is kept for, whatever the server says: a year. An
+/// `expires_in` near `u64::MAX` seconds would not fit in an `Instant`.
+pub const MAX_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Tokens for one upstream.
 #[derive(Debug)]
 pub(crate) struct TokenSource {
@@ -180,38 +184,15 @@ impl TokenSource {
     /// server's metadata.
     async fn discover(&self, metadata: Option<&str>) -> Result<Url, TransportError> {
         let mut tried = Vec::new();
-        let well_known = |name: &str, url: &Url| -> Vec<Url> {
-            // RFC 9728 §3.1, RFC 8414 §3.1: the well-known segment goes between the
-            // host and the path; the root form after it.
-            let path = url.path().trim_end_matches('/');
-            let mut out = Vec::new();
-            for p in [
-                format!("/.well-known/{name}{path}"),
-                format!("/.well-known/{name}"),
-            ] {
-                let mut u = url.clone();
-                u.set_path(&p);
-                u.set_query(None);
-                if !out.contains(&u) {
-                    out.push(u);
-                }
-            }
-            out
-        };
         let candidates = match metadata.map(Url::parse) {
             Some(Ok(u)) => vec![u],
-            _ => well_known("oauth-protected-resource", &self.resource),
+            _ => resource_metadata_urls(&self.resource),
         };
         let mut issuer = None;
         for url in candidates {
             match self.get_json(&url).await {
                 Ok(doc) => {
-                    issuer = doc
-                        .get("authorization_servers")
-                        .and_then(serde_json::Value::as_array)
-                        .and_then(|a| a.first())
-                        .and_then(serde_json::Value::as_str)
-                        .and_then(|s| Url::parse(s).ok());
+                    issuer = authorization_server(&doc);
                     if issuer.is_some() {
                         break;
                     }
@@ -229,35 +210,10 @@ impl TokenSource {
         let Some(issuer) = issuer else {
             return Err(not_found(&tried));
         };
-        // 2025-11-25 basic/authorization §Authorization Server Metadata Discovery, in
-        // its order.
-        let path = issuer.path().trim_end_matches('/');
-        let at = |p: &str| {
-            let mut u = issuer.clone();
-            u.set_path(p);
-            u.set_query(None);
-            u
-        };
-        let documents = if path.is_empty() {
-            vec![
-                at("/.well-known/oauth-authorization-server"),
-                at("/.well-known/openid-configuration"),
-            ]
-        } else {
-            vec![
-                at(&format!("/.well-known/oauth-authorization-server{path}")),
-                at(&format!("/.well-known/openid-configuration{path}")),
-                at(&format!("{path}/.well-known/openid-configuration")),
-            ]
-        };
-        for url in documents {
+        for url in authorization_server_metadata_urls(&issuer) {
             match self.get_json(&url).await {
                 Ok(doc) => {
-                    if let Some(t) = doc
-                        .get("token_endpoint")
-                        .and_then(serde_json::Value::as_str)
-                        .and_then(|s| Url::parse(s).ok())
-                    {
+                    if let Some(t) = token_endpoint(&doc) {
                         return Ok(t);
                     }
                     tried.push(format!("{url} (no token_endpoint)"));
@@ -337,40 +293,231 @@ impl TokenSource {
         let (body, _) = read_bounded(resp, MAX_TOKEN_ANSWER)
             .await
             .map_err(|e| failed(format!("answered unreadably: {e}")))?;
-        let answer: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-        if !(200..300).contains(&status) {
-            // RFC 6749 §5.2: `error` and maybe `error_description`.
-            let why = [answer.get("error"), answer.get("error_description")]
-                .into_iter()
-                .flatten()
-                .filter_map(serde_json::Value::as_str)
+        token_answer(status, &body).map_err(failed)
+    }
+}
+
+/// Where an upstream's Protected Resource Metadata is looked for when its challenge
+/// names none (RFC 9728 §3.1): the well-known segment between the host and the
+/// resource's path, then at the root. Same origin as `resource`, no query.
+pub fn resource_metadata_urls(resource: &Url) -> Vec<Url> {
+    well_known("oauth-protected-resource", resource)
+}
+
+/// `/.well-known/{name}{path}`, then `/.well-known/{name}`, on `url`'s origin
+/// (RFC 9728 §3.1, RFC 8414 §3.1), each once.
+fn well_known(name: &str, url: &Url) -> Vec<Url> {
+    let path = url.path().trim_end_matches('/');
+    let mut out = Vec::new();
+    for p in [
+        format!("/.well-known/{name}{path}"),
+        format!("/.well-known/{name}"),
+    ] {
+        let mut u = url.clone();
+        u.set_path(&p);
+        u.set_query(None);
+        u.set_fragment(None);
+        if !out.contains(&u) {
+            out.push(u);
+        }
+    }
+    out
+}
+
+/// Where an authorization server's metadata is looked for, in the order of 2025-11-25
+/// basic/authorization §Authorization Server Metadata Discovery: RFC 8414 then OpenID
+/// Connect Discovery, with path insertion, then (OpenID only) appending. Same origin
+/// as `issuer`, no query.
+pub fn authorization_server_metadata_urls(issuer: &Url) -> Vec<Url> {
+    let path = issuer.path().trim_end_matches('/');
+    let at = |p: &str| {
+        let mut u = issuer.clone();
+        u.set_path(p);
+        u.set_query(None);
+        u.set_fragment(None);
+        u
+    };
+    if path.is_empty() {
+        vec![
+            at("/.well-known/oauth-authorization-server"),
+            at("/.well-known/openid-configuration"),
+        ]
+    } else {
+        vec![
+            at(&format!("/.well-known/oauth-authorization-server{path}")),
+            at(&format!("/.well-known/openid-configuration{path}")),
+            at(&format!("{path}/.well-known/openid-configuration")),
+        ]
+    }
+}
+
+/// The authorization server a Protected Resource Metadata document names (RFC 9728
+/// §2 `authorization_servers`, the first), when it is a URL.
+pub fn authorization_server(doc: &serde_json::Value) -> Option<Url> {
+    doc.get("authorization_servers")
+        .and_then(serde_json::Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(serde_json::Value::as_str)
+        .and_then(|s| Url::parse(s).ok())
+}
+
+/// The token endpoint an authorization server's metadata names (RFC 8414 §2
+/// `token_endpoint`), when it is a URL.
+pub fn token_endpoint(doc: &serde_json::Value) -> Option<Url> {
+    doc.get("token_endpoint")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|s| Url::parse(s).ok())
+}
+
+/// A token endpoint's answer (its status and body): the `Authorization` value to send
+/// (`Bearer` and the access token, marked sensitive) and how long the token lasts
+/// (`expires_in`, else an hour; at most [`MAX_LIFETIME`]); or why not, in words that
+/// never quote the token.
+pub fn token_answer(status: u16, body: &[u8]) -> Result<(HeaderValue, Duration), String> {
+    let answer: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    if !(200..300).contains(&status) {
+        // RFC 6749 §5.2: `error` and maybe `error_description`.
+        let why = [answer.get("error"), answer.get("error_description")]
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .collect::<Vec<_>>()
+            .join(": ");
+        return Err(format!(
+            "refused the client credentials (HTTP {status}{}{why})",
+            if why.is_empty() { "" } else { ": " }
+        ));
+    }
+    let Some(access) = answer
+        .get("access_token")
+        .and_then(serde_json::Value::as_str)
+    else {
+        return Err("answered without an access_token".to_owned());
+    };
+    // RFC 6749 §5.1 requires `token_type`; without one the token is taken for a Bearer
+    // token, but one that is there and no string (`0`, `null`) says nothing of the kind.
+    let kind = match answer.get("token_type") {
+        None => "Bearer",
+        Some(kind) => kind
+            .as_str()
+            .ok_or("issued a token whose token_type is not a string")?,
+    };
+    if !kind.eq_ignore_ascii_case("bearer") {
+        return Err(format!("issued a {kind:?} token, not a Bearer one"));
+    }
+    let lifetime = answer
+        .get("expires_in")
+        .and_then(serde_json::Value::as_u64)
+        .map_or(DEFAULT_LIFETIME, Duration::from_secs)
+        .min(MAX_LIFETIME);
+    let mut value = HeaderValue::try_from(format!("Bearer {access}"))
+        .map_err(|e| format!("issued a token that is not a header value: {e}"))?;
+    value.set_sensitive(true);
+    Ok((value, lifetime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_answer_is_read_and_its_refusal_does_not_quote_it() {
+        let (value, lifetime) = token_answer(
+            200,
+            br#"{"access_token":"t0k3n","token_type":"bearer","expires_in":60}"#,
+        )
+        .unwrap();
+        assert_eq!(value.to_str().unwrap(), "Bearer t0k3n");
+        assert!(value.is_sensitive());
+        assert_eq!(lifetime, Duration::from_secs(60));
+        let (_, lifetime) = token_answer(200, br#"{"access_token":"t"}"#).unwrap();
+        assert_eq!(lifetime, DEFAULT_LIFETIME);
+        // An `expires_in` of u64::MAX seconds made `authorization` panic adding it to
+        // `Instant::now()`.
+        let (_, lifetime) = token_answer(
+            200,
+            br#"{"access_token":"t","expires_in":18446744073709551615}"#,
+        )
+        .unwrap();
+        assert_eq!(lifetime, MAX_LIFETIME);
+        assert!(Instant::now().checked_add(lifetime).is_some());
+        for (status, body, why) in [
+            (
+                401,
+                &br#"{"error":"invalid_client","error_description":"no"}"#[..],
+                "HTTP 401: invalid_client: no",
+            ),
+            (
+                200,
+                br#"{"token_type":"Bearer"}"#,
+                "without an access_token",
+            ),
+            (
+                200,
+                br#"{"access_token":"secret","token_type":"mac"}"#,
+                "\"mac\" token",
+            ),
+            (
+                200,
+                b"{\"access_token\":\"sec\\nret\"}",
+                "not a header value",
+            ),
+            // Found by the oauth fuzz target: a token_type that is no string was taken
+            // for a Bearer one.
+            (
+                200,
+                br#"{"access_token":"secret","token_type":0}"#,
+                "token_type is not a string",
+            ),
+            (
+                200,
+                br#"{"access_token":"secret","token_type":null}"#,
+                "token_type is not a string",
+            ),
+        ] {
+            let e = token_answer(status, body).unwrap_err();
+            assert!(e.contains(why), "{e}");
+            assert!(!e.contains("secret") && !e.contains("sec\nret"), "{e}");
+        }
+    }
+
+    #[test]
+    fn metadata_is_looked_for_on_the_same_origin() {
+        let url = |s: &str| Url::parse(s).unwrap();
+        let paths = |v: Vec<Url>| {
+            v.iter()
+                .map(Url::as_str)
+                .map(str::to_owned)
                 .collect::<Vec<_>>()
-                .join(": ");
-            return Err(failed(format!(
-                "refused the client credentials (HTTP {status}{}{why})",
-                if why.is_empty() { "" } else { ": " }
-            )));
-        }
-        let Some(access) = answer
-            .get("access_token")
-            .and_then(serde_json::Value::as_str)
-        else {
-            return Err(failed("answered without an access_token".to_owned()));
         };
-        let kind = answer
-            .get("token_type")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("Bearer");
-        if !kind.eq_ignore_ascii_case("bearer") {
-            return Err(failed(format!("issued a {kind:?} token, not a Bearer one")));
-        }
-        let lifetime = answer
-            .get("expires_in")
-            .and_then(serde_json::Value::as_u64)
-            .map_or(DEFAULT_LIFETIME, Duration::from_secs);
-        let mut value = HeaderValue::try_from(format!("Bearer {access}"))
-            .map_err(|e| failed(format!("issued a token that is not a header value: {e}")))?;
-        value.set_sensitive(true);
-        Ok((value, lifetime))
+        assert_eq!(
+            paths(resource_metadata_urls(&url("https://h:8443/api/mcp/?q=1"))),
+            [
+                "https://h:8443/.well-known/oauth-protected-resource/api/mcp",
+                "https://h:8443/.well-known/oauth-protected-resource",
+            ]
+        );
+        assert_eq!(
+            paths(resource_metadata_urls(&url("http://h/"))),
+            ["http://h/.well-known/oauth-protected-resource"]
+        );
+        assert_eq!(
+            paths(authorization_server_metadata_urls(&url("https://a/t1#x"))),
+            [
+                "https://a/.well-known/oauth-authorization-server/t1",
+                "https://a/.well-known/openid-configuration/t1",
+                "https://a/t1/.well-known/openid-configuration",
+            ]
+        );
+        let doc = serde_json::json!({
+            "authorization_servers": ["https://a/t1", "https://b"],
+            "token_endpoint": "https://a/token",
+        });
+        assert_eq!(authorization_server(&doc), Some(url("https://a/t1")));
+        assert_eq!(token_endpoint(&doc), Some(url("https://a/token")));
+        assert_eq!(
+            token_endpoint(&serde_json::json!({"token_endpoint": "no url"})),
+            None
+        );
     }
 }

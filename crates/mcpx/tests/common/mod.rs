@@ -174,8 +174,14 @@ impl Host {
     }
 
     pub async fn send(&mut self, v: &Value) {
+        self.send_line(&v.to_string()).await;
+    }
+
+    /// Sends `line` as written (text a `Value` cannot hold, such as a lone surrogate
+    /// escape), then a newline.
+    pub async fn send_line(&mut self, line: &str) {
         let s = self.stdin.as_mut().unwrap();
-        s.write_all(v.to_string().as_bytes()).await.unwrap();
+        s.write_all(line.as_bytes()).await.unwrap();
         s.write_all(b"\n").await.unwrap();
         s.flush().await.unwrap();
     }
