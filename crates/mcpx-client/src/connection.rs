@@ -989,7 +989,14 @@ impl Connection {
                     reply: tx,
                 });
                 match events.try_send(ask) {
-                    Ok(()) => Answer::Later(rx),
+                    Ok(()) => {
+                        // Open until answered: the upstream may withdraw it meanwhile.
+                        let (withdraw, withdrawn) = oneshot::channel();
+                        if let Ok(mut open) = self.inner.open_asks.lock() {
+                            open.insert(id.clone(), withdraw);
+                        }
+                        Answer::Later(rx, withdrawn)
+                    }
                     Err(mpsc::error::TrySendError::Full(_)) => too_many(),
                     Err(mpsc::error::TrySendError::Closed(_)) => refused(format!(
                         "mcpx could not forward {method}: the host request is gone"
@@ -1000,30 +1007,11 @@ impl Connection {
                 "mcpx cannot forward {method} here: no host request can answer it"
             )),
         };
-        // An ask put to a host may be withdrawn by the upstream until it is answered.
-        let withdrawn = match &answer {
-            Answer::Later(_) => {
-                let (tx, rx) = oneshot::channel();
-                if let Ok(mut open) = self.inner.open_asks.lock() {
-                    open.insert(id.clone(), tx);
-                }
-                Some(rx)
-            }
-            Answer::Now(_) => None,
-        };
         let conn = self.clone();
         tokio::spawn(async move {
-            let answer = match (answer, withdrawn) {
-                (Answer::Now(a), _) => a,
-                (Answer::Later(rx), withdrawn) => {
-                    let withdrawn = async {
-                        match withdrawn {
-                            Some(w) => {
-                                let _ = w.await;
-                            }
-                            None => std::future::pending().await,
-                        }
-                    };
+            let answer = match answer {
+                Answer::Now(a) => a,
+                Answer::Later(rx, withdrawn) => {
                     let answer = tokio::select! {
                         a = rx => Some(a.unwrap_or_else(|_| {
                             Err(AskRefusal::new(
@@ -1035,7 +1023,7 @@ impl Connection {
                         // `rx` (the gateway withdraws the question there), and the
                         // upstream gets no response (every revision's cancellation
                         // page).
-                        () = withdrawn => None,
+                        Ok(()) = withdrawn => None,
                     };
                     if let Ok(mut open) = conn.inner.open_asks.lock() {
                         open.remove(&id);
@@ -1154,7 +1142,12 @@ impl<'a> AskRoute<'a> {
 /// A client's answer to an upstream's request: known now, or awaited from the host.
 enum Answer {
     Now(Result<Value, AskRefusal>),
-    Later(oneshot::Receiver<Result<Value, AskRefusal>>),
+    /// The host's answer to come, unless the upstream withdraws the ask first (the
+    /// second receiver fires; see [`Inner::withdraw`]).
+    Later(
+        oneshot::Receiver<Result<Value, AskRefusal>>,
+        oneshot::Receiver<()>,
+    ),
 }
 
 impl Inner {

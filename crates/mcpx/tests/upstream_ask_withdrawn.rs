@@ -6,35 +6,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
 
 use mcpx_protocol::Revision;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 mod common;
-use common::{Host, result, text};
+use common::{Host, result, start_listening, text};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_upstream_that_withdraws_its_question_still_answers_the_call() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/withdrawing_http.py");
-    let mut upstream = Command::new("python3")
-        .arg(script)
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(upstream.stdout.take().unwrap()).lines();
-    let port: u16 = tokio::time::timeout(Duration::from_secs(10), out.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let mut cmd = Command::new("python3");
+    cmd.arg(script);
+    let (_upstream, port) = start_listening(cmd).await;
     let config = json!({"mcpServers": {"w": {"type": "http",
         "url": format!("http://127.0.0.1:{port}/mcp"),
         "mcpx": {"protocol": "legacy"}}}});

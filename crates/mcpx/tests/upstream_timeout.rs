@@ -5,38 +5,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use mcpx_protocol::Revision;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 mod common;
-use common::{Host, error_code};
+use common::{Host, error_code, start_listening};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_upstream_withholds_its_headers_times_out_and_is_cancelled() {
     let dir = mcpx_testkit::scratch::dir("silent-http");
     let log = dir.join("upstream.log");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/silent_http.py");
-    let mut upstream = Command::new("python3")
-        .arg(script)
-        .env("LOG", &log)
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(upstream.stdout.take().unwrap()).lines();
-    let port: u16 = tokio::time::timeout(Duration::from_secs(10), out.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let mut cmd = Command::new("python3");
+    cmd.arg(script).env("LOG", &log);
+    let (_upstream, port) = start_listening(cmd).await;
     let config = json!({"mcpServers": {"silent": {"type": "http",
         "url": format!("http://127.0.0.1:{port}/mcp"),
         "mcpx": {"protocol": "legacy", "callTimeoutMs": 1500}}}});
