@@ -603,17 +603,11 @@ async fn sampler(pid: u32, until: Instant) -> Vec<(f64, u64, u64)> {
     let mut out = Vec::new();
     while Instant::now() < until {
         tokio::time::sleep(SAMPLE_EVERY).await;
-        if let (Some(rss), Some(fds)) = (rss_kib(pid), fd_count(pid)) {
+        if let (Some(rss), Some(fds)) = (mcpx_bench::rss_kib(pid), fd_count(pid)) {
             out.push((start.elapsed().as_secs_f64(), rss, fds));
         }
     }
     out
-}
-
-fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn fd_count(pid: u32) -> Option<u64> {

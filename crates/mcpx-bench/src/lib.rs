@@ -368,6 +368,12 @@ pub fn peak_rss_kib(pid: u32) -> Option<u64> {
     status_field_kib(&status, "VmHWM:")
 }
 
+/// `VmRSS` of `/proc/PID/status` (the resident set now), in KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status_field_kib(&status, "VmRSS:")
+}
+
 fn status_field_kib(status: &str, field: &str) -> Option<u64> {
     status
         .lines()
