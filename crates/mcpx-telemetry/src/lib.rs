@@ -21,7 +21,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::filter::{EnvFilter, FilterExt, filter_fn};
 use tracing_subscriber::fmt::format::FmtSpan;
@@ -37,6 +37,12 @@ pub const SPANS: [&str; 2] = [span::SERVER, span::CLIENT];
 
 /// The tracer provider, once traces are on: flushed by [`shutdown`].
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+/// The log format installed (text until [`install`]).
+static FORMAT: OnceLock<LogFormat> = OnceLock::new();
+
+/// The target of [`notice`]'s events in JSON logs, written whatever the level.
+const NOTICE: &str = "mcpx_notice";
 
 /// How long [`shutdown`] waits for the last spans to be exported.
 const FLUSH_WAIT: Duration = Duration::from_secs(5);
@@ -76,6 +82,7 @@ pub fn install(settings: Settings) {
                 .is_some_and(|l| l >= tracing::level_filters::LevelFilter::INFO);
             tracing_subscriber::fmt::layer()
                 .json()
+                .with_target(true)
                 .with_current_span(true)
                 .with_span_list(true)
                 .with_span_events(if per_request {
@@ -84,7 +91,7 @@ pub fn install(settings: Settings) {
                     FmtSpan::NONE
                 })
                 .with_writer(std::io::stderr)
-                .with_filter(filter_fn(is_request_span).or(filter))
+                .with_filter(filter_fn(|m| is_request_span(m) || m.target() == NOTICE).or(filter))
                 .boxed()
         }
     };
@@ -106,7 +113,18 @@ pub fn install(settings: Settings) {
             None
         }
     });
+    let _ = FORMAT.set(settings.log_format);
     let _ = Registry::default().with(logs).with(traces).try_init();
+}
+
+/// Says `message` on stderr whatever the log level (an address listened on, an
+/// upstream that could not start): a line of text, or in JSON logs an object like
+/// every other line (`"target":"mcpx_notice"`).
+pub fn notice(message: &str) {
+    match FORMAT.get() {
+        Some(LogFormat::Json) => tracing::info!(target: NOTICE, "{message}"),
+        _ => eprintln!("{message}"),
+    }
 }
 
 /// Whether traces are being exported.
@@ -140,7 +158,8 @@ fn tracer_provider(t: &TraceSettings) -> Result<SdkTracerProvider, export::Expor
             Protocol::HttpProtobuf => opentelemetry_otlp::Protocol::HttpBinary,
             Protocol::HttpJson => opentelemetry_otlp::Protocol::HttpJson,
         })
-        .with_endpoint(t.endpoint.clone())
+        // The endpoint is the exporter's to read: the signal's variable as it is,
+        // the generic one with `/v1/traces` appended.
         .build()
         .map_err(export::ExportError::Build)?;
     let mut resource = opentelemetry_sdk::Resource::builder();
