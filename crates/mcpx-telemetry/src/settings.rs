@@ -68,16 +68,6 @@ pub enum SettingsError {
         /// Its value.
         value: String,
     },
-    /// An `https://` endpoint (the exporter's client speaks plain HTTP).
-    #[error(
-        "{var}={value:?}: mcpx's OTLP exporter speaks plain HTTP; send to a collector at an http:// address (on this host, for example); traces are off"
-    )]
-    Https {
-        /// The variable.
-        var: &'static str,
-        /// Its value.
-        value: String,
-    },
     /// An exporter other than OTLP.
     #[error("OTEL_TRACES_EXPORTER={0:?}: mcpx exports `otlp` (or `none`); traces are off")]
     Exporter(String),
@@ -127,19 +117,12 @@ fn traces(
             return None;
         }
     }
-    let (var, endpoint) = [
+    let endpoint = [
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
         "OTEL_EXPORTER_OTLP_ENDPOINT",
     ]
     .into_iter()
-    .find_map(|k| set(k).map(|v| (k, v)))?;
-    if endpoint.to_ascii_lowercase().starts_with("https://") {
-        problems.push(SettingsError::Https {
-            var,
-            value: endpoint,
-        });
-        return None;
-    }
+    .find_map(set)?;
     let protocol = match [
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
         "OTEL_EXPORTER_OTLP_PROTOCOL",
@@ -218,9 +201,6 @@ mod tests {
         let (s, p) = from(&[on, ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]);
         assert_eq!(s.traces, None);
         assert!(p[0].to_string().contains("OTLP over HTTP only"), "{}", p[0]);
-        let (s, p) = from(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318")]);
-        assert_eq!(s.traces, None);
-        assert!(matches!(p[0], SettingsError::Https { .. }));
         let (s, p) = from(&[on, ("OTEL_TRACES_EXPORTER", "zipkin")]);
         assert_eq!(s.traces, None);
         assert_eq!(p, vec![SettingsError::Exporter("zipkin".into())]);

@@ -34,7 +34,14 @@ async fn call_with_headers(s: &Session, url: &str, tool: &str, headers: &[(&str,
     }
     let body = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
         "params": {"name": tool, "arguments": {}}});
-    let text = req.body(body.to_string()).send().await.unwrap().text().await.unwrap();
+    let text = req
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     frames(&text).into_iter().find(|f| f["id"] == 77).unwrap()
 }
 
@@ -129,7 +136,10 @@ async fn json_logs_carry_the_request_spans_and_the_trace_id() {
     .await
     .unwrap_or_else(|| panic!("no request line; stderr:\n{}", gw.stderr()));
     let span = &line["span"];
-    assert_eq!(span["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736", "{line}");
+    assert_eq!(
+        span["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736",
+        "{line}"
+    );
     assert_eq!(span["otel.name"], "tools/call test_simple_text", "{line}");
     assert_eq!(span["mcp.method.name"], "tools/call", "{line}");
     assert_eq!(span["mcp.protocol.version"], "2025-06-18", "{line}");
@@ -144,7 +154,10 @@ async fn json_logs_carry_the_request_spans_and_the_trace_id() {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find(|v| v["span"]["name"] == "mcp.upstream")
         .unwrap_or_else(|| panic!("no upstream line; stderr:\n{}", gw.stderr()));
-    assert_eq!(upstream["spans"][0]["trace_id"], span["trace_id"], "{upstream}");
+    assert_eq!(
+        upstream["spans"][0]["trace_id"], span["trace_id"],
+        "{upstream}"
+    );
     assert_eq!(upstream["span"]["otel.kind"], "client", "{upstream}");
     // Every line is one JSON object, the listening address's too.
     for l in gw.stderr().lines() {
@@ -161,8 +174,7 @@ async fn unusable_trace_settings_are_reported_and_mcpx_serves() {
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
         ("MCPX_LOG_FORMAT", "yaml"),
     ];
-    let gw =
-        HttpGateway::start_env("trace-bad", &config, &[], &env, Duration::from_secs(20)).await;
+    let gw = HttpGateway::start_env("trace-bad", &config, &[], &env, Duration::from_secs(20)).await;
     let err = gw.stderr();
     assert!(
         err.contains("OTEL_EXPORTER_OTLP_PROTOCOL=\"grpc\": mcpx exports OTLP over HTTP only"),
@@ -170,6 +182,75 @@ async fn unusable_trace_settings_are_reported_and_mcpx_serves() {
     );
     assert!(err.contains("MCPX_LOG_FORMAT=\"yaml\""), "{err}");
     let s = Session::open(&gw.url(), Revision::V2025_06_18, Duration::from_secs(20)).await;
-    let r = s.request("tools/call", json!({"name": "test_simple_text", "arguments": {}})).await;
+    let r = s
+        .request(
+            "tools/call",
+            json!({"name": "test_simple_text", "arguments": {}}),
+        )
+        .await;
     assert!(r["result"]["content"].is_array(), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_go_to_an_https_collector_with_the_configured_headers() {
+    use mcpx_testkit::http::{Answer, ScriptedHttp};
+    use mcpx_testkit::tls::TlsFront;
+    let collector = ScriptedHttp::start(|r| {
+        if r.line().starts_with("POST /v1/traces ") {
+            Answer::empty("200 OK", &["Content-Type: application/x-protobuf"])
+        } else {
+            Answer::not_found()
+        }
+    })
+    .await;
+    let front = TlsFront::start(collector.port).await;
+    let dir = mcpx_testkit::scratch::dir("trace-https");
+    let bundle = dir.join("ca.pem");
+    std::fs::write(&bundle, &front.ca_pem).unwrap();
+    let endpoint = format!("https://127.0.0.1:{}", front.port);
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "authorization=Bearer%20collector-key",
+        ),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("SSL_CERT_FILE", bundle.to_str().unwrap()),
+    ];
+    let config = json!({"mcpServers": {"a": example_entry("a", &[])}});
+    let gw =
+        HttpGateway::start_env("trace-https", &config, &[], &env, Duration::from_secs(20)).await;
+    let s = Session::open(&gw.url(), Revision::V2025_06_18, Duration::from_secs(20)).await;
+    let r = s
+        .request(
+            "tools/call",
+            json!({"name": "test_simple_text", "arguments": {}}),
+        )
+        .await;
+    assert!(r["result"]["content"].is_array(), "{r}");
+    let export = poll(Duration::from_secs(15), || {
+        collector
+            .seen()
+            .into_iter()
+            .find(|r| r.body.contains("tools/call test_simple_text"))
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "no export with the call's span; seen {:?}; stderr:\n{}",
+            collector
+                .seen()
+                .iter()
+                .map(|r| r.line().to_owned())
+                .collect::<Vec<_>>(),
+            gw.stderr()
+        )
+    });
+    assert_eq!(export.line(), "POST /v1/traces HTTP/1.1");
+    assert_eq!(
+        export.header("content-type"),
+        Some("application/x-protobuf")
+    );
+    assert_eq!(export.header("authorization"), Some("Bearer collector-key"));
+    assert!(export.body.contains("mcp.request") || export.body.contains("mcp.method.name"));
 }
