@@ -1087,13 +1087,15 @@ impl Backend for GatewayBackend {
                 )),
             }
         };
-        let call_future = async move {
-            let outcome = call_future.await;
+        // A map, not an `async` block awaiting it: that would hold the call's future
+        // twice (the captured one and the awaited one), and a bigger future is copied
+        // on every call (callgrind: 8 k instructions of memcpy a call).
+        let call_future = futures_util::FutureExt::map(call_future, move |outcome| {
             if !traced.is_disabled() {
                 observe::end_server_span(&traced, tool_call, &outcome);
             }
             outcome
-        };
+        });
         tracing::Instrument::instrument(call_future, span)
     }
 }

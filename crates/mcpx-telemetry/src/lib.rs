@@ -105,6 +105,12 @@ pub fn install(settings: Settings) {
                     .with_location(false)
                     .with_threads(false)
                     .with_target(false)
+                    .with_level(false)
+                    // Nothing in mcpx reads OpenTelemetry's current context, and busy
+                    // and idle times are not conventions' attributes: entering and
+                    // leaving a span (each poll of a request) then costs nothing.
+                    .with_context_activation(false)
+                    .with_tracked_inactivity(false)
                     .with_filter(filter_fn(is_request_span)),
             )
         }
