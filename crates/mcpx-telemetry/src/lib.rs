@@ -38,6 +38,9 @@ pub const SPANS: [&str; 2] = [span::SERVER, span::CLIENT];
 /// The tracer provider, once traces are on: flushed by [`shutdown`].
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
+/// Set by [`install`] when traces or JSON logs are on: see [`spans_on`].
+static SPANS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The log format installed (text until [`install`]).
 static FORMAT: OnceLock<LogFormat> = OnceLock::new();
 
@@ -120,6 +123,9 @@ pub fn install(settings: Settings) {
         }
     });
     let _ = FORMAT.set(settings.log_format);
+    if traces.is_some() || settings.log_format == LogFormat::Json {
+        SPANS_ON.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     // No `Option` layer: a `None` layer would say every callsite is of interest, and
     // every disabled span and event would then be checked on each use (callgrind:
     // 9 k instructions a call). So each shape is a subscriber of its own.
@@ -142,6 +148,12 @@ pub fn notice(message: &str) {
 /// Whether traces are being exported.
 pub fn traces_on() -> bool {
     PROVIDER.get().is_some()
+}
+
+/// Whether the request spans are on (traces, or JSON logs, want them); a cheap check
+/// for work only they need.
+pub fn spans_on() -> bool {
+    SPANS_ON.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Exports the spans not yet sent, waiting at most a few seconds; call once, before

@@ -307,7 +307,6 @@ impl Gateway {
                 } else {
                     observe::start_client_span(&span, method, &text, call.trace.as_ref())
                 };
-                let traced = span.clone();
                 let fut =
                     tracing::Instrument::instrument(conn.call(method, Some(&text), opts), span);
                 tokio::pin!(fut);
@@ -335,8 +334,8 @@ impl Gateway {
                 if let Some(leg) = leg {
                     leg.end(&outcome);
                 }
-                if !traced.is_disabled() {
-                    observe::end_client_span(&traced, method, &outcome);
+                if !fut.span().is_disabled() {
+                    observe::end_client_span(fut.span(), method, &outcome);
                 }
                 outcome
             };
