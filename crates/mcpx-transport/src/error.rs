@@ -57,6 +57,11 @@ pub enum TransportError {
         /// The `WWW-Authenticate` value, if any.
         challenge: Option<String>,
     },
+    /// The upstream needs a user's authorization that this process cannot get now, or
+    /// the authorization flow failed: the text names the upstream, the step and what
+    /// to do (`mcpx auth login NAME`; crate::oauth::code).
+    #[error("{0}")]
+    NeedsAuthorization(String),
     /// A legacy request carrying a session got 404: the session has expired and the
     /// client must initialise again (2025-03-26..2025-11-25 §Session Management).
     #[error("session expired (HTTP 404 on a request carrying Mcp-Session-Id)")]

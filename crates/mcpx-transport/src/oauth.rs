@@ -23,6 +23,9 @@
 //! OpenID Connect Discovery, with path insertion, then appending) names its
 //! `token_endpoint`. The scope asked for is the configured one, else the challenge's.
 
+pub mod code;
+pub mod store;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,7 +35,6 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request};
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use url::Url;
 
 use crate::error::TransportError;
@@ -59,6 +61,82 @@ impl std::fmt::Debug for ClientCredentials {
             .field("client_id", &self.client_id)
             .field("scope", &self.scope)
             .finish_non_exhaustive()
+    }
+}
+
+/// Where an upstream's tokens come from.
+#[derive(Debug, Clone)]
+pub(crate) enum Tokens {
+    /// The client credentials grant.
+    Client(Arc<TokenSource>),
+    /// A user's authorization, from the store.
+    User(Arc<code::UserTokens>),
+}
+
+impl Tokens {
+    /// The tokens of an upstream at `url` configured with `credentials` or `user`
+    /// (the former wins; neither: none).
+    pub(crate) fn new(
+        credentials: Option<&ClientCredentials>,
+        user: Option<&code::UserAuth>,
+        url: &Url,
+        sse: bool,
+        client: &HttpClient,
+        proxy: &crate::proxy::Proxy,
+        timeout: Duration,
+    ) -> Result<Option<Tokens>, TransportError> {
+        Ok(match (credentials, user) {
+            (Some(c), _) => Some(Tokens::Client(TokenSource::new(
+                c.clone(),
+                url,
+                client.clone(),
+                proxy,
+                timeout,
+            )?)),
+            (None, Some(u)) => Some(Tokens::User(code::UserTokens::new(
+                u.clone(),
+                url,
+                sse,
+                code::Http::new(client.clone(), proxy, timeout),
+            ))),
+            (None, None) => None,
+        })
+    }
+
+    /// The `Authorization` value for a request about to be sent, if there is one yet.
+    pub(crate) async fn upfront(&self) -> Result<Option<HeaderValue>, TransportError> {
+        match self {
+            Tokens::Client(t) => t.upfront().await,
+            Tokens::User(t) => t.upfront().await,
+        }
+    }
+
+    /// Whether a refusal with `status`, after `attempt` replacements, gets another
+    /// token: client credentials replace a refused token once (401); a user's
+    /// authorization also steps up on a 403, a bounded number of times.
+    pub(crate) fn retries(&self, status: u16, attempt: u32) -> bool {
+        match self {
+            Tokens::Client(_) => status == 401 && attempt == 0,
+            Tokens::User(_) => match status {
+                401 => attempt == 0,
+                403 => attempt <= code::MAX_STEP_UP,
+                _ => false,
+            },
+        }
+    }
+
+    /// A new `Authorization` value after the upstream refused `stale`.
+    pub(crate) async fn refused(
+        &self,
+        status: u16,
+        stale: Option<&HeaderValue>,
+        challenge: Option<&str>,
+        attempt: u32,
+    ) -> Result<HeaderValue, TransportError> {
+        match self {
+            Tokens::Client(t) => t.authorization(stale, challenge).await,
+            Tokens::User(t) => t.refused(status, stale, challenge, attempt).await,
+        }
     }
 }
 
@@ -252,7 +330,7 @@ impl TokenSource {
     ) -> Result<(HeaderValue, Duration), TransportError> {
         let failed =
             |why: String| TransportError::Io(format!("oauth: the token endpoint {url} {why}"));
-        let enc = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
+        let enc = form_encode;
         let mut form = format!(
             "grant_type=client_credentials&resource={}",
             enc(self.resource.as_str())
@@ -261,15 +339,7 @@ impl TokenSource {
             form.push_str("&scope=");
             form.push_str(&enc(scope));
         }
-        // RFC 6749 §2.3.1: the id and secret form-encoded, then Basic.
-        let basic = format!(
-            "Basic {}",
-            B64.encode(format!(
-                "{}:{}",
-                enc(&self.credentials.client_id),
-                enc(&self.credentials.client_secret)
-            ))
-        );
+        let basic = basic_credentials(&self.credentials.client_id, &self.credentials.client_secret);
         let mut request = Request::new(Full::new(Bytes::from(form)));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = endpoint.target().clone();
@@ -295,6 +365,27 @@ impl TokenSource {
             .map_err(|e| failed(format!("answered unreadably: {e}")))?;
         token_answer(status, &body).map_err(failed)
     }
+}
+
+/// `s` encoded as `application/x-www-form-urlencoded` encodes a value (RFC 6749
+/// Appendix B, which defers to the HTML form encoding): ASCII letters, digits and
+/// `-`, `.`, `_`, `*` as they are, a space as `+`, every other byte of its UTF-8 as
+/// `%XX`.
+pub fn form_encode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// The `Authorization` value of HTTP Basic client authentication (RFC 6749 §2.3.1):
+/// the client id and secret each form-encoded (Appendix B), joined by `:`, in base64.
+pub fn basic_credentials(client_id: &str, client_secret: &str) -> String {
+    format!(
+        "Basic {}",
+        B64.encode(format!(
+            "{}:{}",
+            form_encode(client_id),
+            form_encode(client_secret)
+        ))
+    )
 }
 
 /// Where an upstream's Protected Resource Metadata is looked for when its challenge
@@ -479,6 +570,32 @@ mod tests {
             assert!(e.contains(why), "{e}");
             assert!(!e.contains("secret") && !e.contains("sec\nret"), "{e}");
         }
+    }
+
+    #[test]
+    fn basic_credentials_are_form_encoded_as_rfc_6749_appendix_b_says() {
+        // The conformance suite's client id: `-` stays as it is (it was sent as %2D).
+        let decoded = |v: String| {
+            let b64 = v.strip_prefix("Basic ").unwrap().to_owned();
+            String::from_utf8(B64.decode(b64).unwrap()).unwrap()
+        };
+        assert_eq!(
+            decoded(basic_credentials(
+                "conformance-test-client",
+                "conformance-test-secret"
+            )),
+            "conformance-test-client:conformance-test-secret"
+        );
+        assert_eq!(decoded(basic_credentials("a.b_c*d", "s p")), "a.b_c*d:s+p");
+        // A colon in the id cannot be taken for the separator; non-ASCII is UTF-8.
+        assert_eq!(
+            decoded(basic_credentials("id:x", "é/+&")),
+            "id%3Ax:%C3%A9%2F%2B%26"
+        );
+        assert_eq!(
+            form_encode("https://h/mcp?a=b"),
+            "https%3A%2F%2Fh%2Fmcp%3Fa%3Db"
+        );
     }
 
     #[test]
