@@ -107,7 +107,9 @@ impl ClientError {
                 TransportError::Closed { .. } => "exited",
                 TransportError::Io(_) => "io",
                 TransportError::Http { .. } | TransportError::Redirected { .. } => "http",
-                TransportError::Auth { .. } => "unauthorized",
+                TransportError::Auth { .. } | TransportError::NeedsAuthorization(_) => {
+                    "unauthorized"
+                }
                 TransportError::SessionExpired => "session_expired",
                 TransportError::Protocol(_) => "protocol",
                 TransportError::Timeout(_) => "timeout",

@@ -104,15 +104,15 @@ pub(crate) const MAX_STEP_UP: u32 = 2;
 const MAX_BODY: usize = 256 * 1024;
 
 /// An error of the flow, naming the upstream and the step.
-fn failed(cfg: &UserAuth, step: &str, why: impl std::fmt::Display) -> TransportError {
-    TransportError::NeedsAuthorization(format!("upstream {}: OAuth {step}: {why}", cfg.upstream))
+fn failed(_cfg: &UserAuth, step: &str, why: impl std::fmt::Display) -> TransportError {
+    TransportError::NeedsAuthorization(format!("OAuth {step}: {why}"))
 }
 
 /// The error of a call that needs a login this process may not run.
 fn needs_login(cfg: &UserAuth, why: &str) -> TransportError {
     TransportError::NeedsAuthorization(format!(
-        "upstream {} needs authorization ({why}): run `mcpx auth login {}`",
-        cfg.upstream, cfg.upstream
+        "needs authorization ({why}): run `mcpx auth login {}`",
+        cfg.upstream
     ))
 }
 
