@@ -18,7 +18,9 @@
 #     conformance suite through `mcpx serve --http` fronting the example server over
 #     stdio, Streamable HTTP and HTTP+SSE.
 #  5. mcpx as a client: the conformance suite's client scenarios against mcpx serve's
-#     upstream side (scripts/interop/conformance_client.py drives it as a host).
+#     upstream side (scripts/interop/conformance_client.py drives it as a host), and
+#     its client authorization scenarios (auth/*) through `mcpx auth login`, `mcpx
+#     tools` and `mcpx call` (scripts/interop/conformance_auth.py).
 #  6. Metrics: Debian's Prometheus (installed by scripts/peers.sh) scrapes `mcpx serve
 #     --metrics` after known traffic; PromQL over its HTTP API counts the calls and the
 #     tool errors, and promtool checks a scrape.
@@ -216,9 +218,8 @@ done
 
 # The suite's client scenarios, with mcpx's upstream client as the client under test:
 # each scenario server is mcpx serve's one Streamable HTTP upstream, and
-# scripts/interop/conformance_client.py is the host driving it. Not run: auth/* (mcpx
-# runs no authorization flow; it reports a 401/403 and its challenge: B-C15, B-C18) and
-# the skills extension's sep-2640-client-* (mcpx does not fetch skills).
+# scripts/interop/conformance_client.py is the host driving it. Not run here: auth/*
+# (below) and the skills extension's sep-2640-client-* (mcpx does not fetch skills).
 check_timeout=120
 echo "== conformance suite (client scenarios) -> mcpx serve's upstream client"
 conf_cli=$(peers_conformance 0.2.0-alpha.12) || bail install-conformance-0.2.0-alpha.12
@@ -230,6 +231,29 @@ for scenario in initialize tools_call request-metadata sse-retry http-standard-h
     env MCPX_BIN="$mcpx" "$node22" "$conf_cli" client \
     --command "$py $repo/scripts/interop/conformance_client.py" --scenario "$scenario" \
     -o "$log_dir/conformance-client"
+done
+
+# The client authorization scenarios: each writes a configuration whose one upstream is
+# the scenario's server, logs in with a $BROWSER that follows the authorization
+# server's redirect to mcpx's callback, then lists and calls the tools. Not run, each
+# by decision (docs/oauth.md, B-C15): auth/dpop and auth/dpop-nonce (mcpx sends Bearer
+# tokens only; DPoP-bound tokens are not implemented), auth/wif and
+# auth/wif-jwt-bearer (workload identity federation: no assertion source to take one
+# from), auth/enterprise-managed-authorization (the enterprise IdP token exchange
+# extension is not implemented).
+echo "== conformance suite (client authorization scenarios) -> mcpx auth, tools, call"
+for scenario in metadata-default metadata-var1 metadata-var2 metadata-var3 basic-cimd \
+  scope-from-www-authenticate scope-from-scopes-supported scope-omitted-when-undefined \
+  scope-step-up scope-retry-limit token-endpoint-auth-basic token-endpoint-auth-post \
+  token-endpoint-auth-none pre-registration 2025-03-26-oauth-metadata-backcompat \
+  2025-03-26-oauth-endpoint-fallback resource-mismatch offline-access-scope \
+  offline-access-not-supported authorization-server-migration iss-supported \
+  iss-not-advertised iss-supported-missing iss-wrong-issuer iss-unexpected iss-normalized \
+  metadata-issuer-mismatch client-credentials-basic client-credentials-jwt; do
+  check "conformance-auth-$scenario" 'OVERALL: PASSED' \
+    env MCPX_BIN="$mcpx" XDG_STATE_HOME="$log_dir/state-unused" "$node22" "$conf_cli" client \
+    --command "$py $repo/scripts/interop/conformance_auth.py" --scenario "auth/$scenario" \
+    -o "$log_dir/conformance-auth"
 done
 
 check_timeout=60

@@ -1163,8 +1163,11 @@ fn grant(
     transport: &Transport,
     err: &dyn Fn(&str) -> ConfigError,
 ) -> Result<Grant, ConfigError> {
-    let has_secret =
-        o.client_secret.is_some() || o.client_secret_env.is_some() || o.private_key_file.is_some();
+    // A secret, a key or a token endpoint says client credentials.
+    let has_secret = o.client_secret.is_some()
+        || o.client_secret_env.is_some()
+        || o.private_key_file.is_some()
+        || o.token_url.is_some();
     match o.grant.as_deref() {
         Some("client_credentials") => client_credentials(o, transport, err).map(Grant::Client),
         None if has_secret => client_credentials(o, transport, err).map(Grant::Client),
@@ -1404,7 +1407,7 @@ mod tests {
         for (server, why) in [
             (
                 format!(r#"{{"type": "sse", "url": "https://mcp.example/sse", "mcpx": {{{oauth}}}}}"#),
-                "mcpx.oauth is for http upstreams",
+                "client_credentials grant is for http upstreams",
             ),
             (
                 format!(
@@ -1414,7 +1417,7 @@ mod tests {
             ),
             (
                 r#"{"url": "https://mcp.example/mcp", "mcpx": {"oauth": {"tokenUrl": "https://as.example/token", "clientId": "c"}}}"#.to_owned(),
-                "exactly one of clientSecret and clientSecretEnv",
+                "exactly one of clientSecret, clientSecretEnv and privateKeyFile",
             ),
             (
                 r#"{"url": "https://mcp.example/mcp", "mcpx": {"oauth": {"tokenUrl": "https://as.example/token", "clientId": "c", "clientSecretEnv": "MCPX_TEST_SURELY_UNSET_VAR"}}}"#.to_owned(),
@@ -1423,6 +1426,94 @@ mod tests {
         ] {
             let e = parse_one(&server).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_authorization_code_grant_is_explicit_or_the_default_of_http_and_sse() {
+        let parse_one = |server: &str| {
+            parse(
+                &format!(r#"{{"mcpServers": {{"up": {server}}}}}"#),
+                Path::new("mcpx.json"),
+            )
+        };
+        // No oauth block and no Authorization header: the defaults, for http and sse.
+        for kind in ["http", "sse"] {
+            let c = parse_one(&format!(r#"{{"type": "{kind}", "url": "https://h/x"}}"#)).unwrap();
+            let u = c.servers["up"].mcpx.user_auth.clone().unwrap();
+            assert_eq!(u.upstream, "up");
+            assert_eq!(u.client_id, None);
+            assert!(c.servers["up"].mcpx.oauth.is_none());
+        }
+        // An Authorization header, or stdio: none.
+        let c = parse_one(r#"{"url": "https://h/x", "headers": {"authorization": "Bearer t"}}"#)
+            .unwrap();
+        assert!(c.servers["up"].mcpx.user_auth.is_none());
+        let c = parse_one(r#"{"command": "x"}"#).unwrap();
+        assert!(c.servers["up"].mcpx.user_auth.is_none());
+        // Pre-registered, with a secret: the grant must be said, as a secret alone
+        // means client credentials.
+        let c = parse_one(
+            r#"{"type": "sse", "url": "https://h/sse", "mcpx": {"oauth": {"grant": "authorization_code", "clientId": "c", "clientSecret": "s", "callbackPort": 4321, "scope": "a"}}}"#,
+        )
+        .unwrap();
+        let u = c.servers["up"].mcpx.user_auth.clone().unwrap();
+        assert_eq!(
+            (
+                u.client_id.as_deref(),
+                u.client_secret.as_deref(),
+                u.callback_port,
+                u.scope.as_deref()
+            ),
+            (Some("c"), Some("s"), Some(4321), Some("a"))
+        );
+        assert!(!format!("{u:?}").contains("\"s\""), "{u:?}");
+        assert!(c.servers["up"].mcpx.oauth.is_none());
+        let c = parse_one(
+            r#"{"url": "https://h/x", "mcpx": {"oauth": {"clientMetadataUrl": "https://me.example/client.json"}}}"#,
+        )
+        .unwrap();
+        let u = c.servers["up"].mcpx.user_auth.clone().unwrap();
+        assert_eq!(
+            u.client_metadata_url.as_deref(),
+            Some("https://me.example/client.json")
+        );
+        for (server, why) in [
+            (
+                r#"{"command": "x", "mcpx": {"oauth": {"grant": "authorization_code"}}}"#,
+                "for http and sse upstreams",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"grant": "password"}}}"#,
+                "not \"password\"",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"grant": "authorization_code", "tokenUrl": "https://a/t"}}}"#,
+                "are for the client_credentials grant",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"clientMetadataUrl": "http://me/c.json"}}}"#,
+                "must be an https:// URL",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"grant": "authorization_code", "clientSecret": "s"}}}"#,
+                "needs a clientId",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"callbackPort": 0}}}"#,
+                "must be a port",
+            ),
+            (
+                r#"{"url": "https://h/x", "headers": {"Authorization": "x"}, "mcpx": {"oauth": {}}}"#,
+                "both give",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"clientId": "c", "privateKeyFile": "/nonexistent/key.pem"}}}"#,
+                "privateKeyFile /nonexistent/key.pem",
+            ),
+        ] {
+            let e = parse_one(server).unwrap_err().to_string();
+            assert!(e.contains(why), "{server}: {e}");
         }
     }
 

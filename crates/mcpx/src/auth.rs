@@ -122,10 +122,7 @@ fn login(name: &str, c: &ConfigArg) -> Result<(), String> {
     let config = load(c)?;
     let (_, url, sse, user) = user_upstream(&config, name)?;
     // A step-up a refusal asked for, beside what was granted.
-    let extra = match code::wanted_scope(user, url.as_str()) {
-        Some(w) => w,
-        None => String::new(),
-    };
+    let extra = code::wanted_scope(user, url.as_str()).unwrap_or_default();
     let http = code::Http::standalone(Duration::from_secs(30));
     let record = runtime()?
         .block_on(code::login(&http, user, &url, sse, None, &extra))

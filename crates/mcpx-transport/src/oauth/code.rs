@@ -1349,7 +1349,7 @@ impl UserTokens {
         // Someone else replaced the refused token meanwhile: use theirs.
         let current = self.load()?;
         if let Some(t) = &current
-            && stale.is_none_or(|s| bearer(t).is_ok_and(|b| &b != s))
+            && stale.is_none_or(|s| bearer(t).is_ok_and(|b| b != *s))
             && !expiring(t)
         {
             *state = current.clone();
@@ -1390,7 +1390,7 @@ impl UserTokens {
             drop(state);
             return self
                 .relogin(
-                    &format!("it needs the scope {want:?}"),
+                    &format!("HTTP 403 insufficient_scope: it needs the scope {want:?}"),
                     challenge.map(str::to_owned),
                     &extra,
                 )
@@ -1403,7 +1403,7 @@ impl UserTokens {
         {
             let store = self.store()?;
             match refresh(&self.http, &self.cfg, &store, &self.url, &t).await {
-                Ok(fresh) if stale.is_none_or(|s| bearer(&fresh).is_ok_and(|b| &b != s)) => {
+                Ok(fresh) if stale.is_none_or(|s| bearer(&fresh).is_ok_and(|b| b != *s)) => {
                     let v = bearer(&fresh)?;
                     *state = Some(fresh);
                     return Ok(v);
@@ -1415,9 +1415,9 @@ impl UserTokens {
         *state = None;
         drop(state);
         let why = if stale.is_some() {
-            "it refused the stored token"
+            "HTTP 401: it refused the stored token"
         } else {
-            "no token is stored for it"
+            "HTTP 401: no token is stored for it"
         };
         self.relogin(why, challenge.map(str::to_owned), "").await
     }
@@ -1439,7 +1439,23 @@ impl UserTokens {
         extra_scope: &str,
     ) -> Result<HeaderValue, TransportError> {
         if !interactive() {
-            return Err(needs_login(&self.cfg, why));
+            // What the refusal said, for the operator: where its metadata is and the
+            // scope it wants (never a token).
+            let said = challenge
+                .as_deref()
+                .and_then(mcpx_protocol::auth::main_challenge)
+                .map(|c| {
+                    let mut s = String::new();
+                    if let Some(m) = c.param("resource_metadata") {
+                        s.push_str(&format!("; its resource metadata: {m}"));
+                    }
+                    if let Some(w) = c.param("scope") {
+                        s.push_str(&format!("; scope {w:?}"));
+                    }
+                    s
+                })
+                .unwrap_or_default();
+            return Err(needs_login(&self.cfg, &format!("{why}{said}")));
         }
         let mut state = self.state.lock().await;
         let t = login(
@@ -1470,7 +1486,7 @@ mod tests {
     fn pkce_s256_is_rfc_7636s_example() {
         // RFC 7636 Appendix B.
         assert_eq!(
-            code_challenge("dBjftJeZ4CVP-mA92d4lHG6i5EYSqmU5sQ6FOuVBMFTh6RbDEP38kTY"),
+            code_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
         let v = random_b64(32).unwrap();
