@@ -21,8 +21,8 @@
 //! * [`error`]: error codes and which era may emit which.
 //! * [`meta`]: protocol `_meta` keys and reserved prefixes.
 //! * [`header`]: the 2026-07-28 HTTP request headers, built and validated.
-//! * [`auth`]: an upstream's `WWW-Authenticate` challenge, read and explained (mcpx
-//!   runs no user authorization flow).
+//! * [`auth`]: an upstream's `WWW-Authenticate` challenge, read, and explained when
+//!   the upstream's credential is configured.
 //! * [`logging`]: log levels.
 //! * [`lower`]: results reshaped for the receiver's revision, in one place.
 //! * [`classify`]: the era and revision of an incoming message (stdio and HTTP).
