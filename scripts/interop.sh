@@ -21,7 +21,10 @@
 #     upstream side (scripts/interop/conformance_client.py drives it as a host), and
 #     its client authorization scenarios (auth/*) through `mcpx auth login`, `mcpx
 #     tools` and `mcpx call` (scripts/interop/conformance_auth.py).
-#  6. Metrics: Debian's Prometheus (installed by scripts/peers.sh) scrapes `mcpx serve
+#  6. A real authorization server: npm's oidc-provider in front of the example server
+#     (scripts/interop/oidc_check.py): login through its pages, refresh, one refresh
+#     for concurrent calls and for concurrent processes.
+#  7. Metrics: Debian's Prometheus (installed by scripts/peers.sh) scrapes `mcpx serve
 #     --metrics` after known traffic; PromQL over its HTTP API counts the calls and the
 #     tool errors, and promtool checks a scrape.
 #
@@ -255,6 +258,27 @@ for scenario in metadata-default metadata-var1 metadata-var2 metadata-var3 basic
     --command "$py $repo/scripts/interop/conformance_auth.py" --scenario "auth/$scenario" \
     -o "$log_dir/conformance-auth"
 done
+
+# A real authorization server: npm's oidc-provider (registration, PKCE, resource
+# indicators, refresh tokens) in front of the example server, whose resource server
+# checks each token against the provider's keys. Login through the provider's own
+# login and consent pages, then refresh without a login, one token request for 20
+# concurrent calls at expiry and one for two processes (scripts/interop/oidc_check.py
+# prints a PASS line each; about 40 s, most of it waiting for tokens to expire).
+echo "== oidc-provider -> mcpx auth login, refresh"
+oidc_dir=$(peers_oidc_provider) || bail install-oidc-provider
+oidc_out="$log_dir/oidc-check.log"
+timeout --kill-after=5 300 "$py" "$repo/scripts/interop/oidc_check.py" "$node22" "$oidc_dir" "$mcpx" \
+  "$log_dir/oidc" >"$oidc_out" 2>&1
+oidc_pass=$(grep -c '^PASS ' "$oidc_out")
+oidc_fail=$(grep -c '^FAIL ' "$oidc_out")
+grep -E '^(PASS|FAIL) ' "$oidc_out"
+if [[ $oidc_pass -eq 8 && $oidc_fail -eq 0 ]]; then
+  passed=$((passed + oidc_pass))
+else
+  echo "FAIL oidc-check (log: $oidc_out; $oidc_pass of 8 passed)"; tail -n 5 "$oidc_out" | sed 's/^/    /'
+  failed=$((failed + 1 + oidc_fail))
+fi
 
 check_timeout=60
 echo "== Prometheus -> mcpx serve --metrics"
