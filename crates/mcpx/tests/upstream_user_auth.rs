@@ -3,7 +3,8 @@
 //! MCP upstream on 127.0.0.1 (one axum app, both counted), `mcpx auth login` through a
 //! `$BROWSER` script that follows the authorization server's redirect to mcpx's
 //! callback, `mcpx auth status`, the token store's modes, refresh at expiry (once for
-//! 20 concurrent calls in one process; once for two processes), `invalid_grant`, and
+//! 20 concurrent calls in one process; once for two processes), `invalid_grant`, an
+//! HTTP+SSE upstream, and
 //! `mcpx auth logout`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -50,6 +51,10 @@ struct As {
     next: usize,
     /// Whether the token endpoint refuses every refresh (invalid_grant).
     revoke_refresh: bool,
+    /// The open HTTP+SSE stream, if any.
+    sse: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    /// Requests to the HTTP+SSE upstream's endpoints that carried a good token.
+    sse_authorized: usize,
 }
 
 type Shared = Arc<Mutex<As>>;
@@ -82,6 +87,54 @@ async fn handle(
     let mut s = st.lock().unwrap();
     let b = base(&s);
     match (method.as_str(), path.as_str()) {
+        ("GET", "/.well-known/oauth-protected-resource/sse") => json_answer(
+            StatusCode::OK,
+            json!({"resource": format!("{b}/sse"), "authorization_servers": [format!("{b}/as")],
+                   "scopes_supported": ["mcp"]}),
+        ),
+        ("GET", "/sse") | ("POST", "/messages") => {
+            let token = headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::to_owned);
+            if !token.is_some_and(|t| s.valid.contains(&t)) {
+                let meta = format!("{b}/.well-known/oauth-protected-resource/sse");
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(
+                        "www-authenticate",
+                        format!(r#"Bearer resource_metadata="{meta}""#),
+                    )],
+                )
+                    .into_response();
+            }
+            s.sse_authorized += 1;
+            if method == Method::GET {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+                tx.send("event: endpoint\ndata: /messages\n\n".to_owned())
+                    .unwrap();
+                s.sse = Some(tx);
+                let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+                    rx.recv()
+                        .await
+                        .map(|e| (Ok::<_, std::convert::Infallible>(Bytes::from(e)), rx))
+                });
+                return (
+                    StatusCode::OK,
+                    [("content-type", "text/event-stream")],
+                    axum::body::Body::from_stream(stream),
+                )
+                    .into_response();
+            }
+            let req: Value = serde_json::from_slice(&body).unwrap_or_default();
+            if let Some(answer) = answer_rpc(&req)
+                && let Some(tx) = &s.sse
+            {
+                let _ = tx.send(format!("event: message\ndata: {answer}\n\n"));
+            }
+            StatusCode::ACCEPTED.into_response()
+        }
         ("GET", "/.well-known/oauth-protected-resource/mcp") => json_answer(
             StatusCode::OK,
             json!({"resource": format!("{b}/mcp"), "authorization_servers": [format!("{b}/as")],
@@ -224,6 +277,22 @@ async fn handle(
     }
 }
 
+/// The answer to a JSON-RPC request of the HTTP+SSE upstream's (none to a
+/// notification).
+fn answer_rpc(req: &Value) -> Option<Value> {
+    let id = req.get("id").cloned()?;
+    let result = match req["method"].as_str() {
+        Some("initialize") => json!({"protocolVersion": req["params"]["protocolVersion"],
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "locked", "version": "1"}}),
+        Some("tools/list") => {
+            json!({"tools": [{"name": "hello", "inputSchema": {"type": "object"}}]})
+        }
+        Some("tools/call") => json!({"content": [{"type": "text", "text": "hi"}]}),
+        _ => json!({}),
+    };
+    Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
 fn ring_sha256(b: &[u8]) -> Vec<u8> {
     ring::digest::digest(&ring::digest::SHA256, b)
         .as_ref()
@@ -269,10 +338,14 @@ struct Setup {
 }
 
 fn setup(tag: &str, port: u16) -> Setup {
+    setup_as(tag, port, "http", "mcp")
+}
+
+fn setup_as(tag: &str, port: u16, kind: &str, path: &str) -> Setup {
     let dir = temp_dir(tag);
     let config = dir.join("mcpx.json");
-    let cfg = json!({"mcpServers": {"up": {"type": "http",
-        "url": format!("http://127.0.0.1:{port}/mcp"),
+    let cfg = json!({"mcpServers": {"up": {"type": kind,
+        "url": format!("http://127.0.0.1:{port}/{path}"),
         "mcpx": {"protocol": "legacy", "oauth": {"callbackPort": free_port()}}}}});
     std::fs::write(&config, cfg.to_string()).unwrap();
     let browser = dir.join("browser.py");
@@ -483,4 +556,24 @@ async fn a_refused_refresh_deletes_the_token_and_serve_names_the_login() {
     );
     let (ok, out, _) = s.run(&["auth", "status"]).await;
     assert!(ok && out.contains("needs login"), "{out}");
+}
+
+/// An HTTP+SSE upstream gets the same as a Streamable HTTP one: `mcpx auth login` reads
+/// the challenge of the stream's GET, and the stream's GET and every POST carry the
+/// stored token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_upstream_is_authorized_the_same_way() {
+    let st = server(vec![3600]).await;
+    let port = st.lock().unwrap().port;
+    let s = setup_as("user-auth-sse", port, "sse", "sse");
+    let (ok, out, err) = s.run(&["auth", "login", "up"]).await;
+    assert!(ok, "{out}\n{err}");
+    let sse = format!("http://127.0.0.1:{port}/sse");
+    assert_eq!(st.lock().unwrap().resources, [sse.clone(), sse]);
+    let (ok, out, err) = s.run(&["call", "hello"]).await;
+    assert!(ok && out.contains("hi"), "{out}\n{err}");
+    let a = st.lock().unwrap();
+    // The GET, and the POSTs of initialize, initialized, tools/list and tools/call.
+    assert!(a.sse_authorized >= 5, "{}", a.sse_authorized);
+    assert_eq!(a.counts.authorizations, 1, "no second login");
 }
