@@ -4,8 +4,7 @@
 //! `$BROWSER` script that follows the authorization server's redirect to mcpx's
 //! callback, `mcpx auth status`, the token store's modes, refresh at expiry (once for
 //! 20 concurrent calls in one process; once for two processes), `invalid_grant`, an
-//! HTTP+SSE upstream, and
-//! `mcpx auth logout`.
+//! HTTP+SSE upstream, and `mcpx auth logout`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::HashMap;
