@@ -576,3 +576,33 @@ async fn an_sse_upstream_is_authorized_the_same_way() {
     assert!(a.sse_authorized >= 5, "{}", a.sse_authorized);
     assert_eq!(a.counts.authorizations, 1, "no second login");
 }
+
+/// An upstream that needs no authorization is not stopped by a token store mcpx cannot
+/// use (no state directory at all: neither HOME nor XDG_STATE_HOME): its calls go
+/// without a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_state_directory_stops_no_open_upstream() {
+    let (_ex, port) = example_http(&[]).await;
+    let cfg = json!({"mcpServers": {"open": {"type": "http",
+        "url": format!("http://127.0.0.1:{port}/mcp")}}});
+    let dir = temp_dir("user-auth-nostate");
+    let config = dir.join("mcpx.json");
+    std::fs::write(&config, cfg.to_string()).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpx"))
+        .args(["call", "test_simple_text", "--config"])
+        .arg(&config)
+        .env_remove("HOME")
+        .env_remove("XDG_STATE_HOME")
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .output()
+        .await
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains(SIMPLE_TEXT),
+        "{stdout}\n{stderr}"
+    );
+}

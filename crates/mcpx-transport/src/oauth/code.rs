@@ -1311,7 +1311,16 @@ impl UserTokens {
     pub(crate) async fn upfront(&self) -> Result<Option<HeaderValue>, TransportError> {
         let mut state = self.state.lock().await;
         if state.is_none() {
-            *state = self.load()?;
+            // An unreadable store (no state directory, a corrupt file) must not stop an
+            // upstream that needs no authorization: the request goes without a token,
+            // and if the upstream refuses it, the refusal reports the store's error.
+            *state = match self.load() {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(upstream = %self.cfg.upstream, "{e}");
+                    None
+                }
+            };
         }
         let Some(t) = state.clone() else {
             return Ok(None);
