@@ -1283,6 +1283,9 @@ pub(crate) struct UserTokens {
     /// The token set in use; the lock is held across a refresh or a login, so that
     /// waiting requests share one.
     state: tokio::sync::Mutex<Option<TokenRecord>>,
+    /// The store was read and had no token for the upstream: requests go without one,
+    /// without reading it again or taking the lock, until the upstream refuses one.
+    none_stored: AtomicBool,
 }
 
 impl UserTokens {
@@ -1293,6 +1296,7 @@ impl UserTokens {
             sse,
             http,
             state: tokio::sync::Mutex::new(None),
+            none_stored: AtomicBool::new(false),
         })
     }
 
@@ -1309,6 +1313,9 @@ impl UserTokens {
     /// refreshed first when it is about to expire; `None` when there is none (the
     /// request goes without, and its 401 says what to do).
     pub(crate) async fn upfront(&self) -> Result<Option<HeaderValue>, TransportError> {
+        if self.none_stored.load(Ordering::Acquire) {
+            return Ok(None);
+        }
         let mut state = self.state.lock().await;
         if state.is_none() {
             // An unreadable store (no state directory, a corrupt file) must not stop an
@@ -1323,6 +1330,7 @@ impl UserTokens {
             };
         }
         let Some(t) = state.clone() else {
+            self.none_stored.store(true, Ordering::Release);
             return Ok(None);
         };
         if expiring(&t) && t.refresh_token.is_some() {
@@ -1355,6 +1363,7 @@ impl UserTokens {
         step_ups: u32,
     ) -> Result<HeaderValue, TransportError> {
         let mut state = self.state.lock().await;
+        self.none_stored.store(false, Ordering::Release);
         // Someone else replaced the refused token meanwhile: use theirs.
         let current = self.load()?;
         if let Some(t) = &current
