@@ -239,11 +239,12 @@ done
 # The client authorization scenarios: each writes a configuration whose one upstream is
 # the scenario's server, logs in with a $BROWSER that follows the authorization
 # server's redirect to mcpx's callback, then lists and calls the tools. Not run, each
-# by decision (docs/oauth.md, B-C15): auth/dpop and auth/dpop-nonce (mcpx sends Bearer
-# tokens only; DPoP-bound tokens are not implemented), auth/wif and
-# auth/wif-jwt-bearer (workload identity federation: no assertion source to take one
-# from), auth/enterprise-managed-authorization (the enterprise IdP token exchange
-# extension is not implemented).
+# by decision (docs/oauth.md, B-C15), the other 4 of the suite's 33 auth scenarios:
+# auth/dpop and auth/dpop-nonce (mcpx sends Bearer tokens only; DPoP-bound tokens are
+# not implemented), auth/wif-jwt-bearer (workload identity federation: no assertion
+# source to take one from), auth/enterprise-managed-authorization (the enterprise IdP
+# token exchange extension is not implemented). Run anyway, they fail 3 of 12, 5 of
+# 14, 1 of 9 and 2 of 10 checks.
 echo "== conformance suite (client authorization scenarios) -> mcpx auth, tools, call"
 for scenario in metadata-default metadata-var1 metadata-var2 metadata-var3 basic-cimd \
   scope-from-www-authenticate scope-from-scopes-supported scope-omitted-when-undefined \
