@@ -11,7 +11,7 @@
 //!
 //! Every write goes to a temporary file in the same directory, is synced, and renamed
 //! over the old one: a reader sees the old file or the new one, never half of one.
-//! [`Store::lock`] takes an advisory lock (`flock`) on `<file>.lock` beside a file,
+//! [`Store::lock_token`] takes an advisory lock (`flock`) on `<file>.lock` beside a file,
 //! which serialises refreshes across processes; whoever takes it re-reads the file.
 
 use std::fs::{self, File, OpenOptions};
