@@ -606,3 +606,39 @@ async fn no_state_directory_stops_no_open_upstream() {
         "{stdout}\n{stderr}"
     );
 }
+
+/// Two logins to one server at once: the second cannot bind the callback port, takes
+/// that for the first's login, and waits for its tokens instead of starting a second
+/// flow (one authorization at the server; both succeed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_login_waits_for_the_first() {
+    let st = server(vec![3600]).await;
+    let port = st.lock().unwrap().port;
+    let s = setup("user-auth-twice", port);
+    // The first's browser takes a while, so that the second starts meanwhile.
+    let slow = s.dir.join("slow-browser.sh");
+    std::fs::write(
+        &slow,
+        format!("#!/bin/sh\nsleep 2\nexec {} \"$1\"\n", s.browser.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut first = s.mcpx(&["auth", "login", "up"]);
+    first.env("BROWSER", &slow);
+    let first = first.output();
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        s.run(&["auth", "login", "up"]).await
+    };
+    let (first, second) = tokio::join!(first, second);
+    let first = first.unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(second.0, "{}\n{}", second.1, second.2);
+    assert!(second.2.contains("waiting for its result"), "{}", second.2);
+    assert!(second.1.contains("authorized by"), "{}", second.1);
+    assert_eq!(st.lock().unwrap().counts.authorizations, 1, "one flow");
+}
