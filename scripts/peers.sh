@@ -10,6 +10,7 @@
 #   peers_conformance VERSION -> path of the conformance suite's CLI entry (dist/index.js)
 #   peers_prometheus          -> path of Debian's `prometheus` (its `promtool` beside it)
 #   peers_python_otlp         -> python of the same venv, with PyPI opentelemetry-proto
+#   peers_oidc_provider       -> directory where npm's oidc-provider is installed
 #
 # The command-line functions echo shell words separated by spaces (paths are
 # quoted with printf %q), so callers should `eval` them or split into an array:
@@ -36,6 +37,8 @@
 : "${PEERS_PYTHON_OTLP_VERSION:=1.45.2}"
 # Python interpreter used to create the venv.
 : "${PEERS_PYTHON:=python3}"
+# npm oidc-provider (OpenID Certified authorization server): newest release as of 2026-12.
+: "${PEERS_OIDC_PROVIDER_VERSION:=9.13.3}"
 # Default conformance suite version when peers_conformance is called without one
 # (0.1.16 is npm 'latest'; 0.2.0-alpha.12 is the newest pre-release).
 : "${PEERS_CONFORMANCE_VERSION:=0.1.16}"
@@ -142,6 +145,13 @@ peers_conformance() {
   entry="$dir/conformance-$ver/node_modules/$pkg/dist/index.js" # package.json bin "conformance"
   [[ -f "$entry" ]] || { _peers_err "conformance CLI missing at $entry"; return 1; }
   printf '%s\n' "$entry"
+}
+
+peers_oidc_provider() {
+  local dir
+  dir="$(_peers_dir)" || return 1
+  _peers_npm_ensure "$dir/oidc" oidc-provider "$PEERS_OIDC_PROVIDER_VERSION" || return 1
+  printf '%s\n' "$dir/oidc"
 }
 
 peers_python_mcp() {

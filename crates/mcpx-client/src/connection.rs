@@ -415,7 +415,10 @@ impl Connection {
             }
             (s, _) => s,
         };
-        if matches!(source, TransportError::Auth { .. }) {
+        if matches!(
+            source,
+            TransportError::Auth { .. } | TransportError::NeedsAuthorization(_)
+        ) {
             return ClientError::Unauthorized {
                 upstream: self.inner.name.clone(),
                 source,

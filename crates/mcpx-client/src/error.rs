@@ -17,9 +17,9 @@ pub enum ClientError {
         source: TransportError,
     },
     /// The upstream refused mcpx's credential (HTTP 401, or 403 `insufficient_scope`).
-    /// The connection itself is fine; mcpx runs no user authorization flow, so the
-    /// operator must configure the upstream's credential (`headers`, or `mcpx.oauth`;
-    /// registers B-C15, B-C18).
+    /// The connection itself is fine: the upstream's credential must be configured
+    /// (`headers`, or `mcpx.oauth`), or its user's authorization given (`mcpx auth
+    /// login`; registers B-C15, B-C18).
     #[error("upstream {upstream}: {source}")]
     Unauthorized {
         /// The upstream's name.
@@ -107,7 +107,9 @@ impl ClientError {
                 TransportError::Closed { .. } => "exited",
                 TransportError::Io(_) => "io",
                 TransportError::Http { .. } | TransportError::Redirected { .. } => "http",
-                TransportError::Auth { .. } => "unauthorized",
+                TransportError::Auth { .. } | TransportError::NeedsAuthorization(_) => {
+                    "unauthorized"
+                }
                 TransportError::SessionExpired => "session_expired",
                 TransportError::Protocol(_) => "protocol",
                 TransportError::Timeout(_) => "timeout",

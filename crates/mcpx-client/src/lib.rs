@@ -22,6 +22,7 @@ pub mod probe;
 
 pub use connection::{CallEvent, CallOptions, Connection, ServerFacts, TaskAsks};
 pub use error::{AskRefusal, ClientError};
+pub use mcpx_transport::oauth::code::UserAuth;
 pub use probe::{
     ClientCredentials, EraCache, ProtocolPreference, Proxy, Target, TargetTransport, connect,
 };

@@ -121,6 +121,8 @@ pub struct Target {
     pub proxy: Proxy,
     /// OAuth client credentials for a Streamable HTTP upstream (`mcpx_transport::oauth`).
     pub oauth: Option<ClientCredentials>,
+    /// A user's authorization for an HTTP upstream (`mcpx_transport::oauth::code`).
+    pub user_auth: Option<mcpx_transport::oauth::code::UserAuth>,
     /// A stdio upstream's stderr is also copied to this process's stderr (default
     /// false; `mcpx_transport::child::ChildConfig::echo_stderr`).
     pub echo_stderr: bool,
@@ -154,6 +156,7 @@ impl Target {
             policy: SpecPolicy::default(),
             proxy: Proxy::default(),
             oauth: None,
+            user_auth: None,
             echo_stderr: false,
             env_remove: Vec::new(),
             env_inherit_only: None,
@@ -286,6 +289,7 @@ async fn open(target: &Target) -> Result<(AnyUpstream, Unsolicited), ClientError
             c.limits = target.limits;
             c.proxy = target.proxy.clone();
             c.oauth = target.oauth.clone();
+            c.user_auth = target.user_auth.clone();
             HttpUpstream::new(c)
                 .map(|(u, rx)| (AnyUpstream::Http(u), rx))
                 .map_err(|e| transport_err(target, e))
@@ -301,6 +305,7 @@ async fn open_sse(
 ) -> Result<(AnyUpstream, Unsolicited), ClientError> {
     let mut c = SseClientConfig::new(url.to_owned());
     c.headers = headers.to_vec();
+    c.user_auth = target.user_auth.clone();
     c.limits = target.limits;
     c.proxy = target.proxy.clone();
     if let Some(n) = target.max_pending {

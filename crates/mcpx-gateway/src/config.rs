@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use mcpx_client::{ClientCredentials, ProtocolPreference, Proxy};
+pub use mcpx_client::{ClientCredentials, ProtocolPreference, Proxy, UserAuth};
 use mcpx_protocol::SpecPolicy;
 use serde::Deserialize;
 
@@ -297,9 +297,14 @@ pub struct ServerSettings {
     /// How an HTTP upstream's connections go: the environment's proxy (default),
     /// directly (`"proxy": "none"`), or through the `http://` proxy named.
     pub proxy: Proxy,
-    /// OAuth client credentials for an `http` upstream (`"oauth": {"tokenUrl",
-    /// "clientId", "clientSecret" or "clientSecretEnv", "scope"}`).
+    /// OAuth client credentials for an `http` upstream (`"oauth": {"grant":
+    /// "client_credentials", "tokenUrl", "clientId", "clientSecret" or
+    /// "clientSecretEnv" or "privateKeyFile", "scope"}`).
     pub oauth: Option<ClientCredentials>,
+    /// A user's authorization (the authorization-code grant) for an `http` or `sse`
+    /// upstream: `"oauth": {"grant": "authorization_code", …}`, or the defaults for one
+    /// with neither an `oauth` block nor an `Authorization` header.
+    pub user_auth: Option<UserAuth>,
     /// When and how often the upstream is started again (`restart`).
     pub restart: RestartPolicy,
     /// When the upstream is first started (`start`, default eager).
@@ -369,6 +374,7 @@ impl Default for ServerSettings {
             connect_timeout: Duration::from_secs(30),
             proxy: Proxy::default(),
             oauth: None,
+            user_auth: None,
             restart: RestartPolicy::default(),
             start: StartMode::default(),
             idle_timeout: None,
@@ -547,10 +553,14 @@ struct FileHealthCheck {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct FileOauth {
+    grant: Option<String>,
     token_url: Option<String>,
-    client_id: String,
+    client_id: Option<String>,
     client_secret: Option<String>,
     client_secret_env: Option<String>,
+    private_key_file: Option<PathBuf>,
+    client_metadata_url: Option<String>,
+    callback_port: Option<u16>,
     scope: Option<String>,
 }
 
@@ -846,6 +856,15 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                 .collect()
         };
         let d = ServerSettings::default();
+        let oauth_secret_env = s
+            .mcpx
+            .oauth
+            .as_ref()
+            .and_then(|o| o.client_secret_env.clone());
+        let oauth = match s.mcpx.oauth {
+            None => None,
+            Some(o) => Some(grant(o, &name, &transport, &err)?),
+        };
         let mcpx = ServerSettings {
             namespace: s.mcpx.namespace,
             tools: ToolFilter {
@@ -867,13 +886,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                 Some(n) => n,
             },
             max_queued: s.mcpx.max_queued.unwrap_or(d.max_queued),
-            secret_env: s
-                .mcpx
-                .oauth
-                .as_ref()
-                .and_then(|o| o.client_secret_env.clone())
-                .into_iter()
-                .collect(),
+            secret_env: oauth_secret_env.into_iter().collect(),
             environment: match (s.mcpx.environment.as_deref(), &transport) {
                 (None | Some("inherit"), _) => Environment::Inherit,
                 (Some("minimal"), Transport::Stdio { .. }) => Environment::Minimal,
@@ -886,9 +899,26 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                     )));
                 }
             },
-            oauth: match s.mcpx.oauth {
-                None => None,
-                Some(o) => Some(client_credentials(o, &transport, &err)?),
+            oauth: match &oauth {
+                Some(Grant::Client(c)) => Some(c.clone()),
+                _ => None,
+            },
+            user_auth: match oauth {
+                Some(Grant::User(u)) => Some(u),
+                Some(Grant::Client(_)) => None,
+                None => match &transport {
+                    Transport::Http { headers, .. } | Transport::Sse { headers, .. }
+                        if !headers
+                            .keys()
+                            .any(|k| k.eq_ignore_ascii_case("authorization")) =>
+                    {
+                        Some(UserAuth {
+                            upstream: name.clone(),
+                            ..UserAuth::default()
+                        })
+                    }
+                    _ => None,
+                },
             },
             proxy: match s.mcpx.proxy.as_deref() {
                 None => Proxy::Environment,
@@ -1117,9 +1147,104 @@ pub fn load(explicit: Option<&Path>) -> Result<(PathBuf, Config), ConfigError> {
     Err(ConfigError::NotFound { searched: paths })
 }
 
-/// An upstream's `mcpx.oauth`: for an `http` upstream without its own `Authorization`
-/// header, with the secret given once (inline, or by the environment variable naming
-/// it, read now).
+/// What an upstream's `mcpx.oauth` configures.
+enum Grant {
+    /// The client credentials grant.
+    Client(ClientCredentials),
+    /// A user's authorization (authorization code).
+    User(UserAuth),
+}
+
+/// An upstream's `mcpx.oauth`: `grant` is `client_credentials` (the default when a
+/// secret or key is given) or `authorization_code` (else the default).
+fn grant(
+    o: FileOauth,
+    name: &str,
+    transport: &Transport,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<Grant, ConfigError> {
+    // A secret, a key or a token endpoint says client credentials.
+    let has_secret = o.client_secret.is_some()
+        || o.client_secret_env.is_some()
+        || o.private_key_file.is_some()
+        || o.token_url.is_some();
+    match o.grant.as_deref() {
+        Some("client_credentials") => client_credentials(o, transport, err).map(Grant::Client),
+        None if has_secret => client_credentials(o, transport, err).map(Grant::Client),
+        Some("authorization_code") | None => user_auth(o, name, transport, err).map(Grant::User),
+        Some(other) => Err(err(&format!(
+            "mcpx.oauth.grant is \"authorization_code\" or \"client_credentials\", not {other:?}"
+        ))),
+    }
+}
+
+/// The authorization-code grant's settings, for an `http` or `sse` upstream without
+/// its own `Authorization` header.
+fn user_auth(
+    o: FileOauth,
+    name: &str,
+    transport: &Transport,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<UserAuth, ConfigError> {
+    match transport {
+        Transport::Http { headers, .. } | Transport::Sse { headers, .. }
+            if headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization")) =>
+        {
+            return Err(err(
+                "mcpx.oauth and an Authorization header both give the upstream's credential; keep one",
+            ));
+        }
+        Transport::Http { .. } | Transport::Sse { .. } => {}
+        Transport::Stdio { .. } => {
+            return Err(err("mcpx.oauth is for http and sse upstreams"));
+        }
+    }
+    if o.token_url.is_some() || o.private_key_file.is_some() {
+        return Err(err(
+            "mcpx.oauth.tokenUrl and privateKeyFile are for the client_credentials grant; the authorization_code grant discovers its endpoints",
+        ));
+    }
+    if let Some(u) = &o.client_metadata_url
+        && !u.starts_with("https://")
+    {
+        return Err(err("mcpx.oauth.clientMetadataUrl must be an https:// URL"));
+    }
+    let client_secret = match (o.client_secret, o.client_secret_env) {
+        (Some(s), None) => Some(s),
+        (None, Some(var)) => Some(std::env::var(&var).map_err(|_| {
+            err(&format!(
+                "mcpx.oauth.clientSecretEnv names {var}, which is not set"
+            ))
+        })?),
+        (None, None) => None,
+        (Some(_), Some(_)) => {
+            return Err(err(
+                "mcpx.oauth takes one of clientSecret and clientSecretEnv, not both",
+            ));
+        }
+    };
+    if client_secret.is_some() && o.client_id.is_none() {
+        return Err(err("mcpx.oauth.clientSecret needs a clientId"));
+    }
+    if o.callback_port == Some(0) {
+        return Err(err("mcpx.oauth.callbackPort must be a port (1-65535)"));
+    }
+    Ok(UserAuth {
+        upstream: name.to_owned(),
+        client_id: o.client_id,
+        client_secret,
+        client_metadata_url: o.client_metadata_url,
+        scope: o.scope,
+        callback_port: o.callback_port,
+        store: None,
+    })
+}
+
+/// An upstream's `mcpx.oauth` client credentials: for an `http` upstream without its
+/// own `Authorization` header, with the secret given once (inline, by the environment
+/// variable naming it, read now, or as a private key's file, read now).
 fn client_credentials(
     o: FileOauth,
     transport: &Transport,
@@ -1136,8 +1261,22 @@ fn client_credentials(
             ));
         }
         Transport::Http { .. } => {}
-        _ => return Err(err("mcpx.oauth is for http upstreams (Streamable HTTP)")),
+        _ => {
+            return Err(err(
+                "mcpx.oauth's client_credentials grant is for http upstreams (Streamable HTTP)",
+            ));
+        }
     }
+    if o.client_metadata_url.is_some() || o.callback_port.is_some() {
+        return Err(err(
+            "mcpx.oauth.clientMetadataUrl and callbackPort are for the authorization_code grant",
+        ));
+    }
+    let Some(client_id) = o.client_id else {
+        return Err(err(
+            "mcpx.oauth's client_credentials grant needs a clientId",
+        ));
+    };
     if let Some(t) = &o.token_url
         && !(t.starts_with("https://") || t.starts_with("http://"))
     {
@@ -1145,23 +1284,46 @@ fn client_credentials(
             "mcpx.oauth.tokenUrl must be an http:// or https:// URL",
         ));
     }
-    let client_secret = match (o.client_secret, o.client_secret_env) {
-        (Some(s), None) => s,
-        (None, Some(var)) => std::env::var(&var).map_err(|_| {
-            err(&format!(
-                "mcpx.oauth.clientSecretEnv names {var}, which is not set"
-            ))
-        })?,
+    let (client_secret, private_key) = match (
+        o.client_secret,
+        o.client_secret_env,
+        o.private_key_file,
+    ) {
+        (Some(s), None, None) => (s, None),
+        (None, Some(var), None) => (
+            std::env::var(&var).map_err(|_| {
+                err(&format!(
+                    "mcpx.oauth.clientSecretEnv names {var}, which is not set"
+                ))
+            })?,
+            None,
+        ),
+        (None, None, Some(path)) => {
+            let pem = std::fs::read_to_string(&path).map_err(|e| {
+                err(&format!(
+                    "mcpx.oauth.privateKeyFile {}: {e}",
+                    path.display()
+                ))
+            })?;
+            mcpx_transport::oauth::check_private_key(&pem).map_err(|e| {
+                err(&format!(
+                    "mcpx.oauth.privateKeyFile {}: {e}",
+                    path.display()
+                ))
+            })?;
+            (String::new(), Some(pem))
+        }
         _ => {
             return Err(err(
-                "mcpx.oauth needs exactly one of clientSecret and clientSecretEnv",
+                "mcpx.oauth needs exactly one of clientSecret, clientSecretEnv and privateKeyFile",
             ));
         }
     };
     Ok(ClientCredentials {
         token_url: o.token_url,
-        client_id: o.client_id,
+        client_id,
         client_secret,
+        private_key,
         scope: o.scope,
     })
 }
@@ -1245,7 +1407,7 @@ mod tests {
         for (server, why) in [
             (
                 format!(r#"{{"type": "sse", "url": "https://mcp.example/sse", "mcpx": {{{oauth}}}}}"#),
-                "mcpx.oauth is for http upstreams",
+                "client_credentials grant is for http upstreams",
             ),
             (
                 format!(
@@ -1255,7 +1417,7 @@ mod tests {
             ),
             (
                 r#"{"url": "https://mcp.example/mcp", "mcpx": {"oauth": {"tokenUrl": "https://as.example/token", "clientId": "c"}}}"#.to_owned(),
-                "exactly one of clientSecret and clientSecretEnv",
+                "exactly one of clientSecret, clientSecretEnv and privateKeyFile",
             ),
             (
                 r#"{"url": "https://mcp.example/mcp", "mcpx": {"oauth": {"tokenUrl": "https://as.example/token", "clientId": "c", "clientSecretEnv": "MCPX_TEST_SURELY_UNSET_VAR"}}}"#.to_owned(),
@@ -1264,6 +1426,94 @@ mod tests {
         ] {
             let e = parse_one(&server).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_authorization_code_grant_is_explicit_or_the_default_of_http_and_sse() {
+        let parse_one = |server: &str| {
+            parse(
+                &format!(r#"{{"mcpServers": {{"up": {server}}}}}"#),
+                Path::new("mcpx.json"),
+            )
+        };
+        // No oauth block and no Authorization header: the defaults, for http and sse.
+        for kind in ["http", "sse"] {
+            let c = parse_one(&format!(r#"{{"type": "{kind}", "url": "https://h/x"}}"#)).unwrap();
+            let u = c.servers["up"].mcpx.user_auth.clone().unwrap();
+            assert_eq!(u.upstream, "up");
+            assert_eq!(u.client_id, None);
+            assert!(c.servers["up"].mcpx.oauth.is_none());
+        }
+        // An Authorization header, or stdio: none.
+        let c = parse_one(r#"{"url": "https://h/x", "headers": {"authorization": "Bearer t"}}"#)
+            .unwrap();
+        assert!(c.servers["up"].mcpx.user_auth.is_none());
+        let c = parse_one(r#"{"command": "x"}"#).unwrap();
+        assert!(c.servers["up"].mcpx.user_auth.is_none());
+        // Pre-registered, with a secret: the grant must be said, as a secret alone
+        // means client credentials.
+        let c = parse_one(
+            r#"{"type": "sse", "url": "https://h/sse", "mcpx": {"oauth": {"grant": "authorization_code", "clientId": "c", "clientSecret": "s", "callbackPort": 4321, "scope": "a"}}}"#,
+        )
+        .unwrap();
+        let u = c.servers["up"].mcpx.user_auth.clone().unwrap();
+        assert_eq!(
+            (
+                u.client_id.as_deref(),
+                u.client_secret.as_deref(),
+                u.callback_port,
+                u.scope.as_deref()
+            ),
+            (Some("c"), Some("s"), Some(4321), Some("a"))
+        );
+        assert!(!format!("{u:?}").contains("\"s\""), "{u:?}");
+        assert!(c.servers["up"].mcpx.oauth.is_none());
+        let c = parse_one(
+            r#"{"url": "https://h/x", "mcpx": {"oauth": {"clientMetadataUrl": "https://me.example/client.json"}}}"#,
+        )
+        .unwrap();
+        let u = c.servers["up"].mcpx.user_auth.clone().unwrap();
+        assert_eq!(
+            u.client_metadata_url.as_deref(),
+            Some("https://me.example/client.json")
+        );
+        for (server, why) in [
+            (
+                r#"{"command": "x", "mcpx": {"oauth": {"grant": "authorization_code"}}}"#,
+                "for http and sse upstreams",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"grant": "password"}}}"#,
+                "not \"password\"",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"grant": "authorization_code", "tokenUrl": "https://a/t"}}}"#,
+                "are for the client_credentials grant",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"clientMetadataUrl": "http://me/c.json"}}}"#,
+                "must be an https:// URL",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"grant": "authorization_code", "clientSecret": "s"}}}"#,
+                "needs a clientId",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"callbackPort": 0}}}"#,
+                "must be a port",
+            ),
+            (
+                r#"{"url": "https://h/x", "headers": {"Authorization": "x"}, "mcpx": {"oauth": {}}}"#,
+                "both give",
+            ),
+            (
+                r#"{"url": "https://h/x", "mcpx": {"oauth": {"clientId": "c", "privateKeyFile": "/nonexistent/key.pem"}}}"#,
+                "privateKeyFile /nonexistent/key.pem",
+            ),
+        ] {
+            let e = parse_one(server).unwrap_err().to_string();
+            assert!(e.contains(why), "{server}: {e}");
         }
     }
 

@@ -265,6 +265,7 @@ pub fn upstream_target(config: &Config, name: &str, s: &ServerConfig) -> Target 
     target.handshake_timeout = s.mcpx.connect_timeout;
     target.proxy = s.mcpx.proxy.clone();
     target.oauth = s.mcpx.oauth.clone();
+    target.user_auth = s.mcpx.user_auth.clone();
     // Room above the calls in flight for what mcpx sends besides them (lists,
     // listens, health checks, tasks' polls): the transport's own limit is never what
     // refuses a call.

@@ -1,14 +1,13 @@
-//! What mcpx makes of an upstream's authorization challenge, given that it runs no
-//! user authorization flow.
+//! What mcpx makes of an upstream's authorization challenge when it is not the one
+//! authorizing.
 //!
-//! mcpx authenticates to an upstream with the static headers its configuration gives
-//! that upstream, or with OAuth client credentials it is configured with
-//! (mcpx-transport's `oauth`, which replaces a refused token once). It runs no user
-//! authorization, no Dynamic Client Registration and no step-up: those are duties of
-//! clients that *perform* authorization for a user (2026-07-28 basic/authorization
-//! §Overview, §Runtime Insufficient Scope Errors; registers B-C14, B-C15, B-C18). So a
-//! `401` or an `insufficient_scope` `403` that reaches this point is reported, never
-//! acted on: [`explain`] turns the status and the
+//! An upstream without a configured credential gets a user's authorization
+//! (mcpx-transport's `oauth::code`: discovery, registration, step-up; registers B-C14,
+//! B-C15, B-C18), which reads the challenges parsed here. An upstream whose credential
+//! is configured (static headers, or OAuth client credentials, whose refused token is
+//! replaced once) is not authorized by mcpx. So a `401` or an `insufficient_scope`
+//! `403` from it that reaches this point is reported, never acted on: [`explain`]
+//! turns the status and the
 //! `WWW-Authenticate` header (RFC 9110 §11.6.1, RFC 6750 §3) into words an operator
 //! can act on, quoting the `resource_metadata` URL (RFC 9728 §5.1) and the scope the
 //! upstream asked for.
@@ -144,14 +143,14 @@ pub fn explain(status: u16, header: Option<&str>) -> String {
             "HTTP 401 invalid_token: the upstream refused the credential mcpx sent{description}{metadata}; check the one this upstream's `headers` or `mcpx.oauth` give (wrong, expired or revoked)"
         ),
         401 => format!(
-            "HTTP 401: the upstream requires authorization{description}{metadata}; mcpx runs no user authorization flow, so configure a credential for this upstream: a header in its `headers` (for example Authorization), or OAuth client credentials in `mcpx.oauth`"
+            "HTTP 401: the upstream requires authorization{description}{metadata}; its configured credential gives none, so configure one for this upstream: a header in its `headers` (for example Authorization), or OAuth client credentials in `mcpx.oauth`"
         ),
         403 if is_insufficient_scope(header) => {
             let scope = param("scope")
                 .map(|s| format!(" (scope required: {s})"))
                 .unwrap_or_default();
             format!(
-                "HTTP 403 insufficient_scope: the upstream's credential lacks the scope for this request{scope}{description}{metadata}; mcpx does no step-up authorization, so configure a credential with that scope (this upstream's `headers`, or `mcpx.oauth.scope`)"
+                "HTTP 403 insufficient_scope: the upstream's credential lacks the scope for this request{scope}{description}{metadata}; mcpx steps up only a user's authorization, so configure a credential with that scope (this upstream's `headers`, or `mcpx.oauth.scope`)"
             )
         }
         s => format!(

@@ -21,8 +21,8 @@
 //! * [`error`]: error codes and which era may emit which.
 //! * [`meta`]: protocol `_meta` keys and reserved prefixes.
 //! * [`header`]: the 2026-07-28 HTTP request headers, built and validated.
-//! * [`auth`]: an upstream's `WWW-Authenticate` challenge, read and explained (mcpx
-//!   runs no user authorization flow).
+//! * [`auth`]: an upstream's `WWW-Authenticate` challenge, read, and explained when
+//!   the upstream's credential is configured.
 //! * [`logging`]: log levels.
 //! * [`trace`]: W3C trace context, read from a host and written for an upstream.
 //! * [`lower`]: results reshaped for the receiver's revision, in one place.

@@ -46,10 +46,12 @@ pub enum TransportError {
         location: String,
     },
     /// The upstream refused the credential: a 401, or a 403 carrying a
-    /// `WWW-Authenticate` challenge (`insufficient_scope`). mcpx runs no user
-    /// authorization flow, so this is reported with what the challenge says (registers
+    /// `WWW-Authenticate` challenge (`insufficient_scope`). For an upstream with a
+    /// configured credential this is reported with what the challenge says (registers
     /// B-C15, B-C18; [`mcpx_protocol::auth::explain`]), never acted on, but for the one
-    /// new token an OAuth client credentials upstream gets (crate::oauth).
+    /// new token an OAuth client credentials upstream gets (crate::oauth); for one with
+    /// a user's authorization it leads to a refresh, a login or a step-up
+    /// (crate::oauth::code), or to [`TransportError::NeedsAuthorization`].
     #[error("{}", mcpx_protocol::auth::explain(*.status, .challenge.as_deref()))]
     Auth {
         /// 401 or 403.
@@ -57,6 +59,11 @@ pub enum TransportError {
         /// The `WWW-Authenticate` value, if any.
         challenge: Option<String>,
     },
+    /// The upstream needs a user's authorization that this process cannot get now, or
+    /// the authorization flow failed: the text names the upstream, the step and what
+    /// to do (`mcpx auth login NAME`; crate::oauth::code).
+    #[error("{0}")]
+    NeedsAuthorization(String),
     /// A legacy request carrying a session got 404: the session has expired and the
     /// client must initialise again (2025-03-26..2025-11-25 §Session Management).
     #[error("session expired (HTTP 404 on a request carrying Mcp-Session-Id)")]

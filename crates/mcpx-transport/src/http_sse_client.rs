@@ -62,6 +62,9 @@ pub struct SseClientConfig {
     pub unsolicited_queue: usize,
     /// How connections reach the upstream (default: the environment's proxy, if any).
     pub proxy: crate::proxy::Proxy,
+    /// A user's authorization (authorization code): the stream's GET and every POST
+    /// carry the stored token (default none; crate::oauth::code).
+    pub user_auth: Option<crate::oauth::code::UserAuth>,
 }
 
 impl SseClientConfig {
@@ -81,6 +84,7 @@ impl SseClientConfig {
             max_pending: 256,
             unsolicited_queue: 1024,
             proxy: crate::proxy::Proxy::default(),
+            user_auth: None,
         }
     }
 }
@@ -97,6 +101,17 @@ struct Shared {
     closed: watch::Sender<Option<String>>,
     /// Frames delivered to [`Unsolicited`] so far.
     unsolicited_sent: SentCount,
+    /// Where tokens come from, for an upstream that needs a user's authorization.
+    tokens: Option<crate::oauth::Tokens>,
+}
+
+/// `Authorization: token`, as a request's extra header.
+fn bearer(token: Option<&hyper::header::HeaderValue>) -> crate::http_client::Headers {
+    token
+        .and_then(|t| t.to_str().ok())
+        .map(|v| (std::borrow::Cow::Borrowed("authorization"), v.to_owned()))
+        .into_iter()
+        .collect()
 }
 
 impl Awaited for Shared {
@@ -139,13 +154,40 @@ impl Shared {
             return Err(self.closed_error());
         }
         let timeout = self.config.request_timeout;
-        let resp = (self.client)
-            .post(&self.post_to, None, Vec::new(), frame, timeout)
-            .await?;
-        if resp.status().is_success() {
-            Ok(())
-        } else {
-            Err(http_error(resp, self.config.max_error_body_bytes).await)
+        let mut token = match &self.tokens {
+            Some(t) => t.upfront().await?,
+            None => None,
+        };
+        let mut attempt = 0;
+        loop {
+            let resp = (self.client)
+                .post(
+                    &self.post_to,
+                    None,
+                    bearer(token.as_ref()),
+                    frame.clone(),
+                    timeout,
+                )
+                .await?;
+            if resp.status().is_success() {
+                return Ok(());
+            }
+            match (
+                http_error(resp, self.config.max_error_body_bytes).await,
+                &self.tokens,
+            ) {
+                (TransportError::Auth { status, challenge }, Some(tokens))
+                    if tokens.retries(status, attempt) =>
+                {
+                    token = Some(
+                        tokens
+                            .refused(status, token.as_ref(), challenge.as_deref(), attempt)
+                            .await?,
+                    );
+                    attempt += 1;
+                }
+                (e, _) => return Err(e),
+            }
         }
     }
 }
@@ -188,18 +230,51 @@ impl SseUpstream {
             config.max_idle_connections,
         );
         let stream = Endpoint::new(&url, &config.headers, &config.proxy)?;
-        let request = stream.request(Method::GET, Some("text/event-stream"), Vec::new(), None)?;
-        let resp = client
-            .send(
-                &stream,
-                request,
-                config.request_timeout,
-                "GET of the SSE stream",
-            )
-            .await?;
-        if !resp.status().is_success() {
-            return Err(http_error(resp, config.max_error_body_bytes).await);
-        }
+        let tokens = crate::oauth::Tokens::new(
+            None,
+            config.user_auth.as_ref(),
+            &url,
+            true,
+            &client,
+            &config.proxy,
+            config.request_timeout,
+        )?;
+        let mut token = match &tokens {
+            Some(t) => t.upfront().await?,
+            None => None,
+        };
+        let mut attempt = 0;
+        let resp = loop {
+            let request = stream.request(
+                Method::GET,
+                Some("text/event-stream"),
+                bearer(token.as_ref()),
+                None,
+            )?;
+            let resp = client
+                .send(
+                    &stream,
+                    request,
+                    config.request_timeout,
+                    "GET of the SSE stream",
+                )
+                .await?;
+            if resp.status().is_success() {
+                break resp;
+            }
+            match (http_error(resp, config.max_error_body_bytes).await, &tokens) {
+                (TransportError::Auth { status, challenge }, Some(t))
+                    if t.retries(status, attempt) =>
+                {
+                    token = Some(
+                        t.refused(status, token.as_ref(), challenge.as_deref(), attempt)
+                            .await?,
+                    );
+                    attempt += 1;
+                }
+                (e, _) => return Err(e),
+            }
+        };
         if media_type(&resp) != "text/event-stream" {
             return Err(TransportError::Protocol(format!(
                 "the SSE endpoint answered with {:?}, not text/event-stream",
@@ -256,6 +331,7 @@ impl SseUpstream {
             config,
             closed,
             unsolicited_sent: un_tx.count(),
+            tokens,
         });
         let reader = {
             let shared = shared.clone();

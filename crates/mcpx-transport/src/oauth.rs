@@ -23,6 +23,9 @@
 //! OpenID Connect Discovery, with path insertion, then appending) names its
 //! `token_endpoint`. The scope asked for is the configured one, else the challenge's.
 
+pub mod code;
+pub mod store;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,7 +35,6 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request};
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use url::Url;
 
 use crate::error::TransportError;
@@ -45,8 +47,11 @@ pub struct ClientCredentials {
     pub token_url: Option<String>,
     /// The client's id.
     pub client_id: String,
-    /// The client's secret.
+    /// The client's secret (empty when it authenticates with `private_key`).
     pub client_secret: String,
+    /// A PKCS#8 PEM EC P-256 private key: the client authenticates with a JWT it signs
+    /// (`private_key_jwt`, RFC 7523 §2.2, ES256) instead of the secret.
+    pub private_key: Option<String>,
     /// The scope to ask for (space-separated), if any.
     pub scope: Option<String>,
 }
@@ -59,6 +64,82 @@ impl std::fmt::Debug for ClientCredentials {
             .field("client_id", &self.client_id)
             .field("scope", &self.scope)
             .finish_non_exhaustive()
+    }
+}
+
+/// Where an upstream's tokens come from.
+#[derive(Debug, Clone)]
+pub(crate) enum Tokens {
+    /// The client credentials grant.
+    Client(Arc<TokenSource>),
+    /// A user's authorization, from the store.
+    User(Arc<code::UserTokens>),
+}
+
+impl Tokens {
+    /// The tokens of an upstream at `url` configured with `credentials` or `user`
+    /// (the former wins; neither: none).
+    pub(crate) fn new(
+        credentials: Option<&ClientCredentials>,
+        user: Option<&code::UserAuth>,
+        url: &Url,
+        sse: bool,
+        client: &HttpClient,
+        proxy: &crate::proxy::Proxy,
+        timeout: Duration,
+    ) -> Result<Option<Tokens>, TransportError> {
+        Ok(match (credentials, user) {
+            (Some(c), _) => Some(Tokens::Client(TokenSource::new(
+                c.clone(),
+                url,
+                client.clone(),
+                proxy,
+                timeout,
+            )?)),
+            (None, Some(u)) => Some(Tokens::User(code::UserTokens::new(
+                u.clone(),
+                url,
+                sse,
+                code::Http::new(client.clone(), proxy, timeout),
+            ))),
+            (None, None) => None,
+        })
+    }
+
+    /// The `Authorization` value for a request about to be sent, if there is one yet.
+    pub(crate) async fn upfront(&self) -> Result<Option<HeaderValue>, TransportError> {
+        match self {
+            Tokens::Client(t) => t.upfront().await,
+            Tokens::User(t) => t.upfront().await,
+        }
+    }
+
+    /// Whether a refusal with `status`, after `attempt` replacements, gets another
+    /// token: client credentials replace a refused token once (401); a user's
+    /// authorization also steps up on a 403, a bounded number of times.
+    pub(crate) fn retries(&self, status: u16, attempt: u32) -> bool {
+        match self {
+            Tokens::Client(_) => status == 401 && attempt == 0,
+            Tokens::User(_) => match status {
+                401 => attempt == 0,
+                403 => attempt <= code::MAX_STEP_UP,
+                _ => false,
+            },
+        }
+    }
+
+    /// A new `Authorization` value after the upstream refused `stale`.
+    pub(crate) async fn refused(
+        &self,
+        status: u16,
+        stale: Option<&HeaderValue>,
+        challenge: Option<&str>,
+        attempt: u32,
+    ) -> Result<HeaderValue, TransportError> {
+        match self {
+            Tokens::Client(t) => t.authorization(stale, challenge).await,
+            Tokens::User(t) => t.refused(status, stale, challenge, attempt).await,
+        }
     }
 }
 
@@ -93,6 +174,9 @@ pub(crate) struct TokenSource {
 struct State {
     /// The token endpoint: configured, or once discovered.
     endpoint: Option<(Endpoint, String)>,
+    /// The authorization server's issuer, once discovered (a client assertion's
+    /// audience).
+    issuer: Option<String>,
     /// The current token (`Authorization` value) and when to stop using it.
     token: Option<(HeaderValue, Instant)>,
 }
@@ -164,16 +248,19 @@ impl TokenSource {
                         .and_then(|c| c.param("resource_metadata")),
                 )
                 .await?;
+            let (found, issuer) = found;
             let endpoint = Endpoint::new(&found, &[], &self.proxy)?;
             tracing::info!(token_endpoint = %found, "oauth: discovered the token endpoint");
             state.endpoint = Some((endpoint, found.to_string()));
+            state.issuer = Some(issuer);
         }
         let Some((endpoint, url)) = &state.endpoint else {
             return Err(TransportError::Io("oauth: no token endpoint".to_owned()));
         };
         let scope = (self.credentials.scope.as_deref())
             .or_else(|| challenge.as_ref().and_then(|c| c.param("scope")));
-        let (value, lifetime) = self.fetch(endpoint, url, scope).await?;
+        let audience = state.issuer.clone().unwrap_or_else(|| url.clone());
+        let (value, lifetime) = self.fetch(endpoint, url, scope, &audience).await?;
         let until = Instant::now() + lifetime.saturating_sub(MARGIN).max(Duration::from_secs(1));
         state.token = Some((value.clone(), until));
         Ok(value)
@@ -182,7 +269,7 @@ impl TokenSource {
     /// The token endpoint, from the upstream's Protected Resource Metadata (at
     /// `metadata`, the challenge's, else at the well-known URIs) and its authorization
     /// server's metadata.
-    async fn discover(&self, metadata: Option<&str>) -> Result<Url, TransportError> {
+    async fn discover(&self, metadata: Option<&str>) -> Result<(Url, String), TransportError> {
         let mut tried = Vec::new();
         let candidates = match metadata.map(Url::parse) {
             Some(Ok(u)) => vec![u],
@@ -213,8 +300,17 @@ impl TokenSource {
         for url in authorization_server_metadata_urls(&issuer) {
             match self.get_json(&url).await {
                 Ok(doc) => {
+                    // RFC 8414 §3.3: metadata for another issuer is not this one's.
+                    let named = doc.get("issuer").and_then(serde_json::Value::as_str);
+                    if let Some(named) = named
+                        && Url::parse(named).ok().as_ref() != Some(&issuer)
+                    {
+                        return Err(TransportError::Io(format!(
+                            "oauth: the metadata at {url} names the issuer {named:?}, not {issuer}; refusing it"
+                        )));
+                    }
                     if let Some(t) = token_endpoint(&doc) {
-                        return Ok(t);
+                        return Ok((t, named.map_or_else(|| issuer.to_string(), str::to_owned)));
                     }
                     tried.push(format!("{url} (no token_endpoint)"));
                 }
@@ -249,10 +345,11 @@ impl TokenSource {
         endpoint: &Endpoint,
         url: &str,
         scope: Option<&str>,
+        audience: &str,
     ) -> Result<(HeaderValue, Duration), TransportError> {
         let failed =
             |why: String| TransportError::Io(format!("oauth: the token endpoint {url} {why}"));
-        let enc = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
+        let enc = form_encode;
         let mut form = format!(
             "grant_type=client_credentials&resource={}",
             enc(self.resource.as_str())
@@ -261,15 +358,23 @@ impl TokenSource {
             form.push_str("&scope=");
             form.push_str(&enc(scope));
         }
-        // RFC 6749 §2.3.1: the id and secret form-encoded, then Basic.
-        let basic = format!(
-            "Basic {}",
-            B64.encode(format!(
-                "{}:{}",
-                enc(&self.credentials.client_id),
-                enc(&self.credentials.client_secret)
-            ))
-        );
+        let basic = match &self.credentials.private_key {
+            Some(pem) => {
+                let jwt = client_assertion(pem, &self.credentials.client_id, audience)
+                    .map_err(|e| failed(format!("could not be given a client assertion: {e}")))?;
+                form.push_str(&format!(
+                    "&client_id={}&client_assertion_type={}&client_assertion={}",
+                    enc(&self.credentials.client_id),
+                    enc("urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
+                    enc(&jwt)
+                ));
+                None
+            }
+            None => Some(basic_credentials(
+                &self.credentials.client_id,
+                &self.credentials.client_secret,
+            )),
+        };
         let mut request = Request::new(Full::new(Bytes::from(form)));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = endpoint.target().clone();
@@ -282,9 +387,11 @@ impl TokenSource {
             HeaderValue::from_static("application/x-www-form-urlencoded"),
         );
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-        let mut auth = HeaderValue::try_from(basic).map_err(|e| failed(e.to_string()))?;
-        auth.set_sensitive(true);
-        headers.insert(AUTHORIZATION, auth);
+        if let Some(basic) = basic {
+            let mut auth = HeaderValue::try_from(basic).map_err(|e| failed(e.to_string()))?;
+            auth.set_sensitive(true);
+            headers.insert(AUTHORIZATION, auth);
+        }
         let resp = self
             .client
             .send(endpoint, request, self.timeout, "oauth token request")
@@ -295,6 +402,89 @@ impl TokenSource {
             .map_err(|e| failed(format!("answered unreadably: {e}")))?;
         token_answer(status, &body).map_err(failed)
     }
+}
+
+/// `s` encoded as `application/x-www-form-urlencoded` encodes a value (RFC 6749
+/// Appendix B, which defers to the HTML form encoding): ASCII letters, digits and
+/// `-`, `.`, `_`, `*` as they are, a space as `+`, every other byte of its UTF-8 as
+/// `%XX`.
+pub fn form_encode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// The `Authorization` value of HTTP Basic client authentication (RFC 6749 §2.3.1):
+/// the client id and secret each form-encoded (Appendix B), joined by `:`, in base64.
+pub fn basic_credentials(client_id: &str, client_secret: &str) -> String {
+    format!(
+        "Basic {}",
+        B64.encode(format!(
+            "{}:{}",
+            form_encode(client_id),
+            form_encode(client_secret)
+        ))
+    )
+}
+
+/// The DER of a PEM document's first block (`-----BEGIN …-----`).
+fn pem_der(pem: &str) -> Result<Vec<u8>, String> {
+    let body: String = pem
+        .lines()
+        .map(str::trim)
+        .skip_while(|l| !l.starts_with("-----BEGIN"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("-----END"))
+        .collect();
+    if body.is_empty() {
+        return Err("no PEM block".to_owned());
+    }
+    B64.decode(body)
+        .map_err(|e| format!("the PEM block is not base64: {e}"))
+}
+
+fn es256_key(pem: &str) -> Result<ring::signature::EcdsaKeyPair, String> {
+    let der = pem_der(pem)?;
+    ring::signature::EcdsaKeyPair::from_pkcs8(
+        &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+        &der,
+        &ring::rand::SystemRandom::new(),
+    )
+    .map_err(|e| format!("not a PKCS#8 EC P-256 private key: {e}"))
+}
+
+/// Checks that `pem` is a key [`client_assertion`] can sign with: PKCS#8, EC P-256.
+pub fn check_private_key(pem: &str) -> Result<(), String> {
+    es256_key(pem).map(|_| ())
+}
+
+/// A client assertion (RFC 7523 §2.2, `private_key_jwt`): a JWT signed with ES256 by
+/// `pem`'s key, `iss` and `sub` the client id, `aud` the authorization server
+/// (`audience`), valid for five minutes, with a random `jti`.
+pub fn client_assertion(pem: &str, client_id: &str, audience: &str) -> Result<String, String> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
+    let key = es256_key(pem)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut jti = [0u8; 16];
+    getrandom::fill(&mut jti).map_err(|e| format!("no randomness: {e}"))?;
+    let header = serde_json::json!({"alg": "ES256", "typ": "JWT"});
+    let claims = serde_json::json!({
+        "iss": client_id,
+        "sub": client_id,
+        "aud": audience,
+        "iat": now,
+        "exp": now + 300,
+        "jti": B64URL.encode(jti),
+    });
+    let input = format!(
+        "{}.{}",
+        B64URL.encode(header.to_string()),
+        B64URL.encode(claims.to_string())
+    );
+    let sig = key
+        .sign(&ring::rand::SystemRandom::new(), input.as_bytes())
+        .map_err(|e| format!("signing failed: {e}"))?;
+    Ok(format!("{input}.{}", B64URL.encode(sig.as_ref())))
 }
 
 /// Where an upstream's Protected Resource Metadata is looked for when its challenge
@@ -479,6 +669,32 @@ mod tests {
             assert!(e.contains(why), "{e}");
             assert!(!e.contains("secret") && !e.contains("sec\nret"), "{e}");
         }
+    }
+
+    #[test]
+    fn basic_credentials_are_form_encoded_as_rfc_6749_appendix_b_says() {
+        // The conformance suite's client id: `-` stays as it is (it was sent as %2D).
+        let decoded = |v: String| {
+            let b64 = v.strip_prefix("Basic ").unwrap().to_owned();
+            String::from_utf8(B64.decode(b64).unwrap()).unwrap()
+        };
+        assert_eq!(
+            decoded(basic_credentials(
+                "conformance-test-client",
+                "conformance-test-secret"
+            )),
+            "conformance-test-client:conformance-test-secret"
+        );
+        assert_eq!(decoded(basic_credentials("a.b_c*d", "s p")), "a.b_c*d:s+p");
+        // A colon in the id cannot be taken for the separator; non-ASCII is UTF-8.
+        assert_eq!(
+            decoded(basic_credentials("id:x", "é/+&")),
+            "id%3Ax:%C3%A9%2F%2B%26"
+        );
+        assert_eq!(
+            form_encode("https://h/mcp?a=b"),
+            "https%3A%2F%2Fh%2Fmcp%3Fa%3Db"
+        );
     }
 
     #[test]

@@ -384,7 +384,9 @@ impl Gateway {
             .map_err(|e| format!("cannot find the mcpx binary: {e}"))?
             .to_string_lossy()
             .into_owned();
-        let mut args = vec!["serve".to_owned()];
+        // A person is at the keyboard: an upstream that needs authorization gets the
+        // flow (its URL on this command's stderr, through the gateway's).
+        let mut args = vec!["serve".to_owned(), "--interactive-auth".to_owned()];
         if source.demo {
             args.push("--demo".to_owned());
         } else {

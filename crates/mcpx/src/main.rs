@@ -2,6 +2,7 @@
 //! into the library crates, which do the work.
 #![forbid(unsafe_code)]
 
+mod auth;
 mod bench;
 mod cli_doc;
 mod conformance;
@@ -47,6 +48,9 @@ enum Command {
     Read(inspect::Read),
     /// Get one of the gateway's prompts and print its messages.
     Prompt(inspect::Named),
+    /// Log in to upstreams that need a user's OAuth authorization, log out, and show
+    /// what is stored (never a token).
+    Auth(auth::Args),
     /// Connect to every configured upstream and report its protocol era, revision,
     /// identity, capabilities and tools, or why it cannot be reached.
     Probe(inspect::Source),
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
         Command::Read(read) => inspect::read(&read),
         Command::Prompt(named) => inspect::prompt(&named),
         Command::Probe(source) => inspect::probe(&source),
+        Command::Auth(args) => auth::run(&args),
         Command::Completion { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut completion_command(), "mcpx", &mut out);

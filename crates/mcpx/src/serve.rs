@@ -24,6 +24,11 @@ pub struct Args {
     /// every revision and one that speaks only 2025-03-26.
     #[arg(long)]
     demo: bool,
+    /// Run the OAuth authorization flow (printing its URL, opening a browser) when an
+    /// upstream needs it, instead of failing the call: for `mcpx tools|call|read|
+    /// prompt`, which run the gateway while a person is at the keyboard.
+    #[arg(long, hide = true)]
+    interactive_auth: bool,
     /// Serve over HTTP on ADDR (e.g. 127.0.0.1:3921): Streamable HTTP at `/mcp` and the
     /// 2024-11-05 HTTP+SSE transport at `/sse`. Default: stdio.
     #[arg(long, value_name = "ADDR")]
@@ -112,6 +117,7 @@ pub(crate) fn demo_config() -> Result<Config, String> {
 /// Runs the gateway until the host goes away (stdio) or Ctrl-C/SIGTERM, then stops
 /// every upstream before exiting.
 pub fn run(args: &Args) -> ExitCode {
+    mcpx_transport::oauth::code::allow_interactive_login(args.interactive_auth);
     let loaded = if args.demo {
         demo_config().map(|c| (None, c))
     } else {

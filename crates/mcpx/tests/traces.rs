@@ -1,5 +1,5 @@
 //! Trace context and JSON logs, over real sockets, with traces off (the OTLP export
-//! itself is checked against a real receiver by scripts/interop.sh, section 7).
+//! itself is checked against a real receiver by scripts/interop.sh, section 8).
 //!
 //! With traces off, mcpx passes a host's trace context on as it came: from the
 //! `traceparent`/`tracestate` headers of a legacy session's POST, or from a 2026-07-28

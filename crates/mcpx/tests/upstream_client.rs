@@ -1272,9 +1272,11 @@ async fn no_authorization_as_a_server_and_no_token_passthrough() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// B-C15, B-C14 (client side): an upstream answering 401 with a `resource_metadata`
-/// challenge is reported (stderr: the upstream, the status, the metadata URL, "configure
-/// headers") and nothing else happens: no metadata fetch, no registration, no retry.
+/// B-C15, B-C14 (client side): `mcpx serve` runs no authorization flow by itself. An
+/// upstream (no credential configured) answering 401 with a `resource_metadata`
+/// challenge is reported (stderr: the upstream, the status, the metadata URL, and
+/// `mcpx auth login locked`, the command that authorizes it) and nothing else happens:
+/// no metadata fetch, no registration, no retry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_401_is_reported_not_followed() {
     let up = upstream(None, json!([tool("t")]), |s, _| {
@@ -1308,7 +1310,10 @@ async fn an_upstream_401_is_reported_not_followed() {
         "http://127.0.0.1:{}/.well-known/oauth-protected-resource/mcp",
         up.port
     );
-    assert!(line.contains(&meta) && line.contains("headers"), "{line}");
+    assert!(
+        line.contains(&meta) && line.contains("run `mcpx auth login locked`"),
+        "{line}"
+    );
     let seen = up.seen();
     assert_eq!(seen.len(), 1, "{seen:?}");
     up.assert_only_the_endpoint();

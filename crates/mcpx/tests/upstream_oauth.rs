@@ -97,9 +97,10 @@ async fn a_token_is_got_used_and_replaced_when_refused() {
         2,
         "one token, then one more after the 401: {seen:?}"
     );
-    // base64 of `mcpx:pa%20ss`: RFC 6749 §2.3.1 form-encodes the id and secret first.
-    let basic = "Basic bWNweDpwYSUyMHNz";
-    let resource = format!("resource=http%3A%2F%2F127%2E0%2E0%2E1%3A{gw}%2Fmcp");
+    // base64 of `mcpx:pa+ss`: RFC 6749 §2.3.1 form-encodes the id and secret first, as
+    // Appendix B says (a space as `+`; `-`, `.`, `_`, `*` as they are).
+    let basic = "Basic bWNweDpwYStzcw==";
+    let resource = format!("resource=http%3A%2F%2F127.0.0.1%3A{gw}%2Fmcp");
     for request in &seen {
         assert_eq!(request.line(), "POST /token HTTP/1.1", "{request:?}");
         assert_eq!(request.header("authorization"), Some(basic), "{request:?}");

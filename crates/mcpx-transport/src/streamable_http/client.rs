@@ -89,6 +89,9 @@ pub struct HttpClientConfig {
     /// OAuth client credentials: every request carries a token got with them (default
     /// none; crate::oauth).
     pub oauth: Option<crate::oauth::ClientCredentials>,
+    /// A user's authorization (authorization code): every request carries the stored
+    /// token, refreshed as need be (default none; crate::oauth::code).
+    pub user_auth: Option<crate::oauth::code::UserAuth>,
 }
 
 impl HttpClientConfig {
@@ -108,6 +111,7 @@ impl HttpClientConfig {
             unsolicited_queue: 1024,
             proxy: crate::proxy::Proxy::default(),
             oauth: None,
+            user_auth: None,
         }
     }
 }
@@ -128,8 +132,8 @@ struct Inner {
     tools: Mutex<HashMap<String, Vec<ParamHeader>>>,
     unsolicited: mpsc::Sender<Frame>,
     server_stream: Mutex<Option<AbortHandle>>,
-    /// Where tokens come from, when the upstream takes OAuth client credentials.
-    tokens: Option<Arc<crate::oauth::TokenSource>>,
+    /// Where tokens come from, when the upstream takes OAuth tokens.
+    tokens: Option<crate::oauth::Tokens>,
 }
 
 /// `Authorization` carrying `token`, as a request's extra header.
@@ -183,16 +187,15 @@ impl HttpUpstream {
             config.idle_timeout,
             config.max_idle_connections,
         );
-        let tokens = match &config.oauth {
-            Some(credentials) => Some(crate::oauth::TokenSource::new(
-                credentials.clone(),
-                &url,
-                client.clone(),
-                &config.proxy,
-                config.request_timeout,
-            )?),
-            None => None,
-        };
+        let tokens = crate::oauth::Tokens::new(
+            config.oauth.as_ref(),
+            config.user_auth.as_ref(),
+            &url,
+            false,
+            &client,
+            &config.proxy,
+            config.request_timeout,
+        )?;
         let (tx, rx) = mpsc::channel(config.unsolicited_queue.max(1));
         Ok((
             HttpUpstream {
@@ -376,26 +379,29 @@ impl Inner {
         }
     }
 
-    /// [`Inner::post`] with a token (crate::oauth): a refused one is replaced once, and
-    /// the request sent again.
+    /// [`Inner::post`] with a token (crate::oauth): a refused one is replaced, and the
+    /// request sent again (once for client credentials; for a user's authorization as
+    /// often as a step-up may, crate::oauth::code).
     async fn post_authorized(
         &self,
-        tokens: &crate::oauth::TokenSource,
+        tokens: &crate::oauth::Tokens,
         frame: Frame,
     ) -> Result<(Response, Mode), TransportError> {
-        let token = tokens.upfront().await?;
-        let again = frame.clone();
-        match self.post_with(frame, token.as_ref()).await {
-            Err(TransportError::Auth {
-                status: 401,
-                challenge,
-            }) => {
-                let fresh = tokens
-                    .authorization(token.as_ref(), challenge.as_deref())
-                    .await?;
-                self.post_with(again, Some(&fresh)).await
+        let mut token = tokens.upfront().await?;
+        let mut attempt = 0;
+        loop {
+            match self.post_with(frame.clone(), token.as_ref()).await {
+                Err(TransportError::Auth { status, challenge })
+                    if tokens.retries(status, attempt) =>
+                {
+                    let fresh = tokens
+                        .refused(status, token.as_ref(), challenge.as_deref(), attempt)
+                        .await?;
+                    token = Some(fresh);
+                    attempt += 1;
+                }
+                other => return other,
             }
-            other => other,
         }
     }
 
