@@ -328,8 +328,8 @@ pub struct ServerSettings {
 }
 
 /// What a stdio upstream inherits of mcpx's environment. In either case it never
-/// inherits mcpx's own secrets (`MCPX_SERVE_TOKEN`, and every variable an `…Env`
-/// setting names), and its entry's `env` is added last.
+/// inherits mcpx's own secrets (`MCPX_SERVE_TOKEN`, the OTLP headers, and every
+/// variable an `…Env` setting names), and its entry's `env` is added last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Environment {
     /// All of it (`"inherit"`, the default), but mcpx's secrets.
@@ -347,12 +347,20 @@ impl Environment {
 /// mcpx's own secret in its environment: the listener's bearer token.
 pub const SERVE_TOKEN_ENV: &str = "MCPX_SERVE_TOKEN";
 
+/// The variables that hold the OTLP collector's credentials (headers such as an API
+/// key): mcpx's, for its own exports. Upstreams get the other `OTEL_*` variables.
+pub const OTLP_HEADERS_ENV: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+];
+
 impl Config {
     /// Every variable of mcpx's environment that holds one of its secrets: the serve
-    /// token and what every entry's `…Env` settings name. No stdio upstream inherits
-    /// them.
+    /// token, the OTLP collector's headers and what every entry's `…Env` settings
+    /// name. No stdio upstream inherits them.
     pub fn secret_env(&self) -> Vec<String> {
         let mut v = vec![SERVE_TOKEN_ENV.to_owned()];
+        v.extend(OTLP_HEADERS_ENV.map(str::to_owned));
         for s in self.servers.values() {
             for e in &s.mcpx.secret_env {
                 if !v.contains(e) {

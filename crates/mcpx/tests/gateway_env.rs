@@ -44,6 +44,15 @@ async fn children_never_inherit_mcpxs_secrets() {
         ("MCPX_SERVE_TOKEN", OsStr::new("the-serve-token")),
         ("MCPX_TEST_OAUTH_SECRET", OsStr::new("the-client-secret")),
         ("MCPX_TEST_PLAIN", OsStr::new("plain")),
+        // The OTLP collector's credentials are mcpx's; its endpoint is not secret.
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            OsStr::new("x-api-key=collector-secret"),
+        ),
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            OsStr::new("http://127.0.0.1:9/v1/traces"),
+        ),
     ];
     let mut host = Host::start_env("env-secrets", &config, Revision::V2025_06_18, &[], env).await;
     host.initialize(json!({})).await;
@@ -59,6 +68,11 @@ async fn children_never_inherit_mcpxs_secrets() {
             "{tool}"
         );
         assert_eq!(
+            get_env(&mut host, tool, "OTEL_EXPORTER_OTLP_HEADERS").await,
+            "<unset>",
+            "{tool}"
+        );
+        assert_eq!(
             get_env(&mut host, tool, "FROM_ENTRY").await,
             "entry",
             "{tool}"
@@ -69,6 +83,15 @@ async fn children_never_inherit_mcpxs_secrets() {
     assert_eq!(
         get_env(&mut host, "inherit__get_env", "MCPX_TEST_PLAIN").await,
         "plain"
+    );
+    assert_eq!(
+        get_env(
+            &mut host,
+            "inherit__get_env",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+        )
+        .await,
+        "http://127.0.0.1:9/v1/traces"
     );
     assert_eq!(
         get_env(&mut host, "minimal__get_env", "MCPX_TEST_PLAIN").await,
