@@ -5,6 +5,7 @@
 mod bench;
 mod cli_doc;
 mod conformance;
+mod daemon;
 mod example_server;
 mod inspect;
 mod runtime;
@@ -29,6 +30,10 @@ enum Command {
     /// Run the gateway: one MCP server for your host, fronting the upstream servers of
     /// your configuration (or, with --demo, the built-in example servers).
     Serve(serve::Args),
+    /// Run one warm gateway for a configuration, on a Unix socket (and optionally
+    /// TCP): the `/v1` API and MCP's `/mcp` and `/sse`. `mcpx tools`, `call`, … then
+    /// ask it instead of starting a gateway each time (docs/daemon.md).
+    Daemon(daemon::Args),
     /// Show the dispositions registry: every item of the revision-conflict register,
     /// the behaviour mcpx chooses, where it is implemented and the tests that prove it.
     Conformance(conformance::Args),
@@ -83,6 +88,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve::run(&args),
+        Command::Daemon(args) => daemon::run(&args),
         Command::Conformance(args) => conformance::run(&args),
         Command::ExampleServer(args) => example_server::run(&args),
         Command::Bench(args) => bench::run(&args),
