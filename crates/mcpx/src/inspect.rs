@@ -58,6 +58,18 @@ pub struct Source {
     /// How long to wait for the gateway and the request, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     timeout: u64,
+    /// When no daemon serves the configuration, start one (`mcpx daemon`, detached;
+    /// it stops after 15 minutes unused) and ask it. Default: `$MCPX_AUTOSTART=1`,
+    /// else a gateway of this command's own.
+    #[arg(long)]
+    autostart: bool,
+}
+
+impl Source {
+    /// Whether to start a daemon when none runs.
+    fn autostart(&self) -> bool {
+        self.autostart || std::env::var("MCPX_AUTOSTART").is_ok_and(|v| v == "1")
+    }
 }
 
 /// Arguments of `mcpx call` and `mcpx prompt`: a name and its arguments.
@@ -101,9 +113,17 @@ pub fn tools(source: &Source) -> ExitCode {
 pub fn call(named: &Named) -> ExitCode {
     run("call", &named.source, async |gw| {
         let args = arguments(&named.args)?;
-        let result = gw
-            .request("tools/call", json!({"name": named.name, "arguments": args}))
-            .await?;
+        let result = match gw {
+            Gateway::Daemon { client, limit }
+                if !named.source.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) =>
+            {
+                call_with_progress(client, *limit, &named.name, args).await?
+            }
+            _ => {
+                gw.request("tools/call", json!({"name": named.name, "arguments": args}))
+                    .await?
+            }
+        };
         let is_error = result.get("isError") == Some(&Value::Bool(true));
         if named.source.json {
             print_json(&result);
@@ -115,6 +135,56 @@ pub fn call(named: &Named) -> ExitCode {
         }
         Ok(!is_error)
     })
+}
+
+/// A call through the daemon with its progress drawn on the terminal (stderr) and its
+/// log messages printed above the bar.
+async fn call_with_progress(
+    client: &crate::daemon::client::Client,
+    limit: Duration,
+    tool: &str,
+    args: Value,
+) -> Result<Value, Failure> {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {wide_bar} {pos}/{len} {msg}") {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(Duration::from_millis(120));
+    let body = json!({"tool": tool, "arguments": args});
+    let last = client
+        .call_streamed(&body, limit, |kind, data| match kind {
+            "progress" => {
+                // Progress is a number that grows; the bar counts whole steps.
+                let at = |k: &str| data[k].as_f64().map(|v| v.max(0.0).round() as u64);
+                if let Some(total) = at("total") {
+                    bar.set_length(total);
+                }
+                if let Some(p) = at("progress") {
+                    bar.set_position(p);
+                }
+                if let Some(m) = data["message"].as_str() {
+                    bar.set_message(m.to_owned());
+                }
+            }
+            "log" => bar.println(format!(
+                "{}: {}",
+                data["level"].as_str().unwrap_or("log"),
+                data["data"]
+                    .as_str()
+                    .map_or_else(|| data["data"].to_string(), str::to_owned)
+            )),
+            _ => {}
+        })
+        .await;
+    bar.finish_and_clear();
+    match last.map_err(|e| format!("tools/call: {e}"))? {
+        (kind, v) if kind == "result" => Ok(v),
+        (_, problem) => Err(format!(
+            "tools/call: {}",
+            crate::daemon::client::problem_text(&problem, axum::http::StatusCode::BAD_GATEWAY)
+        )),
+    }
 }
 
 /// `mcpx read URI`: reads a resource and prints its contents.
@@ -371,15 +441,36 @@ fn arguments(text: &str) -> Result<Value, Failure> {
     }
 }
 
-/// The gateway, as a child process this command is the host of.
-struct Gateway {
-    conn: mcpx_client::Connection,
-    limit: Duration,
+/// The gateway this command asks: the daemon serving the configuration, or a child
+/// process this command is the host of.
+enum Gateway {
+    /// A daemon, through its `/v1` API.
+    Daemon {
+        client: crate::daemon::client::Client,
+        limit: Duration,
+    },
+    /// `mcpx serve`, started for this command.
+    Child {
+        conn: mcpx_client::Connection,
+        limit: Duration,
+    },
 }
 
 impl Gateway {
-    /// Starts `mcpx serve` on `source`'s configuration and connects to it (2026-07-28).
+    /// The daemon serving `source`'s configuration (started when asked to), else
+    /// `mcpx serve` on it as a child, connected (2026-07-28).
     async fn start(source: &Source) -> Result<Gateway, Failure> {
+        let limit = Duration::from_secs(source.timeout);
+        if let Some(client) = crate::daemon::client::daemon_for(
+            source.config.as_deref(),
+            source.demo,
+            source.autostart(),
+            limit,
+        )
+        .await?
+        {
+            return Ok(Gateway::Daemon { client, limit });
+        }
         let exe = std::env::current_exe()
             .map_err(|e| format!("cannot find the mcpx binary: {e}"))?
             .to_string_lossy()
@@ -408,29 +499,77 @@ impl Gateway {
         );
         target.preference = ProtocolPreference::Modern;
         target.echo_stderr = true;
-        let limit = Duration::from_secs(source.timeout);
         target.handshake_timeout = limit;
         let conn = tokio::time::timeout(limit, connect(&target, &EraCache::disabled()))
             .await
             .map_err(|_| format!("the gateway did not start within {} s", limit.as_secs()))?
             .map_err(|e| e.to_string())?;
-        Ok(Gateway { conn, limit })
+        Ok(Gateway::Child { conn, limit })
+    }
+
+    /// Ends the connection (a child gateway stops).
+    async fn close(self) {
+        if let Gateway::Child { conn, .. } = self {
+            conn.close().await;
+        }
+    }
+
+    /// One request of the daemon: its `/v1` operation for `method`.
+    async fn ask_daemon(
+        client: &crate::daemon::client::Client,
+        limit: Duration,
+        method: &str,
+        params: &Value,
+    ) -> Result<Value, Failure> {
+        use axum::http::Method;
+        let (verb, path, body) = match method {
+            "tools/call" => (
+                Method::POST,
+                "/v1/call",
+                Some(json!({"tool": params["name"], "arguments": params["arguments"]})),
+            ),
+            "resources/read" => (
+                Method::POST,
+                "/v1/read",
+                Some(json!({"uri": params["uri"]})),
+            ),
+            "prompts/get" => (
+                Method::POST,
+                "/v1/prompt",
+                Some(json!({"name": params["name"], "arguments": params["arguments"]})),
+            ),
+            "tools/list" => (Method::GET, "/v1/tools", None),
+            other => return Err(format!("{other}: not asked of a daemon")),
+        };
+        let answer = client
+            .ask(verb, path, body.as_ref(), limit)
+            .await
+            .map_err(|e| format!("{method}: {e}"))?;
+        match answer.problem() {
+            Some(p) => Err(format!("{method}: {p}")),
+            None => Ok(answer.body),
+        }
     }
 
     /// One request; its result, or the error it got.
     async fn request(&self, method: &str, params: Value) -> Result<Value, Failure> {
+        let (conn, limit) = match self {
+            Gateway::Daemon { client, limit } => {
+                return Gateway::ask_daemon(client, *limit, method, &params).await;
+            }
+            Gateway::Child { conn, limit } => (conn, *limit),
+        };
         let opts = CallOptions {
-            timeout: self.limit,
-            max_time: self.limit,
+            timeout: limit,
+            max_time: limit,
             ..CallOptions::default()
         };
-        let frame = self
-            .conn
+        let frame = conn
             .call(method, Some(&Params::of_value(&params)), opts)
             .await
             .map_err(|e| match e {
                 ClientError::Timeout { .. } => {
-                    format!("{method}: no answer within {} s", self.limit.as_secs())
+                    format!("{method}: no answer within {} s", limit.as_secs())
                 }
                 e => e.to_string(),
             })?;
@@ -451,6 +590,14 @@ impl Gateway {
 
     /// Every item of a paginated list (`key` in each page).
     async fn list(&self, method: &str, key: &str) -> Result<Vec<Value>, Failure> {
+        if let Gateway::Daemon { client, limit } = self {
+            // The daemon follows every page itself.
+            let mut all = Gateway::ask_daemon(client, *limit, method, &json!({})).await?;
+            return match all.get_mut(key).map(Value::take) {
+                Some(Value::Array(items)) => Ok(items),
+                _ => Err(format!("{method}: the daemon's answer has no {key}")),
+            };
+        }
         let mut items = Vec::new();
         let mut params = json!({});
         // Bounded: a server that hands out cursors forever is not followed forever.
@@ -485,7 +632,7 @@ fn run(
     let outcome = rt.block_on(async {
         let gw = Gateway::start(source).await?;
         let outcome = work(&gw).await;
-        gw.conn.close().await;
+        gw.close().await;
         outcome
     });
     match outcome {
@@ -525,12 +672,18 @@ fn print_named(items: &[Value], what: &str) {
     }
 }
 
-/// A tool result's content blocks, then its structured content if it has some.
+/// A tool result's content, printed once: its content blocks, or its structured
+/// content when it has no blocks. A tool that returns structured content also returns
+/// it serialised in a text block (server/tools §Structured Content), so printing both
+/// printed the payload twice.
 fn print_content(result: &Value) {
-    for block in result["content"].as_array().into_iter().flatten() {
+    let blocks: &[Value] = result["content"].as_array().map_or(&[], Vec::as_slice);
+    for block in blocks {
         print_block(block);
     }
-    if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
+    if blocks.is_empty()
+        && let Some(s) = result.get("structuredContent").filter(|s| !s.is_null())
+    {
         print_json(s);
     }
 }

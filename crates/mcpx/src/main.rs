@@ -52,6 +52,15 @@ enum Command {
     Read(inspect::Read),
     /// Get one of the gateway's prompts and print its messages.
     Prompt(inspect::Named),
+    /// Show the daemon serving the configuration and each upstream's state, era,
+    /// revision, pid, restarts and tools.
+    Status(daemon::cli::Target),
+    /// Restart one upstream of the daemon serving the configuration.
+    Restart(daemon::cli::Restart),
+    /// Make the daemon serving the configuration read its file again.
+    Reload(daemon::cli::Target),
+    /// Stop the daemon serving the configuration (and every upstream it runs).
+    Stop(daemon::cli::Target),
     /// Connect to every configured upstream and report its protocol era, revision,
     /// identity, capabilities and tools, or why it cannot be reached.
     Probe(inspect::Source),
@@ -97,6 +106,10 @@ fn main() -> ExitCode {
         Command::Read(read) => inspect::read(&read),
         Command::Prompt(named) => inspect::prompt(&named),
         Command::Probe(source) => inspect::probe(&source),
+        Command::Status(target) => daemon::cli::status(&target),
+        Command::Restart(r) => daemon::cli::restart(&r),
+        Command::Reload(target) => daemon::cli::reload(&target),
+        Command::Stop(target) => daemon::cli::stop(&target),
         Command::Completion { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut completion_command(), "mcpx", &mut out);

@@ -57,6 +57,11 @@ pub struct Args {
     /// Move one revision to the front of `spec.precedence`.
     #[arg(long, value_name = "REV")]
     mcp_spec: Option<String>,
+    /// Bridge this stdio host to the daemon serving the configuration (`mcpx
+    /// daemon`), starting one if none runs: the host shares its upstreams instead of
+    /// starting its own.
+    #[arg(long, conflicts_with_all = ["http", "metrics", "mcp_spec"])]
+    attach: bool,
     /// Worker threads of the runtime: 1 runs every task on one thread (no cross-thread
     /// wake-ups: the lowest latency and CPU per call, measured in docs/performance.md);
     /// 0 is one per core, for many busy HTTP sessions on a many-core machine. Default:
@@ -112,6 +117,9 @@ pub(crate) fn demo_config() -> Result<Config, String> {
 /// Runs the gateway until the host goes away (stdio) or Ctrl-C/SIGTERM, then stops
 /// every upstream before exiting.
 pub fn run(args: &Args) -> ExitCode {
+    if args.attach {
+        return attach(args);
+    }
     let loaded = if args.demo {
         demo_config().map(|c| (None, c))
     } else {
@@ -240,6 +248,18 @@ pub fn run(args: &Args) -> ExitCode {
         // process group, SIGKILL) before the process exits.
         app.shutdown().await;
         served
+    })
+}
+
+/// `mcpx serve --attach`: stdio bridged to the daemon for the configuration.
+fn attach(args: &Args) -> ExitCode {
+    let (config, demo) = (args.config.clone(), args.demo);
+    crate::runtime::run("serve", Some(1), |_shutdown| async move {
+        let within = std::time::Duration::from_secs(60);
+        let client = crate::daemon::client::daemon_for(config.as_deref(), demo, true, within)
+            .await?
+            .ok_or("no daemon")?;
+        crate::daemon::client::attach(&client).await
     })
 }
 

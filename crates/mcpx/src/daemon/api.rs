@@ -115,7 +115,8 @@ pub static OPERATIONS: &[Operation] = &[
         ok: (200, || {
             object(
                 json!({"pid": {"type": "integer"}, "version": {"type": "string"},
-                    "uptimeSeconds": {"type": "number"}, "config": {"type": "string"}}),
+                    "uptimeSeconds": {"type": "number"}, "config": {"type": "string"},
+                    "lastEvent": {"type": "integer"}}),
                 &["pid", "version", "uptimeSeconds", "config"],
             )
         }),

@@ -88,7 +88,7 @@ pub fn find(key: &str) -> Option<Client> {
 /// Starts a daemon for `config` (`None`: `--demo`) in the background, detached from
 /// this terminal's process group, stopping after [`AUTOSTART_IDLE`] idle; waits up to
 /// `within` for it to answer.
-pub async fn autostart(
+pub async fn start_daemon(
     config: Option<&Path>,
     key: &str,
     within: Duration,
@@ -259,4 +259,101 @@ impl Client {
             .await
             .map_err(|_| AskError::Timeout(within))?
     }
+}
+
+/// Most bytes of the daemon's answer to the upgrade, before the session's own.
+const MAX_UPGRADE_HEAD: usize = 16 * 1024;
+
+/// `mcpx serve --attach`: bridges this process's stdin and stdout to a stdio session
+/// with the daemon (`GET /v1/attach`, upgraded), byte for byte, until either side
+/// ends.
+pub async fn attach(client: &Client) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let socket = &client.record.socket;
+    let mut stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    let head = format!(
+        "GET /v1/attach HTTP/1.1\r\nHost: localhost\r\nConnection: upgrade\r\nUpgrade: {}\r\n\r\n",
+        super::ops::attach::PROTOCOL
+    );
+    stream
+        .write_all(head.as_bytes())
+        .await
+        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    // The answer's head, up to its blank line; what follows is the session's.
+    let mut got = Vec::with_capacity(512);
+    let end = loop {
+        let mut buf = [0u8; 512];
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .map_err(|_| "the daemon did not answer the attach within 10 s".to_owned())?
+            .map_err(|e| format!("{}: {e}", socket.display()))?;
+        if n == 0 {
+            return Err("the daemon closed the connection".into());
+        }
+        got.extend_from_slice(&buf[..n]);
+        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        if got.len() > MAX_UPGRADE_HEAD {
+            return Err("the daemon's answer to the attach is too long".into());
+        }
+    };
+    let status_line = String::from_utf8_lossy(&got[..end]);
+    if !status_line.starts_with("HTTP/1.1 101") {
+        let first = status_line.lines().next().unwrap_or("");
+        return Err(format!("the daemon refused the attach: {first}"));
+    }
+    let (mut from_daemon, mut to_daemon) = stream.into_split();
+    let (mut stdin, mut stdout) = mcpx_transport::stdio::stdin_stdout();
+    stdout
+        .write_all(&got[end..])
+        .await
+        .map_err(|e| format!("stdout: {e}"))?;
+    let up = async {
+        let _ = tokio::io::copy(&mut stdin, &mut to_daemon).await;
+        // The host is done: the daemon's session drains and ends.
+        let _ = to_daemon.shutdown().await;
+        std::future::pending::<()>().await;
+    };
+    let down = async {
+        let copied = tokio::io::copy(&mut from_daemon, &mut stdout).await;
+        let _ = stdout.flush().await;
+        copied
+    };
+    tokio::select! {
+        () = up => Ok(()),
+        r = down => r.map(|_| ()).map_err(|e| format!("the session with the daemon: {e}")),
+    }
+}
+
+/// The configuration file and daemon key of `--config FILE` / `--demo` (the file as
+/// `mcpx serve` would find it).
+pub fn key_of(config: Option<&Path>, demo: bool) -> Result<(Option<PathBuf>, String), String> {
+    if demo {
+        return Ok((None, super::paths::config_key(None)));
+    }
+    let (file, _) = mcpx_gateway::config::load(config)
+        .map_err(|e| format!("{e}\n(try --demo for the built-in example servers)"))?;
+    let key = super::paths::config_key(Some(&file));
+    Ok((Some(file), key))
+}
+
+/// The daemon for `--config FILE` / `--demo`: the one running, else (with
+/// `autostart`) one started now, else none.
+pub async fn daemon_for(
+    config: Option<&Path>,
+    demo: bool,
+    autostart: bool,
+    within: Duration,
+) -> Result<Option<Client>, String> {
+    let (file, key) = key_of(config, demo)?;
+    if let Some(c) = find(&key) {
+        return Ok(Some(c));
+    }
+    if !autostart {
+        return Ok(None);
+    }
+    start_daemon(file.as_deref(), &key, within).await.map(Some)
 }

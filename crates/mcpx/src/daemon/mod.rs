@@ -12,6 +12,7 @@
 //! * `client.rs`: the command-line side: finding, starting and asking a daemon.
 
 pub mod api;
+pub mod cli;
 pub mod client;
 pub mod events;
 pub mod invoke;

@@ -128,8 +128,6 @@ pub struct Place {
     pub socket: PathBuf,
     /// Its record (pid, socket, address, version, configuration).
     pub record: PathBuf,
-    /// The configuration key ([`config_key`]).
-    pub key: String,
 }
 
 impl Place {
@@ -145,7 +143,6 @@ impl Place {
             socket: dir.join(format!("{name}.sock")),
             record: dir.join(format!("{name}.json")),
             dir,
-            key: key.to_owned(),
         }
     }
 }

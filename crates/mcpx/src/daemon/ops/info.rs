@@ -23,6 +23,7 @@ pub fn health(d: Arc<Daemon>, _req: Request) -> BoxFuture<'static, Response> {
                 "version": env!("CARGO_PKG_VERSION"),
                 "uptimeSeconds": d.started.elapsed().as_secs_f64(),
                 "config": d.key,
+                "lastEvent": d.events.last(),
             }),
         )
     })
