@@ -186,6 +186,20 @@ for mode in legacy auto 2026-07-28; do
   [[ $mode == legacy ]] && want='"protocol_version": "2025-11-25"'
   check "gateway-python-$mode" "$want" "${py_client[@]}" --tool echo --args '{"message":"interop"}' --expect "Echo: interop" "$mode" stdio "$mcpx" serve --config "$cfg"
 done
+# The same through one daemon (docs/daemon.md): each SDK client is a stdio host of
+# `mcpx serve --attach`, and every one reaches the daemon's single upstream process.
+export XDG_RUNTIME_DIR="$log_dir/run"
+"$mcpx" daemon --config "$cfg" >"$log_dir/daemon.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do "$mcpx" status --config "$cfg" >/dev/null 2>&1 && break; sleep 0.1; done
+for mode in legacy auto 2026-07-28; do
+  want='"protocol_version": "2026-07-28"'
+  [[ $mode == legacy ]] && want='"protocol_version": "2025-11-25"'
+  check "daemon-python-attach-$mode" "$want" "${py_client[@]}" --tool echo --args '{"message":"interop"}' --expect "Echo: interop" "$mode" stdio "$mcpx" serve --attach --config "$cfg"
+done
+check daemon-one-upstream-process ', 0 restarts' "$mcpx" status --config "$cfg"
+"$mcpx" stop --config "$cfg" >/dev/null 2>&1
+unset XDG_RUNTIME_DIR
 
 check_timeout=700
 echo "== conformance suite -> mcpx serve -> mcpx example-server"

@@ -32,7 +32,7 @@ enum Command {
     Serve(serve::Args),
     /// Run one warm gateway for a configuration, on a Unix socket (and optionally
     /// TCP): the `/v1` API and MCP's `/mcp` and `/sse`. `mcpx tools`, `call`, … then
-    /// ask it instead of starting a gateway each time (docs/daemon.md).
+    /// ask it instead of starting a gateway each time.
     Daemon(daemon::Args),
     /// Show the dispositions registry: every item of the revision-conflict register,
     /// the behaviour mcpx chooses, where it is implemented and the tests that prove it.
