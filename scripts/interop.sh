@@ -199,6 +199,19 @@ for mode in legacy auto 2026-07-28; do
 done
 check daemon-one-upstream-process ', 0 restarts' "$mcpx" status --config "$cfg"
 "$mcpx" stop --config "$cfg" >/dev/null 2>&1
+
+echo "== the daemon's status page in Debian's headless Chromium"
+chromium=$(peers_chromium) || bail install-chromium
+page_cfg="$log_dir/daemon-page.json"
+echo "{\"mcpServers\": {\"everything\": {\"command\": \"$mcpx\", \"args\": [\"example-server\"]}, \"legacy\": {\"command\": \"$mcpx\", \"args\": [\"example-server\", \"--revision\", \"2025-03-26\"]}}}" >"$page_cfg"
+page_port=$(free_port)
+"$mcpx" daemon --config "$page_cfg" --http "127.0.0.1:$page_port" >"$log_dir/daemon-page.log" 2>&1 &
+pids+=($!)
+wait_port "$page_port" || bail daemon-page-start
+# Loads the page, kills an upstream, sees the page follow it live; the screenshot is
+# target/interop/status-page.png.
+check daemon-status-page 'status page ok' "$py" "$repo/scripts/interop/status_page.py" "$chromium" "http://127.0.0.1:$page_port/" "$log_dir/status-page.png"
+"$mcpx" stop --config "$page_cfg" >/dev/null 2>&1
 unset XDG_RUNTIME_DIR
 
 check_timeout=700

@@ -27,7 +27,10 @@ fn version_and_help() {
     assert!(out.contains("serve "));
     assert!(out.contains("bench "));
     for daemon_command in ["daemon ", "status ", "restart ", "reload ", "stop "] {
-        assert!(out.contains(daemon_command), "--help lists {daemon_command}");
+        assert!(
+            out.contains(daemon_command),
+            "--help lists {daemon_command}"
+        );
     }
     // The hidden developers' command does not appear.
     assert!(!out.contains("docs "), "--help lists docs");

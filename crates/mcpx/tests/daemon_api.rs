@@ -289,6 +289,27 @@ async fn every_route_answers_over_tcp_behind_a_token() {
     .await;
     assert_eq!(found, Ok(true), "{seen}");
     drop(body);
+    // The status page and its two files, with a policy that keeps other pages out.
+    for (path, media, has) in [
+        ("/", "text/html; charset=utf-8", "<table id=\"upstreams\">"),
+        (
+            "/page.js",
+            "text/javascript; charset=utf-8",
+            "/v1/events?since=0",
+        ),
+        ("/page.css", "text/css; charset=utf-8", "td.state"),
+    ] {
+        let r = get(path).await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        assert_eq!(r.headers()["content-type"], media, "{path}");
+        assert!(
+            r.headers()["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("frame-ancestors 'none'")
+        );
+        assert!(r.text().await.unwrap().contains(has), "{path}");
+    }
     let r = post("/v1/shutdown", json!({})).await.unwrap();
     assert_eq!(r.status(), 202);
 }

@@ -354,7 +354,12 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         });
         router = router.route(op.path, route);
     }
-    router.with_state(daemon)
+    // The status page (not an API operation: plain files).
+    router
+        .route("/", axum::routing::get(ops::page::index))
+        .route("/page.css", axum::routing::get(ops::page::css))
+        .route("/page.js", axum::routing::get(ops::page::js))
+        .with_state(daemon)
 }
 
 /// The answer to a path no operation has.

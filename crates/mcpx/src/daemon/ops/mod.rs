@@ -5,3 +5,4 @@ pub mod control;
 pub mod events;
 pub mod info;
 pub mod mcp;
+pub mod page;
