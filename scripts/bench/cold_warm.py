@@ -9,7 +9,8 @@ one process started with posix_spawn and waited for; its wall time is measured w
 perf_counter, from the spawn to the exit. Each cold and warm run's output is checked
 (EXPECT in a call's output, a non-empty list), so a failing command is never timed as
 a fast one. Rows give the median, p10 and p90 of RUNS runs, and the ratio of the
-medians.
+medians. A last row times `mcpx --version` the same way: the floor of any command,
+starting a process of this binary and nothing else.
 """
 
 import os
@@ -43,7 +44,12 @@ def main():
         "tools": lambda cfg: [mcpx, "tools", "--config", cfg],
     }
     times = {(c, w): [] for c in commands for w in ("cold", "warm")}
+    floor = []
     for i in range(runs):
+        t, code, _ = timed([mcpx, "--version"], env)
+        if code != 0:
+            sys.exit("mcpx --version failed")
+        floor.append(t * 1000)
         for name, argv in commands.items():
             # The order alternates, so that drift lands on both alike.
             order = [("cold", cold_cfg), ("warm", warm_cfg)]
@@ -68,6 +74,8 @@ def main():
         )
         if not (wm <= 5.0 and cm / wm >= 20):
             verdict = 1
+    fq = statistics.quantiles(floor, n=10) if len(floor) >= 2 else [floor[0]] * 9
+    print(f"| `mcpx --version` (floor) | | | {statistics.median(floor):.2f} | {fq[0]:.2f}–{fq[-1]:.2f} | |")
     print()
     print(f"{runs} runs of each, interleaved; the targets: warm median ≤ 5 ms and ≥ 20× faster than cold.")
     print("targets met" if verdict == 0 else "targets NOT met")

@@ -242,21 +242,25 @@ pub fn probe(source: &Source) -> ExitCode {
     else {
         return fail("probe", "cannot start a runtime");
     };
-    let reports = rt.block_on(async {
-        let probes = config.servers.iter().map(|(name, s)| {
-            let target = mcpx_gateway::gateway::upstream_target(&config, name, s);
-            async move {
-                if s.disabled {
-                    return json!({"name": name, "disabled": true});
-                }
-                probe_one(name, s, target, limit).await
-            }
-        });
-        let reports = futures_util::future::join_all(probes).await;
-        // Children of starts that timed out stop in the background: end them first.
-        mcpx_transport::child::stop_detached(Duration::from_secs(5)).await;
-        reports
+    // A running daemon already holds every upstream: its view is reported.
+    let from_daemon = rt.block_on(async {
+        let daemon = crate::daemon::client::daemon_for(
+            source.config.as_deref(),
+            source.demo,
+            source.autostart(),
+            limit,
+        )
+        .await?;
+        match daemon {
+            Some(client) => probe_daemon(&client, limit).await.map(Some),
+            None => Ok(None),
+        }
     });
+    let reports = match from_daemon {
+        Err(e) => return fail("probe", &e),
+        Ok(Some(reports)) => reports,
+        Ok(None) => probe_here(&rt, &config, limit),
+    };
     let reached = reports.iter().all(|r| r.get("error").is_none());
     if source.json {
         print_json(&Value::Array(reports));
@@ -270,6 +274,79 @@ pub fn probe(source: &Source) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// `mcpx probe` from the daemon's `/v1/servers` and `/v1/status`: the same report, of
+/// the upstreams as the daemon holds them.
+async fn probe_daemon(
+    client: &crate::daemon::client::Client,
+    limit: Duration,
+) -> Result<Vec<Value>, Failure> {
+    use axum::http::Method;
+    let ask = async |path: &str| {
+        let a = client
+            .ask(Method::GET, path, None, limit)
+            .await
+            .map_err(|e| format!("{path}: {e}"))?;
+        match a.problem() {
+            Some(p) => Err(format!("{path}: {p}")),
+            None => Ok(a.body),
+        }
+    };
+    let servers = ask("/v1/servers").await?;
+    let status = ask("/v1/status").await?;
+    let ups = status["upstreams"].as_array().cloned().unwrap_or_default();
+    let mut reports = Vec::new();
+    for s in servers["servers"].as_array().into_iter().flatten() {
+        let name = s["name"].as_str().unwrap_or("?");
+        if s["disabled"] == Value::Bool(true) {
+            reports.push(json!({"name": name, "disabled": true}));
+            continue;
+        }
+        let Some(u) = ups.iter().find(|u| u["name"] == s["name"]) else {
+            continue;
+        };
+        let mut r = json!({"name": name, "transport": s["transport"], "state": u["state"],
+            "restarts": u["restarts"]});
+        if u["state"] == "ready" {
+            r["era"] = u["era"].clone();
+            r["revision"] = u["revision"].clone();
+            r["serverInfo"] = u["serverInfo"].clone();
+            r["capabilities"] = u["capabilities"].clone();
+            r["tools"] = u["tools"].clone();
+        } else {
+            let mut why = u["phrase"].as_str().unwrap_or("?").to_owned();
+            if let Some(e) = u["lastError"].as_str() {
+                why.push_str(&format!(": {e}"));
+            }
+            r["error"] = json!(why);
+        }
+        reports.push(r);
+    }
+    Ok(reports)
+}
+
+/// `mcpx probe` without a daemon: each upstream's supervisor run here.
+fn probe_here(
+    rt: &tokio::runtime::Runtime,
+    config: &config::Config,
+    limit: Duration,
+) -> Vec<Value> {
+    rt.block_on(async {
+        let probes = config.servers.iter().map(|(name, s)| {
+            let target = mcpx_gateway::gateway::upstream_target(&config, name, s);
+            async move {
+                if s.disabled {
+                    return json!({"name": name, "disabled": true});
+                }
+                probe_one(name, s, target, limit).await
+            }
+        });
+        let reports = futures_util::future::join_all(probes).await;
+        // Children of starts that timed out stop in the background: end them first.
+        mcpx_transport::child::stop_detached(Duration::from_secs(5)).await;
+        reports
+    })
 }
 
 /// One upstream's report: its supervisor (the gateway's own, with the entry's restart

@@ -390,6 +390,22 @@ async fn the_command_line_asks_the_running_daemon() {
     let after = d.get("/v1/status").await.1;
     assert_eq!(after["upstreams"][0]["pid"], before["upstreams"][0]["pid"]);
 
+    // probe: the upstreams as the daemon holds them.
+    let (ok, out, err) = run(&d.dir, &[&with("probe", &[])[..], &c[..]].concat()).await;
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("everything (stdio:"), "{out}");
+    assert!(
+        lines[0].contains(": modern 2026-07-28, mcpx-example-server"),
+        "{out}"
+    );
+    assert!(
+        lines[0].contains("capabilities: ") && lines[0].ends_with(" tools"),
+        "{out}"
+    );
+    assert!(lines[1].contains(": legacy 2025-03-26, "), "{out}");
+
     let (ok, out, err) = run(&d.dir, &[&with("status", &[])[..], &c[..]].concat()).await;
     assert!(ok, "{err}");
     assert!(out.starts_with("daemon: pid "), "{out}");
@@ -460,4 +476,25 @@ async fn autostart_starts_a_daemon_that_later_commands_share() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test]
+async fn it_reloads_when_its_configuration_file_changes() {
+    let d = Daemon::start("watch", &two_examples(), &[]).await;
+    let before = d.ready().await;
+    let kept = before["upstreams"][0]["pid"].clone();
+    let mut config = two_examples();
+    config["mcpServers"]
+        .as_object_mut()
+        .unwrap()
+        .remove("legacy");
+    std::fs::write(&d.config, config.to_string()).unwrap();
+    let after = d
+        .wait_status("legacy removed by the watcher", |v| {
+            v["upstreams"].as_array().unwrap().len() == 1
+        })
+        .await;
+    // The unchanged upstream keeps its process.
+    assert_eq!(after["upstreams"][0]["pid"], kept);
+    d.post("/v1/shutdown", &json!({})).await;
 }

@@ -40,6 +40,7 @@ pub fn upstream_status(up: &mcpx_gateway::upstream::Upstream) -> Value {
         "era": facts.as_ref().map(|f| format!("{:?}", f.era).to_lowercase()),
         "revision": facts.as_ref().map(|f| f.revision.as_str()),
         "serverInfo": facts.as_ref().map(|f| f.info.clone()),
+        "capabilities": facts.as_ref().map(|f| f.capabilities.clone()),
         "pid": st.pid,
         "restarts": st.restarts,
         "lastError": st.last_error.as_ref().map(|e| e.to_string()),
