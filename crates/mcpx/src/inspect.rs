@@ -334,7 +334,7 @@ fn probe_here(
 ) -> Vec<Value> {
     rt.block_on(async {
         let probes = config.servers.iter().map(|(name, s)| {
-            let target = mcpx_gateway::gateway::upstream_target(&config, name, s);
+            let target = mcpx_gateway::gateway::upstream_target(config, name, s);
             async move {
                 if s.disabled {
                     return json!({"name": name, "disabled": true});
