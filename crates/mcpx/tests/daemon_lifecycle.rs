@@ -498,3 +498,112 @@ async fn it_reloads_when_its_configuration_file_changes() {
     assert_eq!(after["upstreams"][0]["pid"], kept);
     d.post("/v1/shutdown", &json!({})).await;
 }
+
+#[tokio::test]
+async fn tcp_is_loopback_only_unless_allow_host_and_a_token_are_given() {
+    let dir = mcpx_testkit::scratch::dir("daemon-bind");
+    let cfg = dir.join("mcpx.json");
+    std::fs::write(&cfg, two_examples().to_string()).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let (ok, _, err) = run(&dir, &["daemon", "--config", cfg, "--http", "0.0.0.0:0"]).await;
+    assert!(!ok);
+    assert!(err.contains("not a loopback address"), "{err}");
+    let (ok, _, err) = run(
+        &dir,
+        &[
+            "daemon",
+            "--config",
+            cfg,
+            "--http",
+            "0.0.0.0:0",
+            "--allow-host",
+            "box.lan",
+        ],
+    )
+    .await;
+    assert!(!ok, "a host allowed but no token");
+    assert!(err.contains("needs --allow-host and a token"), "{err}");
+}
+
+#[tokio::test]
+async fn another_users_process_is_refused_on_the_socket() {
+    // Needs root (setpriv changes user), as the project's machines and CI run.
+    // The socket's permissions keep other users out; to reach the uid check behind
+    // them, this test opens a socket of its own to everyone.
+    let dir = mcpx_testkit::scratch::dir("daemon-peer-uid");
+    let open = dir.join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = open.join("d.sock");
+    let d = Daemon::start_in(
+        dir,
+        &two_examples(),
+        &["--socket", socket.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(d.socket, socket);
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let ask = |uid: &str| {
+        // Prints the answer's status line; nothing when the daemon closed on it.
+        let script = format!(
+            "import socket\n\
+             s = socket.socket(socket.AF_UNIX)\n\
+             s.connect({:?})\n\
+             s.settimeout(10)\n\
+             d = b''\n\
+             try:\n\
+             \x20   s.sendall(b'GET /v1/health HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\n\\r\\n')\n\
+             \x20   while c := s.recv(4096):\n\
+             \x20       d += c\n\
+             except (BrokenPipeError, ConnectionResetError):\n\
+             \x20   pass\n\
+             print(d[:12].decode())\n",
+            socket.to_str().unwrap()
+        );
+        let mut c = std::process::Command::new("setpriv");
+        // The system's Python: a user's shims may be closed to `nobody`.
+        c.args([
+            "--reuid",
+            uid,
+            "--regid",
+            uid,
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            &script,
+        ]);
+        c.output().unwrap()
+    };
+    let me = std::fs::metadata("/proc/self").unwrap().uid().to_string();
+    let own = ask(&me);
+    assert_eq!(
+        String::from_utf8_lossy(&own.stdout).trim(),
+        "HTTP/1.1 200",
+        "{own:?}"
+    );
+    // nobody (65534) connects, and is closed on without an answer.
+    let other = ask("65534");
+    assert!(other.status.success(), "{other:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&other.stdout).trim(),
+        "",
+        "{other:?}"
+    );
+    // And says so in its log.
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    while !d
+        .stderr
+        .lock()
+        .unwrap()
+        .contains("refused a connection from uid 65534")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}",
+            d.stderr.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d.post("/v1/shutdown", &json!({})).await;
+}
