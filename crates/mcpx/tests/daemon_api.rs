@@ -469,7 +469,10 @@ async fn bad_input_gets_a_problem_with_the_right_status_never_a_hang() {
         r#"{{"tool":"x","arguments":{{"a":"{}"}}}}"#,
         "x".repeat(5 << 20)
     );
-    let p = d.ask_full("POST", "/v1/call", Some(&big), &json_ct).await;
+    // Over 4 MiB: the daemon answers before the body is all sent, and may close on
+    // the rest, so the body is written on a raw connection whose write errors are
+    // ignored, and the answer read from it.
+    let p = raw_post(&d.socket, "/v1/call", big.as_bytes()).await;
     problem("a body over 4 MiB", 413, &p, "body-too-large");
     // A tool's invalid input: the gateway's answer for a 2026-07-28 host.
     let (s, r) = d
@@ -663,4 +666,59 @@ async fn a_streamed_call_relays_progress_and_logs_then_the_result() {
 
 fn text_of(result: &Value) -> String {
     text(result)
+}
+
+/// POSTs `body` on a connection of its own, its write errors ignored, and reads the
+/// answer: its status, content type and JSON body.
+async fn raw_post(socket: &std::path::Path, path: &str, body: &[u8]) -> (u16, String, Value) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let (mut rd, mut wr) = stream.into_split();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let body = body.to_vec();
+    tokio::spawn(async move {
+        let _ = wr.write_all(head.as_bytes()).await;
+        let _ = wr.write_all(&body).await;
+    });
+    let mut got = Vec::new();
+    tokio::time::timeout(WITHIN, async {
+        let mut buf = [0u8; 8192];
+        loop {
+            match rd.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+            if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&got[..at]).to_lowercase();
+                let len = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|n| n.trim().parse::<usize>().ok());
+                if len.is_some_and(|n| got.len() >= at + 4 + n) {
+                    break;
+                }
+            }
+        }
+    })
+    .await
+    .expect("an answer in time");
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a whole head");
+    let status = head[9..12].parse().unwrap();
+    let media = head
+        .lines()
+        .find_map(|l| {
+            l.to_lowercase()
+                .strip_prefix("content-type: ")
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    (
+        status,
+        media,
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
 }

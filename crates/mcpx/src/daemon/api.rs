@@ -446,6 +446,18 @@ pub const BODY_WITHIN: Duration = Duration::from_secs(30);
 
 /// A request's body as a JSON object, or the problem it is.
 pub async fn json_body(req: Request) -> Result<Map<String, Value>, Problem> {
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            format!("the body is over {MAX_BODY} bytes"),
+        ));
+    }
     let bytes = tokio::time::timeout(BODY_WITHIN, axum::body::to_bytes(req.into_body(), MAX_BODY))
         .await
         .map_err(|_| {

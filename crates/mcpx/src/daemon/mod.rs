@@ -324,9 +324,7 @@ pub fn run(args: &Args) -> ExitCode {
     let idle_exit = args.idle_exit;
     let (allow_host, allow_origin) = (args.allow_host.clone(), args.allow_origin.clone());
     crate::runtime::run("daemon", args.threads, |stop| async move {
-        paths::ensure_private_dir(&place.dir)?;
-        let unix = paths::bind_socket(&socket)?;
-        let uid = paths::my_uid()?;
+        // TCP first: when its port is taken, no socket file is left behind.
         let tcp = match http {
             Some(addr) => Some(
                 tokio::net::TcpListener::bind(addr)
@@ -335,6 +333,9 @@ pub fn run(args: &Args) -> ExitCode {
             ),
             None => None,
         };
+        paths::ensure_private_dir(&place.dir)?;
+        let unix = paths::bind_socket(&socket)?;
+        let uid = paths::my_uid()?;
         let tcp_addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
         let mcp_limits = (
             config.global.max_frame_bytes,
