@@ -22,6 +22,10 @@
 #  6. Metrics: Debian's Prometheus (installed by scripts/peers.sh) scrapes `mcpx serve
 #     --metrics` after known traffic; PromQL over its HTTP API counts the calls and the
 #     tool errors, and promtool checks a scrape.
+#  7. Traces: scripts/interop/otlp_check.py runs an OTLP/HTTP receiver on the PyPI
+#     opentelemetry-proto package, `mcpx serve --http` exporting to it, a 2026-07-28
+#     HTTP upstream and a 2025-06-18 stdio upstream that record the trace context
+#     they get, and a host that sends one (header, and 2026-07-28 `_meta`).
 #
 # Each check prints one line, PASS or FAIL; the last line is "N passed, M failed".
 # Exit status 0 only when nothing failed. Everything listens on 127.0.0.1 only.
@@ -302,6 +306,10 @@ check prometheus-tool-errors "= $tool_errors.0" "${prom_query[@]}" \
 check prometheus-upstream-tool-errors "= $tool_errors.0" "${prom_query[@]}" \
   'sum(mcp_client_operation_duration_seconds_count{upstream="example",error_type="tool_error"})' "$tool_errors"
 check prometheus-upstream-ready '= 1.0' "${prom_query[@]}" 'mcpx_upstream_state{upstream="example",state="ready"}' 1
+
+echo "== OTLP receiver <- mcpx serve (traces)"
+py_otlp=$(peers_python_otlp) || bail install-opentelemetry-proto
+check otlp-traces 'checks passed' "$py_otlp" "$repo/scripts/interop/otlp_check.py" "$mcpx" "$log_dir/otlp"
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

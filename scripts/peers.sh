@@ -9,6 +9,7 @@
 #   peers_server_everything   -> command line running server-everything over stdio
 #   peers_conformance VERSION -> path of the conformance suite's CLI entry (dist/index.js)
 #   peers_prometheus          -> path of Debian's `prometheus` (its `promtool` beside it)
+#   peers_python_otlp         -> python of the same venv, with PyPI opentelemetry-proto
 #   peers_chromium            -> path of Debian's headless Chromium (chromium-headless-shell)
 #
 # The command-line functions echo shell words separated by spaces (paths are
@@ -31,6 +32,9 @@
 : "${PEERS_SERVER_EVERYTHING_VERSION:=2026.8.31}"
 # PyPI mcp (Python SDK): 2.3.0 exists and is the newest release as of 2026-10.
 : "${PEERS_PYTHON_MCP_VERSION:=2.3.0}"
+# PyPI opentelemetry-proto (the OTLP messages, for the test's OTLP receiver): the
+# version of the opentelemetry-api that mcp 2.3.0 brings.
+: "${PEERS_PYTHON_OTLP_VERSION:=1.45.2}"
 # Python interpreter used to create the venv.
 : "${PEERS_PYTHON:=python3}"
 # Default conformance suite version when peers_conformance is called without one
@@ -159,6 +163,22 @@ peers_python_mcp() {
     have="$("$py" -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null || true)"
     [[ "$have" == "$PEERS_PYTHON_MCP_VERSION" ]] \
       || { _peers_err "mcp $PEERS_PYTHON_MCP_VERSION not importable in $venv (got '$have')"; return 1; }
+  fi
+  printf '%s\n' "$py"
+}
+
+# The venv of peers_python_mcp with opentelemetry-proto (and the protobuf runtime it
+# needs) installed: what scripts/interop/otlp_check.py decodes OTLP with.
+peers_python_otlp() {
+  local py have
+  py="$(peers_python_mcp)" || return 1
+  have="$("$py" -c 'import importlib.metadata as m; print(m.version("opentelemetry-proto"))' 2>/dev/null || true)"
+  if [[ "$have" != "$PEERS_PYTHON_OTLP_VERSION" ]]; then
+    echo "peers: installing opentelemetry-proto==$PEERS_PYTHON_OTLP_VERSION" >&2
+    "$py" -m pip install --disable-pip-version-check -q "opentelemetry-proto==$PEERS_PYTHON_OTLP_VERSION" >&2 \
+      || { _peers_err "pip install opentelemetry-proto==$PEERS_PYTHON_OTLP_VERSION failed"; return 1; }
+    "$py" -c 'from opentelemetry.proto.collector.trace.v1 import trace_service_pb2' >&2 \
+      || { _peers_err "opentelemetry-proto not importable in the venv"; return 1; }
   fi
   printf '%s\n' "$py"
 }

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use mcpx_protocol::jsonrpc::Kind;
 use mcpx_protocol::params::MetaMembers;
+use mcpx_protocol::trace::{self, TraceContext};
 use mcpx_protocol::{Era, Frame, Id, Params, Revision, SpecPolicy, meta};
 use mcpx_transport::TransportError;
 use mcpx_transport::channel_pool::ChannelPool;
@@ -153,6 +154,10 @@ pub struct CallOptions {
     /// and reach a legacy upstream unchanged (register A-C9). A modern upstream never
     /// gets the caller's envelope keys: mcpx writes its own.
     pub caller_meta_is_envelope: bool,
+    /// The trace context to carry upstream: `_meta` `traceparent` and `tracestate` on
+    /// every revision (replacing the caller's own), and on HTTP the headers of those
+    /// names as well (register A-C9).
+    pub trace: Option<Arc<TraceContext>>,
 }
 
 impl Default for CallOptions {
@@ -168,6 +173,7 @@ impl Default for CallOptions {
             idempotent: false,
             attribute_unsolicited: true,
             caller_meta_is_envelope: true,
+            trace: None,
         }
     }
 }
@@ -441,22 +447,21 @@ impl Connection {
                 message: format!("params for {method} are not a JSON object: {e}"),
             })?,
         };
+        let envelope = self.envelope_text(&facts, opts, progress_token);
         // The caller's own envelope (a host's 2026 `_meta` keys, its progress token)
         // means nothing upstream: mcpx writes the upstream's envelope itself.
         if let Some(Value::Object(m)) = obj.get_mut("_meta") {
             let envelope_keys = opts.caller_meta_is_envelope || facts.era == Era::Modern;
-            m.retain(|k, _| !gives_way(k, envelope_keys, &[]));
+            let written: &[&str] = envelope.as_ref().map_or(&[], |(_, keys)| keys);
+            m.retain(|k, _| !gives_way(k, envelope_keys, written));
             if m.is_empty() {
                 obj.remove("_meta");
             }
         }
         // The general path is rare: the envelope's text is read back as members.
-        let envelope = self
-            .envelope_text(&facts, opts, progress_token)
-            .and_then(|(members, _)| {
-                serde_json::from_str::<Map<String, Value>>(&format!("{{{}}}", members.as_str()))
-                    .ok()
-            });
+        let envelope = envelope.and_then(|(members, _)| {
+            serde_json::from_str::<Map<String, Value>>(&format!("{{{}}}", members.as_str())).ok()
+        });
         if let Some(envelope) = envelope {
             let m = obj
                 .entry("_meta")
@@ -489,7 +494,7 @@ impl Connection {
             meta::CLIENT_CAPABILITIES,
             meta::CLIENT_INFO,
         ];
-        if facts.era != Era::Modern && progress_token.is_none() {
+        if facts.era != Era::Modern && progress_token.is_none() && opts.trace.is_none() {
             return None;
         }
         let mut members = MetaMembers::default();
@@ -498,10 +503,10 @@ impl Connection {
         if facts.era == Era::Modern {
             // 2026-07-28 basic/index §_meta: required on every request (A-C12).
             let envelope = self.modern_envelope(facts.revision, &opts.client_capabilities);
-            if opts.log_level.is_none() && progress_token.is_none() {
+            if opts.log_level.is_none() && progress_token.is_none() && opts.trace.is_none() {
                 return Some((envelope, Cow::Borrowed(&MODERN_KEYS)));
             }
-            keys.reserve(5);
+            keys.reserve(7);
             members.extend(&envelope);
             keys.extend(MODERN_KEYS);
             if let Some(l) = &opts.log_level {
@@ -512,6 +517,15 @@ impl Connection {
         if let Some(t) = progress_token {
             members.push(meta::PROGRESS_TOKEN, &json!(t));
             keys.push(meta::PROGRESS_TOKEN);
+        }
+        if let Some(t) = &opts.trace {
+            members.push(trace::TRACEPARENT, &json!(t.traceparent()));
+            keys.push(trace::TRACEPARENT);
+            // The caller's `tracestate` goes with the caller's `traceparent`.
+            keys.push(trace::TRACESTATE);
+            if let Some(state) = &t.tracestate {
+                members.push(trace::TRACESTATE, &json!(state));
+            }
         }
         Some((Arc::new(members), Cow::Owned(keys)))
     }
@@ -676,6 +690,10 @@ impl Connection {
         opts: &CallOptions,
     ) -> Result<Frame, Attempt> {
         let id = self.next_id();
+        if opts.trace.is_some() {
+            // The upstream leg's span (the caller's), when traces are on.
+            tracing::Span::current().record("jsonrpc.request.id", id);
+        }
         let token = opts
             .progress
             .then(|| format!("mcpx-{}-{id}", self.inner.name));

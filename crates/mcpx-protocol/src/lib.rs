@@ -24,6 +24,7 @@
 //! * [`auth`]: an upstream's `WWW-Authenticate` challenge, read and explained (mcpx
 //!   runs no user authorization flow).
 //! * [`logging`]: log levels.
+//! * [`trace`]: W3C trace context, read from a host and written for an upstream.
 //! * [`lower`]: results reshaped for the receiver's revision, in one place.
 //! * [`classify`]: the era and revision of an incoming message (stdio and HTTP).
 //! * [`spec`]: the spec policy (`spec.precedence`, `--mcp-spec`, `spec.lenient`).
@@ -46,6 +47,7 @@ pub mod revision;
 mod scan;
 pub mod spec;
 pub mod task;
+pub mod trace;
 
 pub use classify::{Rejection, Verdict};
 pub use codec::{DecodeError, Decoded, Limits};

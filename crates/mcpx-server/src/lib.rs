@@ -27,6 +27,7 @@ use mcpx_protocol::jsonrpc::{Json, member};
 use mcpx_protocol::lower::{ServerInfo, Stamp, lower_result_json};
 use mcpx_protocol::method::{client_may_send, tasks_extension_client_method};
 use mcpx_protocol::revision::TasksFlavor;
+use mcpx_protocol::trace::{self, TraceContext};
 use mcpx_protocol::{Era, Frame, Id, Revision, SpecPolicy, meta};
 use mcpx_transport::upstream::OFF_LOOP_BYTES;
 use mcpx_transport::{Incoming, Peer, RequestCtx, Service};
@@ -273,6 +274,30 @@ pub struct Call {
     /// With metrics on, the series of the listed tool a `tools/call` names, for its
     /// upstream leg (found once, by the seam).
     pub tool_series: Option<Arc<mcpx_metrics::ToolSeries>>,
+    /// The host's trace context: the request's `_meta` `traceparent` (and
+    /// `tracestate`), else its HTTP headers'; `None` when neither is valid
+    /// ([`host_trace`]).
+    pub trace: Option<Arc<TraceContext>>,
+}
+
+/// The trace context a host sent with a request: `_meta.traceparent` (with
+/// `_meta.tracestate`) when valid, as the carrier of this one message, else the
+/// HTTP request's headers (`ctx`). `_meta` is read on every revision: 2026-07-28
+/// reserves the keys for this (basic/index §OpenTelemetry trace context), and the
+/// earlier revisions give them no other meaning (register A-C9).
+pub fn host_trace(frame: &Frame, ctx: &RequestCtx) -> Option<Arc<TraceContext>> {
+    let text = |raw: &str| serde_json::from_str::<String>(raw).ok();
+    let from_meta = frame
+        .params_meta(trace::TRACEPARENT)
+        .and_then(text)
+        .and_then(|parent| {
+            let state = frame.params_meta(trace::TRACESTATE).and_then(text);
+            TraceContext::parse(&parent, state.as_deref())
+        });
+    match from_meta {
+        Some(t) => Some(Arc::new(t)),
+        None => ctx.trace().cloned(),
+    }
 }
 
 /// A result, as raw JSON written in `revision`.
@@ -666,6 +691,7 @@ impl<B: Backend> Seam<B> {
             ctx: ctx.clone(),
             related_task: None,
             tool_series,
+            trace: host_trace(&frame, ctx),
         };
         match self.backend.call(call).await {
             Ok(reply) if reply.result.as_str().len() >= OFF_LOOP_BYTES => {

@@ -300,19 +300,49 @@ where
 impl HttpClient {
     /// POSTs a JSON-RPC message (`Content-Type: application/json`) to `endpoint`, with
     /// `Accept: accept` when given and `headers`, bounding the wait for the answer's
-    /// head by `timeout`. The frame's text becomes the body without a copy.
+    /// head by `timeout`. The frame's text becomes the body without a copy. A
+    /// request whose `_meta` carries a trace context carries it in the `traceparent`
+    /// and `tracestate` headers too ([`trace_headers`]).
     pub(crate) async fn post(
         &self,
         endpoint: &Endpoint,
         accept: Option<&'static str>,
-        headers: Headers,
+        mut headers: Headers,
         frame: Frame,
         timeout: Duration,
     ) -> Result<Response, TransportError> {
+        trace_headers(&frame, &mut headers);
         let body = Some(frame.into_string());
         let request = endpoint.request(Method::POST, accept, headers, body)?;
         self.send(endpoint, request, timeout, "POST to the upstream")
             .await
+    }
+}
+
+/// The `traceparent` and `tracestate` headers of a request whose `params._meta` has
+/// those keys, as mcpx writes them for an upstream (register A-C9): the same context in
+/// both carriers, so that an HTTP-level tracer and the MCP server agree. Most frames
+/// have none, which a search of the text tells before `_meta` is read.
+fn trace_headers(frame: &Frame, headers: &mut Headers) {
+    use mcpx_protocol::trace::{TRACEPARENT, TRACESTATE, TraceContext};
+    if memchr::memmem::find(frame.as_str().as_bytes(), TRACEPARENT.as_bytes()).is_none() {
+        return;
+    }
+    let text = |key| {
+        frame
+            .params_meta(key)
+            .and_then(|raw| serde_json::from_str::<String>(raw).ok())
+    };
+    // Parsed again: a host's own `_meta` keys may have passed through as they were,
+    // and only a valid context becomes a header.
+    let Some(t) = text(TRACEPARENT)
+        .and_then(|parent| TraceContext::parse(&parent, text(TRACESTATE).as_deref()))
+    else {
+        return;
+    };
+    headers.push((Cow::Borrowed(TRACEPARENT), t.traceparent()));
+    if let Some(state) = t.tracestate {
+        headers.push((Cow::Borrowed(TRACESTATE), state.into()));
     }
 }
 

@@ -201,6 +201,7 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
     }
     let cfg = &app.config;
     let (parts, body) = req.into_parts();
+    let trace = crate::streamable_http::header_trace(&parts.headers);
     // Read before the session is checked, so that a refusal can name the request.
     let decoded = crate::streamable_http::read_frames(&parts.headers, body, cfg).await;
     let first = decoded.as_ref().ok().and_then(first_request_id);
@@ -226,7 +227,7 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
         Err(r) => return r,
     };
     match decoded {
-        Decoded::Single(frame) => handle(&app, &session, frame).await,
+        Decoded::Single(frame) => handle(&app, &session, frame, trace).await,
         batch @ Decoded::Batch(_) => {
             let rev = revision.unwrap_or(Revision::OLDEST);
             match codec::admit(batch, rev) {
@@ -238,7 +239,7 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
                 Ok(items) => {
                     for item in items {
                         match item {
-                            Ok(frame) => handle(&app, &session, frame).await,
+                            Ok(frame) => handle(&app, &session, frame, trace.clone()).await,
                             Err(e) => session.send(e.to_response()).await,
                         }
                     }
@@ -249,7 +250,12 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
     accepted()
 }
 
-async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame: Frame) {
+async fn handle<S: Service>(
+    app: &Arc<App<S>>,
+    session: &Arc<SseSession>,
+    frame: Frame,
+    trace: Option<Arc<mcpx_protocol::trace::TraceContext>>,
+) {
     let peer = session.peer();
     let verdict = match classify_stdio(peer.as_ref().map(|p| p.revision), &frame) {
         Ok(Verdict::Modern { .. }) => {
@@ -298,7 +304,7 @@ async fn handle<S: Service>(app: &Arc<App<S>>, session: &Arc<SseSession>, frame:
                 return;
             };
             let cancelled = token.clone();
-            let ctx = RequestCtx::new(token, Related(session.out.clone()), peer);
+            let ctx = RequestCtx::new(token, Related(session.out.clone()), peer).with_trace(trace);
             let initialize_params: Option<Arc<str>> = frame.params().map(Arc::from);
             let incoming = Incoming { frame, verdict };
             if initialize {

@@ -55,7 +55,7 @@ pub mod service;
 pub mod sse;
 pub mod stdio;
 pub mod streamable_http;
-pub(crate) mod tls;
+pub mod tls;
 pub mod upstream;
 
 pub use error::TransportError;

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use mcpx_protocol::trace::TraceContext;
 use mcpx_protocol::{Frame, Revision, Verdict};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -95,6 +96,9 @@ pub struct RequestCtx {
     related: Related,
     peer: Option<Peer>,
     stdio: bool,
+    /// The trace context of the HTTP request that carried this one (its
+    /// `traceparent` and `tracestate` headers), if it had a valid one.
+    trace: Option<Arc<TraceContext>>,
 }
 
 /// The client is gone, or the request's stream was closed.
@@ -109,7 +113,21 @@ impl RequestCtx {
             related,
             peer,
             stdio: false,
+            trace: None,
         }
+    }
+
+    /// Attaches the trace context of the HTTP request that carried this one.
+    pub(crate) fn with_trace(mut self, trace: Option<Arc<TraceContext>>) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// The trace context the transport carried this request with (HTTP headers);
+    /// `None` on stdio, and when there was none or it was invalid. The message's own
+    /// `_meta` may carry one too: the service decides between them.
+    pub fn trace(&self) -> Option<&Arc<TraceContext>> {
+        self.trace.as_ref()
     }
 
     /// The context of a request made in-process rather than read from a transport

@@ -1,4 +1,5 @@
-//! TLS for `https://` upstreams: rustls, trusting the system's root certificates.
+//! TLS for `https://` upstreams (and the OTLP exporter's collector): rustls, trusting
+//! the system's root certificates.
 //!
 //! The roots are what `rustls-native-certs` finds: the platform's store (on Linux the
 //! usual bundle files and directories), or the PEM bundle `SSL_CERT_FILE` names and the
@@ -51,7 +52,7 @@ fn config() -> Result<Arc<ClientConfig>, String> {
 
 /// TLS over `tcp`, to `host` (the URL's: a DNS name, or an IP address without
 /// brackets), its certificate checked against it.
-pub(crate) async fn connect(host: &str, tcp: TcpStream) -> Result<TlsStream<TcpStream>, String> {
+pub async fn connect(host: &str, tcp: TcpStream) -> Result<TlsStream<TcpStream>, String> {
     let config = CONFIG.as_ref().map_err(Clone::clone)?;
     let name = ServerName::try_from(host.to_owned())
         .map_err(|e| format!("TLS: {host:?} is not a host name a certificate can name: {e}"))?;

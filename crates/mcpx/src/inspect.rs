@@ -712,6 +712,8 @@ fn run(
         gw.close().await;
         outcome
     });
+    // The command's spans, if traces are on, before the process exits.
+    mcpx_telemetry::shutdown();
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

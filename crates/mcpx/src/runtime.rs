@@ -7,15 +7,11 @@ use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
 /// Logs go to stderr only (stdout may be the MCP stream), filtered by `MCPX_LOG`
-/// (`warn` by default; e.g. `MCPX_LOG=debug` or `MCPX_LOG=mcpx_client=debug`).
+/// (`warn` by default; e.g. `MCPX_LOG=debug` or `MCPX_LOG=mcpx_client=debug`), as
+/// text or, with `MCPX_LOG_FORMAT=json`, one JSON object a line; traces go to the
+/// OTLP endpoint the `OTEL_*` variables name, if any (crates/mcpx-telemetry).
 pub(crate) fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPX_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    mcpx_telemetry::init();
 }
 
 /// The worker threads a command asked for: `--threads N`, else `$MCPX_THREADS`, else 1
@@ -112,6 +108,8 @@ where
     });
     // Background tasks (a reader blocked on stdin) must not keep the process alive.
     runtime.shutdown_background();
+    // The last spans, exported from the exporter's own thread.
+    mcpx_telemetry::shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -195,9 +195,9 @@ pub fn run(args: &Args) -> ExitCode {
             App::start_with_metrics(config, path, adjust, EraCache::default_location(), metrics);
         report_first_failures(&app);
         if let Err(e) = app.watch() {
-            eprintln!(
+            mcpx_telemetry::notice(&format!(
                 "mcpx serve: the configuration file is not watched (reload with SIGHUP): {e}"
-            );
+            ));
         }
         {
             // On shutdown the gateway ends its hosts' listen streams gracefully first.
@@ -224,14 +224,14 @@ pub fn run(args: &Args) -> ExitCode {
                         } else {
                             "http"
                         };
-                        eprintln!(
+                        mcpx_telemetry::notice(&format!(
                             "mcpx serve: Streamable HTTP at {scheme}://{addr}{}, HTTP+SSE at {scheme}://{addr}{}",
                             config.path, config.sse_path
-                        );
+                        ));
                         if !addr.ip().is_loopback() && config.bearer_tokens.is_empty() {
-                            eprintln!(
+                            mcpx_telemetry::notice(&format!(
                                 "mcpx serve: warning: {addr} is not a loopback address and no token is required (--token-file): whoever reaches it can use every upstream"
-                            );
+                            ));
                         }
                         streamable_http::serve(listener, app.seam(), config, shutdown).await
                     }
@@ -273,11 +273,14 @@ async fn serve_metrics(
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("--metrics {bind}: {e}")))?;
     let addr = listener.local_addr()?;
-    eprintln!("mcpx serve: metrics at http://{addr}{}", mcpx_metrics::PATH);
+    mcpx_telemetry::notice(&format!(
+        "mcpx serve: metrics at http://{addr}{}",
+        mcpx_metrics::PATH
+    ));
     if !addr.ip().is_loopback() {
-        eprintln!(
+        mcpx_telemetry::notice(&format!(
             "mcpx serve: warning: {addr} is not a loopback address and metrics need no token: whoever reaches it can read them (the names of upstreams and tools, call counts)"
-        );
+        ));
     }
     tokio::spawn(async move {
         if let Err(e) = mcpx_metrics::serve(listener, metrics, shutdown).await {
@@ -304,7 +307,10 @@ fn report_first_failures(app: &App) {
                 || st.state.phrase(tokio::time::Instant::now()),
                 |c| c.to_string(),
             );
-            eprintln!("mcpx serve: upstream {} is unavailable: {why}", up.id);
+            mcpx_telemetry::notice(&format!(
+                "mcpx serve: upstream {} is unavailable: {why}",
+                up.id
+            ));
         });
     }
 }

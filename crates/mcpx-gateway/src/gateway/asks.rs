@@ -439,6 +439,8 @@ impl Gateway {
             idempotent,
             attribute_unsolicited: true,
             caller_meta_is_envelope: true,
+            // The host's request span is the parent (this path has no client span).
+            trace: mcpx_telemetry::span::outgoing(&tracing::Span::current(), call.trace.as_ref()),
         };
         // inputResponses and requestState are mcpx's to consume: a legacy revision
         // has neither.

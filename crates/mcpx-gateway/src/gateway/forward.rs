@@ -135,8 +135,10 @@ impl Gateway {
             .to_fault(call.host)
         })?;
         let span = tracing::Span::current();
-        span.record("upstream", up.id.as_str());
-        if !prompts {
+        span.record("mcpx.upstream", up.id.as_str());
+        if prompts {
+            span.record("gen_ai.prompt.name", name.as_ref());
+        } else {
             span.record("gen_ai.tool.name", name.as_ref());
         }
         let original = found.original;
@@ -257,7 +259,7 @@ impl Gateway {
             let cancel = call.cancel.child_token();
             let mut ended: Option<Fault> = None;
             let mut asks = Asks::default();
-            let opts = CallOptions {
+            let mut opts = CallOptions {
                 // A clone: `tx` outlives the call, so that the channel can go back to
                 // the pool once the call is over.
                 events: Some(tx.clone()),
@@ -277,18 +279,34 @@ impl Gateway {
                 idempotent,
                 attribute_unsolicited: true,
                 caller_meta_is_envelope: host_modern,
+                trace: None,
             };
             let outcome = {
-                // The upstream leg's span (disabled, so free, unless a subscriber wants
-                // it): the hook for metrics and traces.
+                // The upstream leg's span (the conventions' client span; disabled, so
+                // free, unless logs or traces want it). It gives the trace context
+                // the upstream is sent.
                 let span = tracing::info_span!(
                     "mcp.upstream",
-                    upstream = %up.id,
+                    otel.name = tracing::field::Empty,
+                    otel.kind = "client",
+                    otel.status_code = tracing::field::Empty,
                     mcp.method.name = method,
-                    mcp.era = ?facts.era,
                     mcp.protocol.version = %facts.revision,
-                    round = rounds,
+                    mcp.session.id = tracing::field::Empty,
+                    jsonrpc.request.id = tracing::field::Empty,
+                    network.transport = observe::network_transport(up),
+                    mcpx.upstream = %up.id,
+                    mcpx.era = ?facts.era,
+                    mcpx.round = rounds,
+                    gen_ai.tool.name = tracing::field::Empty,
+                    gen_ai.prompt.name = tracing::field::Empty,
+                    error.type = tracing::field::Empty,
                 );
+                opts.trace = if span.is_disabled() {
+                    call.trace.clone()
+                } else {
+                    observe::start_client_span(&span, method, &text, call.trace.as_ref())
+                };
                 let fut =
                     tracing::Instrument::instrument(conn.call(method, Some(&text), opts), span);
                 tokio::pin!(fut);
@@ -315,6 +333,9 @@ impl Gateway {
                 };
                 if let Some(leg) = leg {
                     leg.end(&outcome);
+                }
+                if !fut.span().is_disabled() {
+                    observe::end_client_span(fut.span(), method, &outcome);
                 }
                 outcome
             };

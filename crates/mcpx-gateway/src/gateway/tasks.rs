@@ -538,6 +538,7 @@ fn derive(
         ctx: call.ctx.clone(),
         related_task: related,
         tool_series: call.tool_series.clone(),
+        trace: call.trace.clone(),
     }
 }
 

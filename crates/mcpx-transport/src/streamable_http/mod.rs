@@ -661,6 +661,32 @@ pub(crate) fn refuse_with(
         .into_response()
 }
 
+/// The trace context of an HTTP request: its `traceparent` header (one; two make it
+/// invalid, W3C §traceparent Header) and its `tracestate` headers, joined as W3C
+/// §tracestate Header combines them. `None` without a valid `traceparent`.
+pub(crate) fn header_trace(
+    headers: &axum::http::HeaderMap,
+) -> Option<Arc<mcpx_protocol::trace::TraceContext>> {
+    use mcpx_protocol::trace::{TRACEPARENT, TRACESTATE, TraceContext};
+    let mut parents = headers.get_all(TRACEPARENT).iter();
+    let parent = parents.next()?.to_str().ok()?;
+    if parents.next().is_some() {
+        return None;
+    }
+    let mut states = headers.get_all(TRACESTATE).iter();
+    let state = match (states.next(), states.next()) {
+        (None, _) => None,
+        (Some(one), None) => one.to_str().ok().map(std::borrow::Cow::Borrowed),
+        (Some(first), Some(second)) => {
+            let mut all = vec![first, second];
+            all.extend(states);
+            let parts: Option<Vec<&str>> = all.iter().map(|v| v.to_str().ok()).collect();
+            parts.map(|p| std::borrow::Cow::Owned(p.join(",")))
+        }
+    };
+    TraceContext::parse(parent, state.as_deref()).map(Arc::new)
+}
+
 /// The revision a request's `MCP-Protocol-Version` names, if it names one mcpx knows.
 pub(crate) fn header_revision(headers: &axum::http::HeaderMap) -> Option<Revision> {
     headers

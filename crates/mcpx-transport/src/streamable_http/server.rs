@@ -69,6 +69,7 @@ use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND};
 use mcpx_protocol::header as mcp_header;
 use mcpx_protocol::jsonrpc::{Kind, member};
 use mcpx_protocol::method::{client_may_send, tasks_extension_client_method};
+use mcpx_protocol::trace::TraceContext;
 use mcpx_protocol::{Frame, Id, Revision, Verdict};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -441,6 +442,7 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
     };
     let protocol_version = header_str(&headers, PROTOCOL_VERSION);
     let session_id = header_str(&headers, SESSION_ID);
+    let trace = super::header_trace(&headers);
     let frame = match decoded {
         Decoded::Single(f) => f,
         // Boxed here and below: a rare path's future (which holds a whole service
@@ -464,14 +466,14 @@ pub(crate) async fn post<S: Service>(State(app): State<Arc<App<S>>>, req: Reques
         Verdict::Modern { .. } if !cfg.modern => {
             legacy_only_refusal(&frame, Some(verdict.revision()))
         }
-        Verdict::Modern { .. } => modern_post(&app, &headers, frame, verdict).await,
+        Verdict::Modern { .. } => modern_post(&app, &headers, frame, verdict, trace).await,
         Verdict::Legacy { .. } => {
             let http = Legacy {
                 protocol_version,
                 session_id,
                 owner,
             };
-            legacy_post(&app, frame, verdict, http).await
+            legacy_post(&app, frame, verdict, http, trace).await
         }
     }
 }
@@ -544,6 +546,7 @@ async fn legacy_post<S: Service>(
     frame: Frame,
     verdict: Verdict,
     http: Legacy<'_>,
+    trace: Option<Arc<TraceContext>>,
 ) -> Response {
     if let Verdict::Legacy {
         initialize: true, ..
@@ -569,7 +572,7 @@ async fn legacy_post<S: Service>(
         initialize: false,
     };
     match frame.kind() {
-        Kind::Request => legacy_request(app, session, frame, verdict).await,
+        Kind::Request => legacy_request(app, session, frame, verdict, trace).await,
         Kind::Notification => {
             if let Some(id) = (frame.method() == Some("notifications/cancelled"))
                 .then(|| cancelled_request_id(&frame))
@@ -759,6 +762,7 @@ fn start_request<S: Service>(
     verdict: Verdict,
     token: CancellationToken,
     peer: Option<Peer>,
+    trace: Option<Arc<TraceContext>>,
     on_done: impl FnOnce() + Send + 'static,
 ) -> (
     mpsc::Sender<Frame>,
@@ -768,7 +772,7 @@ fn start_request<S: Service>(
 ) {
     let (rtx, rrx) = app.related_channels.take();
     let (done_tx, done_rx) = oneshot::channel();
-    let ctx = RequestCtx::new(token, Related(rtx.clone()), peer);
+    let ctx = RequestCtx::new(token, Related(rtx.clone()), peer).with_trace(trace);
     let service = app.service.clone();
     let task = Box::pin(async move {
         let response = boxed_request(&*service, Incoming { frame, verdict }, ctx).await;
@@ -813,6 +817,7 @@ async fn legacy_request<S: Service>(
     session: Arc<Session>,
     frame: Frame,
     verdict: Verdict,
+    trace: Option<Arc<TraceContext>>,
 ) -> Response {
     let Some(id) = frame.id().cloned() else {
         return bad_request(
@@ -839,8 +844,15 @@ async fn legacy_request<S: Service>(
     // Every revision's basic/utilities/cancellation: the receiver of a cancellation
     // SHOULD "not send a response for the cancelled request" (as stdio does).
     let cancelled = token.clone();
-    let (rtx, mut rrx, mut done_rx, mut handler) =
-        start_request(app, frame, verdict, token, Some(session.peer.clone()), done);
+    let (rtx, mut rrx, mut done_rx, mut handler) = start_request(
+        app,
+        frame,
+        verdict,
+        token,
+        Some(session.peer.clone()),
+        trace,
+        done,
+    );
     let f = match first(&mut rrx, &mut done_rx, &mut handler).await {
         First::Response(Ok(_)) if cancelled.is_cancelled() => {
             // The POST still needs an answer: an event stream that ends without the
@@ -919,6 +931,7 @@ async fn modern_post<S: Service>(
     headers: &HeaderMap,
     frame: Frame,
     verdict: Verdict,
+    trace: Option<Arc<TraceContext>>,
 ) -> Response {
     let rev = verdict.revision();
     match frame.kind() {
@@ -967,7 +980,7 @@ async fn modern_post<S: Service>(
     }
     let token = CancellationToken::new();
     let (rtx, mut rrx, mut done_rx, mut handler) =
-        start_request(app, frame, verdict, token.clone(), None, || {});
+        start_request(app, frame, verdict, token.clone(), None, trace, || {});
     // 2026-07-28 streamable-http §Cancellation (H3): the client going away before the
     // response cancels the request. Until the response leaves, dropping this handler
     // (the connection closed) fires the token.
@@ -1102,7 +1115,7 @@ async fn post_batch<S: Service>(
                     session_id: Some(&sid),
                     owner,
                 };
-                let _ = legacy_post(app, f, verdict, http).await;
+                let _ = legacy_post(app, f, verdict, http, None).await;
             }
         }
     }

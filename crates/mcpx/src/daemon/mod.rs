@@ -346,9 +346,9 @@ pub fn run(args: &Args) -> ExitCode {
         );
         let app = App::start(config, path, None, EraCache::default_location());
         if let Err(e) = app.watch() {
-            eprintln!(
+            mcpx_telemetry::notice(&format!(
                 "mcpx daemon: the configuration file is not watched (reload with SIGHUP): {e}"
-            );
+            ));
         }
         let activity = Activity::new();
         activity.touch();
@@ -434,13 +434,13 @@ pub fn run(args: &Args) -> ExitCode {
             config: key.clone(),
         };
         record.write(&place.record)?;
-        eprintln!(
+        mcpx_telemetry::notice(&format!(
             "mcpx daemon: serving {key} on {}{}",
             socket.display(),
             tcp_addr
                 .map(|a| format!(" and http://{a}"))
                 .unwrap_or_default()
-        );
+        ));
         if let Some(idle) = idle_exit {
             let (activity, stop) = (activity.clone(), stop.clone());
             tokio::spawn(async move {

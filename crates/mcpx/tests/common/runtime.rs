@@ -817,6 +817,17 @@ impl HttpGateway {
         args: &[&str],
         within: Duration,
     ) -> HttpGateway {
+        HttpGateway::start_env(tag, config, args, &[], within).await
+    }
+
+    /// [`HttpGateway::start_within`], with `env` set for mcpx.
+    pub async fn start_env(
+        tag: &str,
+        config: &Value,
+        args: &[&str],
+        env: &[(&str, &str)],
+        within: Duration,
+    ) -> HttpGateway {
         let dir = mcpx_testkit::scratch::dir(&format!("rt-{tag}"));
         let cfg = config_file(&dir, config);
         let started = Instant::now();
@@ -828,6 +839,7 @@ impl HttpGateway {
             .env("XDG_CACHE_HOME", dir.join("cache"))
             .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
             .env_remove("MCPX_SERVE_TOKEN")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

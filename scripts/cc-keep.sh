@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# scripts/call-cost.sh — what one passthrough call costs the gateway in instructions
+# and allocations: numbers that do not move with the machine's load, for before/after
+# comparisons of a change too small for scripts/bench.sh to resolve.
+#
+# One session, `tools/call` of test_simple_text through `mcpx serve` in front of
+# `mcpx example-server` (a stdio upstream, or with MCPX_COST_UPSTREAM=http one over
+# Streamable HTTP), the upstream's era pinned to the host's. Only the gateway runs
+# under valgrind.
+#
+#   instructions per call   callgrind over N1 and over N2 calls; the difference divided
+#                           by N1 - N2, so that start-up and shutdown cancel out
+#   allocations per call    dhat, the same way
+#
+# Usage: scripts/call-cost.sh [http|stdio] [legacy|modern] [N1] [N2]
+#        (default: http legacy 3000 1000)
+#   MCPX_COST_BIN       the mcpx binary to measure (default: target/release/mcpx, built)
+#   MCPX_COST_UPSTREAM  stdio (default) or http: how the gateway reaches the example
+#                       server
+#   MCPX_COST_ARGS      more arguments for the measured `mcpx serve`, split on spaces
+#                       (e.g. "--metrics 127.0.0.1:0": the cost of metrics on)
+#
+# Needs valgrind and python3. Takes about two minutes per shape.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+HOST="${1:-http}"
+ERA="${2:-legacy}"
+N1="${3:-3000}"
+N2="${4:-1000}"
+case "$HOST" in http | stdio) ;; *) echo "call-cost: host transport is http or stdio" >&2; exit 2 ;; esac
+case "$ERA" in legacy | modern) ;; *) echo "call-cost: era is legacy or modern" >&2; exit 2 ;; esac
+UPSTREAM="${MCPX_COST_UPSTREAM:-stdio}"
+case "$UPSTREAM" in stdio | http) ;; *) echo "call-cost: MCPX_COST_UPSTREAM is stdio or http" >&2; exit 2 ;; esac
+((N1 > N2 && N2 > 0)) || { echo "call-cost: N1 > N2 > 0" >&2; exit 2; }
+command -v valgrind >/dev/null || { echo "call-cost: valgrind is not installed" >&2; exit 2; }
+
+if [[ -z "${MCPX_COST_BIN:-}" ]]; then
+  cargo build --release -p mcpx >&2
+fi
+BIN="$(realpath "${MCPX_COST_BIN:-$repo/target/release/mcpx}")"
+LOAD="$repo/target/release/mcpx"
+[[ -x "$LOAD" ]] || cargo build --release -p mcpx >&2
+
+read -r -a SERVE_ARGS <<<"${MCPX_COST_ARGS:-}"
+
+OUT="$(mktemp -d "${TMPDIR:-/tmp}/mcpx-call-cost.XXXXXX")"
+# PIDS, start_bg, stop_started, free_port, wait_port, gateway_config.
+# shellcheck source=lib/procs.sh
+source "$repo/scripts/lib/procs.sh"
+trap 'stop_started; echo "OUT=$OUT" >&2' EXIT
+
+cfg="$OUT/mcpx.json"
+if [[ "$UPSTREAM" == http ]]; then
+  # One example server for every run, outside valgrind.
+  up_port="$(free_port)"
+  start_bg "$OUT/upstream.log" "$LOAD" example-server --http "127.0.0.1:$up_port"
+  wait_port "$up_port" "$BG_PID" || { echo "call-cost: the example server did not listen" >&2; exit 1; }
+  gateway_config "$cfg" "$LOAD" "$ERA" http "http://127.0.0.1:$up_port/mcp"
+else
+  gateway_config "$cfg" "$LOAD" "$ERA" stdio
+fi
+
+# run TOOL CALLS OUTPUT-OPTION: one gateway under valgrind's TOOL, CALLS calls through it.
+run() {
+  local tool="$1" calls="$2" output="$3"
+  if [[ "$HOST" == stdio ]]; then
+    # The load generator starts the gateway itself, as a stdio host does.
+    "$LOAD" bench --stdio "valgrind --tool=$tool $output $BIN serve --config $cfg ${SERVE_ARGS[*]}" \
+      --era "$ERA" --calls "$calls" --warmup 0 >/dev/null 2>&1
+    return
+  fi
+  local port pid
+  port="$(free_port)"
+  start_bg "$OUT/$tool.log" env XDG_CACHE_HOME="$OUT/cache" valgrind "--tool=$tool" "$output" \
+    "$BIN" serve --config "$cfg" --http "127.0.0.1:$port" "${SERVE_ARGS[@]}"
+  pid=$BG_PID
+  wait_port "$port" "$pid" 300 || { echo "call-cost: the gateway did not listen" >&2; exit 1; }
+  "$LOAD" bench --http "http://127.0.0.1:$port/mcp" --era "$ERA" --calls "$calls" \
+    --warmup 0 >/dev/null 2>&1
+  kill -INT "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+run callgrind "$N1" "--callgrind-out-file=$OUT/cg1.out"
+run callgrind "$N2" "--callgrind-out-file=$OUT/cg2.out"
+run dhat "$N1" "--dhat-out-file=$OUT/dhat1.json"
+run dhat "$N2" "--dhat-out-file=$OUT/dhat2.json"
+
+python3 - "$OUT" "$N1" "$N2" "$HOST" "$ERA" "$BIN" "$UPSTREAM" <<'PYEOF'
+import json, re, sys
+out, n1, n2, host, era, binary, upstream = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:]
+def total(path):
+    # callgrind's "summary:" (or "totals:") line: the program's instructions.
+    for line in open(path):
+        m = re.match(r"(?:summary|totals):\s+(\d+)", line)
+        if m:
+            return int(m.group(1))
+    raise SystemExit(f"call-cost: no totals in {path}")
+instructions = (total(f"{out}/cg1.out") - total(f"{out}/cg2.out")) / (n1 - n2)
+def blocks(path):
+    return sum(pp["tbk"] for pp in json.load(open(path))["pps"])
+allocations = (blocks(f"{out}/dhat1.json") - blocks(f"{out}/dhat2.json")) / (n1 - n2)
+print(f"{host} host → {upstream} upstream, {era}, {binary}: "
+      f"{instructions / 1000:.1f} k instructions per call, {allocations:.1f} allocations per call")
+PYEOF
