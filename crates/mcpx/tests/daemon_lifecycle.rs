@@ -607,3 +607,44 @@ async fn another_users_process_is_refused_on_the_socket() {
     }
     d.post("/v1/shutdown", &json!({})).await;
 }
+
+#[tokio::test]
+async fn a_call_on_a_terminal_streams_its_progress_and_prints_the_result() {
+    let d = Daemon::start("terminal", &two_examples(), &[]).await;
+    d.ready().await;
+    // `script` gives the command a terminal (a pty) for stdin, stdout and stderr.
+    let cmd = format!(
+        "{} call legacy__test_tool_with_progress --args '{{\"steps\": 5, \"delayMs\": 100}}' --config {}",
+        env!("CARGO_BIN_EXE_mcpx"),
+        d.config.display()
+    );
+    let mut script = tokio::process::Command::new("script");
+    script
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("XDG_RUNTIME_DIR", &d.run)
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(WITHIN, script.output())
+        .await
+        .expect("in time")
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("Progress test completed after 5 steps."),
+        "{text}"
+    );
+    // The bar was drawn: position/length and the progress message.
+    assert!(text.contains("5/5 step 5 of 5"), "{text}");
+    // It went through the daemon: the call is among its events.
+    let seen = events(&d, "?since=0", |s| {
+        s.contains("\"tool\":\"legacy__test_tool_with_progress\"")
+            && s.contains("\"outcome\":\"ok\"")
+    })
+    .await;
+    assert!(seen.contains("event: call"));
+    d.post("/v1/shutdown", &json!({})).await;
+}
