@@ -1,10 +1,12 @@
 //! `mcpx tools`, `mcpx call`, `mcpx read`, `mcpx prompt`, `mcpx probe`: the gateway and
 //! its upstreams from the command line.
 //!
-//! The first four are an MCP client of the gateway as a host sees it: they start
-//! `mcpx serve` on the same configuration as a child process and speak 2026-07-28 to it
-//! over stdio (one request each, stateless), so names, lists and results are exactly
-//! what a host gets. The gateway's errors (an upstream it cannot reach) come through on
+//! The first four are an MCP client of the gateway as a host sees it. When a daemon
+//! serves the configuration they ask it (`/v1`, where the daemon asks its gateway as
+//! a 2026-07-28 host); otherwise they start `mcpx serve` on the same configuration as
+//! a child process and speak 2026-07-28 to it over stdio (one request each,
+//! stateless). Either way names, lists and results are exactly what a host gets. On a
+//! terminal, `call` answers the server's elicitations. The gateway's errors (an upstream it cannot reach) come through on
 //! stderr. `probe` connects to each configured upstream itself, as the
 //! gateway would, and reports what it found.
 //!
@@ -113,15 +115,20 @@ pub fn tools(source: &Source) -> ExitCode {
 pub fn call(named: &Named) -> ExitCode {
     run("call", &named.source, async |gw| {
         let args = arguments(&named.args)?;
-        let result = match gw {
-            Gateway::Daemon { client, limit }
-                if !named.source.json && std::io::IsTerminal::is_terminal(&std::io::stderr()) =>
-            {
-                call_with_progress(client, *limit, &named.name, args).await?
-            }
-            _ => {
-                gw.request("tools/call", json!({"name": named.name, "arguments": args}))
-                    .await?
+        let progress = !named.source.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let result = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            // A person at a terminal answers the server's questions.
+            call_answering(gw, &named.name, &args, progress).await?
+        } else {
+            match gw {
+                Gateway::Daemon { client, limit } if progress => {
+                    let body = json!({"tool": named.name, "arguments": args});
+                    call_with_progress(client, *limit, body).await?
+                }
+                _ => {
+                    gw.request("tools/call", json!({"name": named.name, "arguments": args}))
+                        .await?
+                }
             }
         };
         let is_error = result.get("isError") == Some(&Value::Bool(true));
@@ -142,8 +149,7 @@ pub fn call(named: &Named) -> ExitCode {
 async fn call_with_progress(
     client: &crate::daemon::client::Client,
     limit: Duration,
-    tool: &str,
-    args: Value,
+    body: Value,
 ) -> Result<Value, Failure> {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
@@ -151,7 +157,6 @@ async fn call_with_progress(
         bar.set_style(style);
     }
     bar.enable_steady_tick(Duration::from_millis(120));
-    let body = json!({"tool": tool, "arguments": args});
     let last = client
         .call_streamed(&body, limit, |kind, data| match kind {
             "progress" => {
@@ -185,6 +190,180 @@ async fn call_with_progress(
             crate::daemon::client::problem_text(&problem, axum::http::StatusCode::BAD_GATEWAY)
         )),
     }
+}
+
+/// Most rounds of questions one call may ask.
+const MAX_ROUNDS: usize = 16;
+
+/// A call whose server may ask the person at the terminal (elicitation, as a
+/// 2026-07-28 host declaring it): each `input_required` result is answered on the
+/// terminal and the call retried with the answers, up to [`MAX_ROUNDS`] rounds.
+async fn call_answering(
+    gw: &Gateway,
+    tool: &str,
+    args: &Value,
+    progress: bool,
+) -> Result<Value, Failure> {
+    let caps = json!({"elicitation": {"form": {}, "url": {}}});
+    let mut retry = Map::new();
+    for _ in 0..MAX_ROUNDS {
+        let mut params = json!({"name": tool, "arguments": args});
+        if let Value::Object(p) = &mut params {
+            p.extend(retry.clone());
+        }
+        let result = match gw {
+            Gateway::Daemon { client, limit } => {
+                let mut body = json!({"tool": tool, "arguments": args, "capabilities": caps});
+                if let Value::Object(b) = &mut body {
+                    b.extend(retry.clone());
+                }
+                if progress {
+                    call_with_progress(client, *limit, body).await?
+                } else {
+                    let answer = client
+                        .ask(axum::http::Method::POST, "/v1/call", Some(&body), *limit)
+                        .await
+                        .map_err(|e| format!("tools/call: {e}"))?;
+                    if let Some(p) = answer.problem() {
+                        return Err(format!("tools/call: {p}"));
+                    }
+                    answer.body
+                }
+            }
+            Gateway::Child { conn, limit } => {
+                let opts = CallOptions {
+                    timeout: *limit,
+                    max_time: *limit,
+                    client_capabilities: std::sync::Arc::new(caps.clone()),
+                    ..CallOptions::default()
+                };
+                let frame = conn
+                    .call("tools/call", Some(&Params::of_value(&params)), opts)
+                    .await
+                    .map_err(|e| format!("tools/call: {e}"))?;
+                if let Some(e) = frame.error() {
+                    return Err(format!("tools/call: error {}: {}", e.code, e.message));
+                }
+                frame
+                    .result()
+                    .and_then(|r| serde_json::from_str(r).ok())
+                    .ok_or("tools/call: an answer without a result")?
+            }
+        };
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return Ok(result);
+        }
+        let answers = answer_on_terminal(&result["inputRequests"])?;
+        retry = Map::new();
+        retry.insert("inputResponses".into(), answers);
+        if let Some(state) = result.get("requestState").filter(|s| s.is_string()) {
+            retry.insert("requestState".into(), state.clone());
+        }
+    }
+    Err(format!(
+        "tools/call: the server asked more than {MAX_ROUNDS} rounds of questions"
+    ))
+}
+
+/// One line from the terminal, trimmed; `None` at its end (Ctrl-D).
+fn read_answer(prompt: &str) -> Option<String> {
+    use std::io::Write as _;
+    eprint!("{prompt}");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    match std::io::stdin().read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim().to_owned()),
+    }
+}
+
+/// The answers to an `input_required` result's `inputRequests`, asked on the terminal:
+/// an elicitation's form field by field (its URL printed, in URL mode). Ctrl-D declines.
+fn answer_on_terminal(requests: &Value) -> Result<Value, Failure> {
+    let requests = requests
+        .as_object()
+        .ok_or("tools/call: an input_required result without inputRequests")?;
+    let mut answers = Map::new();
+    for (key, req) in requests {
+        let method = req["method"].as_str().unwrap_or("?");
+        if method != "elicitation/create" {
+            return Err(format!(
+                "tools/call: the server asked for {method}, which this command cannot answer"
+            ));
+        }
+        let p = &req["params"];
+        eprintln!("{}", p["message"].as_str().unwrap_or("The server asks:"));
+        let declined = json!({"action": "decline"});
+        if p["mode"].as_str() == Some("url") {
+            eprintln!("Open {}", p["url"].as_str().unwrap_or("?"));
+            let done = read_answer("Press Enter when done (Ctrl-D declines): ");
+            answers.insert(
+                key.clone(),
+                done.map_or(declined, |_| json!({"action": "accept"})),
+            );
+            continue;
+        }
+        let empty = Map::new();
+        let schema = &p["requestedSchema"];
+        let fields = schema["properties"].as_object().unwrap_or(&empty);
+        let mut content = Map::new();
+        let mut accepted = true;
+        for (name, field) in fields {
+            let kind = field["type"].as_str().unwrap_or("string");
+            let choices: Vec<String> = field["enum"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_str().map(str::to_owned))
+                .collect();
+            let hint = if choices.is_empty() {
+                kind.to_owned()
+            } else {
+                choices.join("|")
+            };
+            let title = field["title"].as_str().unwrap_or(name);
+            let Some(text) = read_answer(&format!("{title} ({hint}): ")) else {
+                accepted = false;
+                break;
+            };
+            if text.is_empty() {
+                if let Some(d) = field.get("default") {
+                    content.insert(name.clone(), d.clone());
+                }
+                continue;
+            }
+            let value = match kind {
+                "integer" => text
+                    .parse::<i64>()
+                    .map(Value::from)
+                    .map_err(|e| e.to_string()),
+                "number" => text
+                    .parse::<f64>()
+                    .map_err(|e| e.to_string())
+                    .and_then(|n| {
+                        serde_json::Number::from_f64(n)
+                            .map(Value::Number)
+                            .ok_or_else(|| "not a finite number".to_owned())
+                    }),
+                "boolean" => Ok(Value::Bool(matches!(
+                    text.to_lowercase().as_str(),
+                    "y" | "yes" | "true" | "1"
+                ))),
+                _ => Ok(Value::String(text)),
+            }
+            .map_err(|e| format!("{title}: {e}"))?;
+            content.insert(name.clone(), value);
+        }
+        answers.insert(
+            key.clone(),
+            if accepted {
+                json!({"action": "accept", "content": content})
+            } else {
+                declined
+            },
+        );
+    }
+    Ok(Value::Object(answers))
 }
 
 /// `mcpx read URI`: reads a resource and prints its contents.

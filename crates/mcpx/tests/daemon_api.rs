@@ -722,3 +722,45 @@ async fn raw_post(socket: &std::path::Path, path: &str, body: &[u8]) -> (u16, St
         serde_json::from_str(body).unwrap_or(Value::Null),
     )
 }
+
+#[tokio::test]
+async fn a_caller_that_declares_capabilities_answers_the_servers_questions() {
+    let d = Daemon::start("mrtr", &two_examples(), &[]).await;
+    d.ready().await;
+    let tool = "everything__test_input_required_result_elicitation";
+    // Without capabilities: the server refuses to ask (-32021), a 400.
+    let (s, p) = d.post("/v1/call", &json!({"tool": tool})).await;
+    assert_eq!(s, 400, "{p}");
+    assert_eq!(p["type"], "urn:mcpx:problem:missing-capability");
+    assert_eq!(p["jsonrpc"]["code"], -32021);
+    // With them: the question, then the answer with the server's state.
+    let caps = json!({"elicitation": {"form": {}}});
+    let (s, asked) = d
+        .post("/v1/call", &json!({"tool": tool, "capabilities": caps}))
+        .await;
+    assert_eq!(s, 200, "{asked}");
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let question = &asked["inputRequests"]["user_name"];
+    assert_eq!(question["method"], "elicitation/create", "{asked}");
+    let mut retry = json!({
+        "tool": tool,
+        "capabilities": caps,
+        "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Ada"}}},
+    });
+    if let Some(state) = asked.get("requestState") {
+        retry["requestState"] = state.clone();
+    }
+    let (s, done) = d.post("/v1/call", &retry).await;
+    assert_eq!(s, 200, "{done}");
+    assert_eq!(text(&done), "Hello, Ada!", "{done}");
+    // Bad shapes are problems.
+    let (s, _) = d
+        .post("/v1/call", &json!({"tool": tool, "capabilities": 1}))
+        .await;
+    assert_eq!(s, 400);
+    let (s, _) = d
+        .post("/v1/call", &json!({"tool": tool, "requestState": 1}))
+        .await;
+    assert_eq!(s, 400);
+    d.post("/v1/shutdown", &json!({})).await;
+}

@@ -648,3 +648,60 @@ async fn a_call_on_a_terminal_streams_its_progress_and_prints_the_result() {
     assert!(seen.contains("event: call"));
     d.post("/v1/shutdown", &json!({})).await;
 }
+
+/// Runs `mcpx ARGS` on a terminal (`script` gives it a pty) with `input` typed in; its
+/// output, the terminal's.
+async fn on_terminal(d: &Daemon, args: &str, input: &str) -> (bool, String) {
+    use tokio::io::AsyncWriteExt as _;
+    let cmd = format!("{} {args}", env!("CARGO_BIN_EXE_mcpx"));
+    let mut script = tokio::process::Command::new("script");
+    script
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("XDG_RUNTIME_DIR", &d.run)
+        .env("XDG_CACHE_HOME", d.dir.join("cache"))
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = script.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    let out = tokio::time::timeout(WITHIN, child.wait_with_output())
+        .await
+        .expect("in time")
+        .unwrap();
+    drop(stdin);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_call_on_a_terminal_answers_the_servers_questions() {
+    let d = Daemon::start("elicit", &two_examples(), &[]).await;
+    d.ready().await;
+    let args = format!(
+        "call everything__test_input_required_result_elicitation --config {}",
+        d.config.display()
+    );
+    // Through the daemon: the form's field asked, the answer sent back.
+    let (ok, out) = on_terminal(&d, &args, "Ada\n").await;
+    assert!(ok, "{out}");
+    assert!(out.contains("What is your name?"), "{out}");
+    assert!(out.contains("Hello, Ada!"), "{out}");
+    // Ctrl-D at the question declines it.
+    let (_, out) = on_terminal(&d, &args, "\x04").await;
+    assert!(!out.contains("Hello,"), "{out}");
+    // In-process, without the daemon: the same.
+    d.post("/v1/shutdown", &json!({})).await;
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    while d.socket.exists() {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (ok, out) = on_terminal(&d, &args, "Grace\n").await;
+    assert!(ok, "{out}");
+    assert!(out.contains("Hello, Grace!"), "{out}");
+}

@@ -173,7 +173,10 @@ pub static OPERATIONS: &[Operation] = &[
         params: &[],
         body: Some(|| {
             object(
-                json!({"tool": {"type": "string"}, "arguments": {"type": "object"}}),
+                json!({"tool": {"type": "string"}, "arguments": {"type": "object"},
+                    "capabilities": {"type": "object", "description": "Client capabilities: a caller that declares them gets an input_required result to answer."},
+                    "inputResponses": {"type": "object", "description": "The answers to an input_required result's inputRequests, by key."},
+                    "requestState": {"type": "string", "description": "The input_required result's requestState, sent back with the answers."}}),
                 &["tool"],
             )
         }),

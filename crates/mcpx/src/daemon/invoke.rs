@@ -24,6 +24,9 @@ pub struct Relay {
     pub related: Option<mpsc::Sender<Frame>>,
     /// The log level asked for, with `related`.
     pub log_level: Option<&'static str>,
+    /// The client capabilities the caller declares (`{}` when none): a caller that
+    /// declares some answers an `input_required` result itself, and gets it.
+    pub capabilities: Option<Value>,
 }
 
 /// Asks the gateway `method` with `params` (an object, without `_meta`), as a
@@ -39,9 +42,10 @@ pub async fn invoke(
     unknown: impl FnOnce() -> bool,
 ) -> Result<Value, Problem> {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let answers_input = relay.capabilities.is_some();
     let mut meta = json!({
         meta::PROTOCOL_VERSION: Revision::V2026_07_28.as_str(),
-        meta::CLIENT_CAPABILITIES: {},
+        meta::CLIENT_CAPABILITIES: relay.capabilities.unwrap_or_else(|| json!({})),
         meta::CLIENT_INFO: {"name": "mcpx-daemon-api", "version": env!("CARGO_PKG_VERSION")},
     });
     let related = match relay.related {
@@ -90,12 +94,13 @@ pub async fn invoke(
                 format!("{method}: an answer without a result"),
             )
         })?;
-    if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+    if result.get("resultType").and_then(Value::as_str) == Some("input_required") && !answers_input
+    {
         return Err(Problem::new(
             axum::http::StatusCode::NOT_IMPLEMENTED,
             "input-required",
             format!(
-                "{method}: the server asked for input (an elicitation, sampling or roots request), which the /v1 API cannot answer; connect as an MCP host at /mcp instead"
+                "{method}: the server asked for input (an elicitation, sampling or roots request), which this caller declared no capabilities to answer (send `capabilities`, then `inputResponses` and `requestState`)"
             ),
         ));
     }

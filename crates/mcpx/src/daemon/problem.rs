@@ -3,7 +3,9 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mcpx_protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_LEGACY};
+use mcpx_protocol::error::{
+    INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, RESOURCE_NOT_FOUND_LEGACY,
+};
 use serde_json::{Value, json};
 
 /// The media type of a problem.
@@ -58,6 +60,8 @@ impl Problem {
             METHOD_NOT_FOUND => (StatusCode::NOT_FOUND, "method-not-found"),
             RESOURCE_NOT_FOUND_LEGACY => (StatusCode::NOT_FOUND, "resource-not-found"),
             INVALID_PARAMS => (StatusCode::UNPROCESSABLE_ENTITY, "invalid-params"),
+            // The caller did not declare what the server needs (`capabilities`).
+            MISSING_REQUIRED_CLIENT_CAPABILITY => (StatusCode::BAD_REQUEST, "missing-capability"),
             -32603 => (StatusCode::INTERNAL_SERVER_ERROR, "internal-error"),
             _ => (StatusCode::BAD_GATEWAY, "upstream-error"),
         };

@@ -210,6 +210,34 @@ pub fn call(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
             Ok(x) => x,
             Err(p) => return p.into_response(),
         };
+        // A caller that answers servers' questions (multi round-trip): its
+        // capabilities, and on a retry its answers and the server's state.
+        let capabilities = match body.get("capabilities") {
+            None => None,
+            Some(c @ Value::Object(_)) => Some(c.clone()),
+            Some(_) => {
+                return Problem::bad_request("`capabilities` must be an object").into_response();
+            }
+        };
+        let mut retry = serde_json::Map::new();
+        match body.get("inputResponses") {
+            None => {}
+            Some(r @ Value::Object(_)) => {
+                retry.insert("inputResponses".into(), r.clone());
+            }
+            Some(_) => {
+                return Problem::bad_request("`inputResponses` must be an object").into_response();
+            }
+        }
+        match body.get("requestState") {
+            None => {}
+            Some(r @ Value::String(_)) => {
+                retry.insert("requestState".into(), r.clone());
+            }
+            Some(_) => {
+                return Problem::bad_request("`requestState` must be a string").into_response();
+            }
+        }
         let log_level = match level.as_deref().map(mcpx_protocol::logging::Level::parse) {
             None => Some("info"),
             Some(Some(l)) => Some(l.as_str()),
@@ -224,10 +252,14 @@ pub fn call(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
         let (cancel, guard) = cancel_on_drop();
         let (related_tx, mut related_rx) = mpsc::channel::<Frame>(STREAM_QUEUE);
         let relay = match framing {
-            Framing::Json => Relay::default(),
+            Framing::Json => Relay {
+                capabilities,
+                ..Relay::default()
+            },
             _ => Relay {
                 related: Some(related_tx),
                 log_level,
+                capabilities,
             },
         };
         let work = {
@@ -238,7 +270,10 @@ pub fn call(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
                 let track = d.track_call(&tool);
                 let gw = d.app.gateway().clone();
                 let unknown = || gw.catalog().tool(&tool).is_none();
-                let params = json!({ "name": tool.clone(), "arguments": arguments });
+                let mut params = json!({ "name": tool.clone(), "arguments": arguments });
+                if let Value::Object(p) = &mut params {
+                    p.extend(retry);
+                }
                 let r = invoke(&d, "tools/call", params, relay, cancel.clone(), unknown).await;
                 track.finish(&r, cancel.is_cancelled());
                 r
