@@ -192,14 +192,18 @@ for mode in legacy auto 2026-07-28; do
 done
 # The same through one daemon (docs/daemon.md): each SDK client is a stdio host of
 # `mcpx serve --attach`, and every one reaches the daemon's single upstream process.
+# The SDK gives its server a trimmed environment (no XDG_RUNTIME_DIR), so the socket
+# is named on both sides.
 export XDG_RUNTIME_DIR="$log_dir/run"
-"$mcpx" daemon --config "$cfg" >"$log_dir/daemon.log" 2>&1 &
+daemon_sock="$log_dir/run/interop-daemon.sock"
+mkdir -p "$log_dir/run" && chmod 700 "$log_dir/run"
+"$mcpx" daemon --config "$cfg" --socket "$daemon_sock" >"$log_dir/daemon.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do "$mcpx" status --config "$cfg" >/dev/null 2>&1 && break; sleep 0.1; done
 for mode in legacy auto 2026-07-28; do
   want='"protocol_version": "2026-07-28"'
   [[ $mode == legacy ]] && want='"protocol_version": "2025-11-25"'
-  check "daemon-python-attach-$mode" "$want" "${py_client[@]}" --tool echo --args '{"message":"interop"}' --expect "Echo: interop" "$mode" stdio "$mcpx" serve --attach --config "$cfg"
+  check "daemon-python-attach-$mode" "$want" "${py_client[@]}" --tool echo --args '{"message":"interop"}' --expect "Echo: interop" "$mode" stdio "$mcpx" serve --attach --socket "$daemon_sock"
 done
 check daemon-one-upstream-process ', 0 restarts' "$mcpx" status --config "$cfg"
 "$mcpx" stop --config "$cfg" >/dev/null 2>&1

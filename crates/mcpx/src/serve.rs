@@ -62,6 +62,10 @@ pub struct Args {
     /// starting its own.
     #[arg(long, conflicts_with_all = ["http", "metrics", "mcp_spec"])]
     attach: bool,
+    /// With `--attach`: the daemon's socket (as `mcpx daemon --socket` was given),
+    /// instead of the one found from the configuration; no daemon is started.
+    #[arg(long, value_name = "PATH", requires = "attach")]
+    socket: Option<PathBuf>,
     /// Worker threads of the runtime: 1 runs every task on one thread (no cross-thread
     /// wake-ups: the lowest latency and CPU per call, measured in docs/performance.md);
     /// 0 is one per core, for many busy HTTP sessions on a many-core machine. Default:
@@ -253,12 +257,16 @@ pub fn run(args: &Args) -> ExitCode {
 
 /// `mcpx serve --attach`: stdio bridged to the daemon for the configuration.
 fn attach(args: &Args) -> ExitCode {
-    let (config, demo) = (args.config.clone(), args.demo);
+    let (config, demo, socket) = (args.config.clone(), args.demo, args.socket.clone());
     crate::runtime::run("serve", Some(1), |_shutdown| async move {
         let within = std::time::Duration::from_secs(60);
-        let client = crate::daemon::client::daemon_for(config.as_deref(), demo, true, within)
-            .await?
-            .ok_or("no daemon")?;
+        let client = match socket {
+            Some(path) => crate::daemon::client::at_socket(&path)
+                .ok_or_else(|| format!("--socket {}: no daemon answers", path.display()))?,
+            None => crate::daemon::client::daemon_for(config.as_deref(), demo, true, within)
+                .await?
+                .ok_or("no daemon")?,
+        };
         crate::daemon::client::attach(&client).await
     })
 }

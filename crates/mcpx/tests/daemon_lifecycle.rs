@@ -73,6 +73,9 @@ async fn a_stale_socket_is_replaced() {
     let dir = mcpx_testkit::scratch::dir("daemon-stale");
     // A daemon killed outright leaves its socket and record behind.
     let mut first = Daemon::start_in(dir.clone(), &two_examples(), &[]).await;
+    // Its upstreams started first: a child between fork and exec holds a copy of the
+    // listening socket, which would still accept for a moment after the kill.
+    first.ready().await;
     let socket = first.socket.clone();
     first.child.kill().await.unwrap();
     let _ = first.child.wait().await;
@@ -704,4 +707,51 @@ async fn a_call_on_a_terminal_answers_the_servers_questions() {
     let (ok, out) = on_terminal(&d, &args, "Grace\n").await;
     assert!(ok, "{out}");
     assert!(out.contains("Hello, Grace!"), "{out}");
+}
+
+#[tokio::test]
+async fn serve_attach_to_a_named_socket_starts_no_daemon() {
+    let d = Daemon::start("attach-socket", &two_examples(), &[]).await;
+    d.ready().await;
+    // Named, it reaches that daemon, whatever the environment says.
+    let conn = host(
+        "attached",
+        TargetTransport::Stdio {
+            command: env!("CARGO_BIN_EXE_mcpx").to_owned(),
+            args: vec![
+                "serve".into(),
+                "--attach".into(),
+                "--socket".into(),
+                d.socket.to_str().unwrap().into(),
+            ],
+            env: vec![("XDG_RUNTIME_DIR".into(), "/nonexistent".into())],
+            cwd: None,
+        },
+        ProtocolPreference::Modern,
+    )
+    .await;
+    let r = ask(
+        &conn,
+        "tools/call",
+        json!({"name": "everything__test_simple_text", "arguments": {}}),
+    )
+    .await;
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("simple text")
+    );
+    conn.close().await;
+    // A socket nobody answers on: an error, and no daemon started.
+    let gone = d.dir.join("nobody.sock");
+    let (ok, _, err) = run(
+        &d.dir,
+        &["serve", "--attach", "--socket", gone.to_str().unwrap()],
+    )
+    .await;
+    assert!(!ok);
+    assert!(err.contains("no daemon answers"), "{err}");
+    assert!(!gone.exists());
+    d.post("/v1/shutdown", &json!({})).await;
 }

@@ -93,6 +93,21 @@ pub fn find(key: &str) -> Option<Client> {
     })
 }
 
+/// The daemon answering on the socket at `path`, named directly (`--socket`).
+pub fn at_socket(path: &Path) -> Option<Client> {
+    let stream = std::os::unix::net::UnixStream::connect(path).ok()?;
+    Some(Client {
+        record: Record {
+            pid: 0,
+            socket: path.to_owned(),
+            http: None,
+            version: String::new(),
+            config: String::new(),
+        },
+        first: std::sync::Arc::new(std::sync::Mutex::new(Some(stream))),
+    })
+}
+
 /// Starts a daemon for `config` (`None`: `--demo`) in the background, detached from
 /// this terminal's process group, stopping after [`AUTOSTART_IDLE`] idle; waits up to
 /// `within` for it to answer.

@@ -50,8 +50,10 @@ fn io_at(path: &Path) -> impl FnOnce(io::Error) -> PathError + '_ {
 }
 
 /// The directory every daemon of this user keeps its socket and record in:
-/// `$XDG_RUNTIME_DIR/mcpx`, else `$XDG_STATE_HOME/mcpx/run`, else
-/// `~/.local/state/mcpx/run`.
+/// `$XDG_RUNTIME_DIR/mcpx`; without the variable, `/run/user/<uid>/mcpx` when that
+/// runtime directory exists and is this user's (a host may launch `mcpx serve
+/// --attach` with a trimmed environment, and must find the daemon a shell started);
+/// else `$XDG_STATE_HOME/mcpx/run`, else `~/.local/state/mcpx/run`.
 pub fn base_dir() -> Result<PathBuf, PathError> {
     let var = |k: &str| {
         std::env::var_os(k)
@@ -60,6 +62,12 @@ pub fn base_dir() -> Result<PathBuf, PathError> {
     };
     if let Some(run) = var("XDG_RUNTIME_DIR") {
         return Ok(run.join("mcpx"));
+    }
+    if let Ok(uid) = my_uid() {
+        let run = PathBuf::from(format!("/run/user/{uid}"));
+        if std::fs::metadata(&run).is_ok_and(|m| m.is_dir() && m.uid() == uid) {
+            return Ok(run.join("mcpx"));
+        }
     }
     let state = var("XDG_STATE_HOME")
         .or_else(|| var("HOME").map(|h| h.join(".local").join("state")))

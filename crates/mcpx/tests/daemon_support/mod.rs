@@ -245,12 +245,15 @@ impl Daemon {
         }
     }
 
-    /// Waits until every upstream is ready.
+    /// Waits until every upstream is ready and its tools are listed (the example
+    /// servers all have tools; the list comes a moment after the state).
     pub async fn ready(&self) -> Value {
-        self.wait_status("every upstream ready", |v| {
-            v["upstreams"]
-                .as_array()
-                .is_some_and(|u| !u.is_empty() && u.iter().all(|u| u["state"] == "ready"))
+        self.wait_status("every upstream ready and listed", |v| {
+            v["upstreams"].as_array().is_some_and(|u| {
+                !u.is_empty()
+                    && u.iter()
+                        .all(|u| u["state"] == "ready" && u["tools"].as_u64() > Some(0))
+            })
         })
         .await
     }
