@@ -56,8 +56,16 @@
 # accounted for, RSS and descriptors sampled. Exit status 1 when a call was lost or
 # hung. The report goes to target/bench/soak-<time>.txt.
 #
-# Needs: bash, cargo, python3 (the medians and the table); Node for mcp-proxy comes
-# from scripts/peers.sh.
+# `scripts/bench.sh cli [RUNS]` compares the command line cold and warm instead:
+# `mcpx call` of npm server-everything's `echo` and `mcpx tools`, RUNS times each
+# (default 30), without a daemon (each command starts its gateway, which starts the
+# upstream) and with `mcpx daemon` running on an identical configuration, interleaved
+# (scripts/bench/cold_warm.py). It prints a table and exits 1 when the warm median is
+# over 5 ms or less than 20 times faster than the cold one. The table also goes to
+# target/bench/cli-<time>.md. About RUNS × 0.6 s on two cores.
+#
+# Needs: bash, cargo, python3 (the medians and the table); Node for mcp-proxy and
+# server-everything comes from scripts/peers.sh.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -75,6 +83,36 @@ if [[ "${MCPX_BENCH_NO_BUILD:-0}" != 1 ]]; then
   echo "bench: building release binaries" >&2
   cargo build --release -p mcpx >&2
   cargo build --release -p mcpx-bench --example null_relay --example null_http_relay --example soak >&2
+fi
+if [[ "${1:-}" == cli ]]; then
+  # shellcheck source=peers.sh
+  source "$repo/scripts/peers.sh"
+  everything="$(peers_server_everything)" || { echo "bench: server-everything missing" >&2; exit 1; }
+  eval "everything_cmd=($everything)"
+  work="$repo/target/bench/cli-$(date +%Y%m%d-%H%M%S)"
+  mkdir -p "$work/run"
+  chmod 700 "$work/run"
+  for which in cold warm; do
+    python3 - "$work/$which.json" "${everything_cmd[@]}" <<'PYEOF'
+import json, sys
+path, command, *args = sys.argv[1:]
+json.dump({"mcpServers": {"everything": {"command": command, "args": args}}}, open(path, "w"))
+PYEOF
+  done
+  mcpx="$repo/target/release/mcpx"
+  XDG_RUNTIME_DIR="$work/run" "$mcpx" daemon --config "$work/warm.json" 2>"$work/daemon.log" &
+  daemon=$!
+  trap 'kill "$daemon" 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do
+    XDG_RUNTIME_DIR="$work/run" "$mcpx" call echo --args '{"message":"up"}' --config "$work/warm.json" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  status=0
+  python3 "$repo/scripts/bench/cold_warm.py" "$mcpx" "${2:-30}" "$work/run" \
+    "$work/cold.json" "$work/warm.json" echo '{"message":"bench"}' "Echo: bench" \
+    | tee "$work.md" || status=$?
+  XDG_RUNTIME_DIR="$work/run" "$mcpx" stop --config "$work/warm.json" >/dev/null 2>&1 || true
+  exit "$status"
 fi
 if [[ "${1:-}" == soak ]]; then
   mkdir -p "$repo/target/bench"

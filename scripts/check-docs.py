@@ -8,7 +8,7 @@ It checks README.md, ARCHITECTURE.md, CONTRIBUTING.md, CHANGELOG.md and docs/*.m
 * no paragraph has more than 150 words. A paragraph is a run of non-blank lines
   outside fenced code blocks, tables and headings; each bullet or numbered item is a
   paragraph of its own;
-* docs/performance.md has at most 210 lines;
+* docs/performance.md has at most 230 lines;
 * every relative Markdown link, inline `[text](path)` or a reference `[name]: path`,
   names a file or directory that exists (relative to the Markdown file; `#anchor`
   parts are not checked);
@@ -30,7 +30,7 @@ import re
 import sys
 
 MAX_WORDS = 150
-PERFORMANCE_MAX_LINES = 210
+PERFORMANCE_MAX_LINES = 230
 PREFIXES = ("crates/", "scripts/", "docs/", "fuzz/", ".ci/")
 EXTENSIONS = ("md", "rs", "sh", "py", "toml", "json", "yml", "yaml", "tsv", "txt")
 

@@ -195,6 +195,37 @@ for mode in legacy auto 2026-07-28; do
   [[ $mode == legacy ]] && want='"protocol_version": "2025-11-25"'
   check "gateway-python-$mode" "$want" "${py_client[@]}" --tool echo --args '{"message":"interop"}' --expect "Echo: interop" "$mode" stdio "$mcpx" serve --config "$cfg"
 done
+# The same through one daemon (docs/daemon.md): each SDK client is a stdio host of
+# `mcpx serve --attach`, and every one reaches the daemon's single upstream process.
+# The SDK gives its server a trimmed environment (no XDG_RUNTIME_DIR), so the socket
+# is named on both sides.
+export XDG_RUNTIME_DIR="$log_dir/run"
+daemon_sock="$log_dir/run/interop-daemon.sock"
+mkdir -p "$log_dir/run" && chmod 700 "$log_dir/run"
+"$mcpx" daemon --config "$cfg" --socket "$daemon_sock" >"$log_dir/daemon.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do "$mcpx" status --config "$cfg" >/dev/null 2>&1 && break; sleep 0.1; done
+for mode in legacy auto 2026-07-28; do
+  want='"protocol_version": "2026-07-28"'
+  [[ $mode == legacy ]] && want='"protocol_version": "2025-11-25"'
+  check "daemon-python-attach-$mode" "$want" "${py_client[@]}" --tool echo --args '{"message":"interop"}' --expect "Echo: interop" "$mode" stdio "$mcpx" serve --attach --socket "$daemon_sock"
+done
+check daemon-one-upstream-process ', 0 restarts' "$mcpx" status --config "$cfg"
+"$mcpx" stop --config "$cfg" >/dev/null 2>&1
+
+echo "== the daemon's status page in Debian's headless Chromium"
+chromium=$(peers_chromium) || bail install-chromium
+page_cfg="$log_dir/daemon-page.json"
+echo "{\"mcpServers\": {\"everything\": {\"command\": \"$mcpx\", \"args\": [\"example-server\"]}, \"legacy\": {\"command\": \"$mcpx\", \"args\": [\"example-server\", \"--revision\", \"2025-03-26\"]}}}" >"$page_cfg"
+page_port=$(free_port)
+"$mcpx" daemon --config "$page_cfg" --http "127.0.0.1:$page_port" >"$log_dir/daemon-page.log" 2>&1 &
+pids+=($!)
+wait_port "$page_port" || bail daemon-page-start
+# Loads the page, kills an upstream, sees the page follow it live; the screenshot is
+# target/interop/status-page.png.
+check daemon-status-page 'status page ok' "$py" "$repo/scripts/interop/status_page.py" "$chromium" "http://127.0.0.1:$page_port/" "$log_dir/status-page.png"
+"$mcpx" stop --config "$page_cfg" >/dev/null 2>&1
+unset XDG_RUNTIME_DIR
 
 check_timeout=700
 echo "== conformance suite -> mcpx serve -> mcpx example-server"

@@ -11,6 +11,7 @@
 #   peers_prometheus          -> path of Debian's `prometheus` (its `promtool` beside it)
 #   peers_python_otlp         -> python of the same venv, with PyPI opentelemetry-proto
 #   peers_oidc_provider       -> directory where npm's oidc-provider is installed
+#   peers_chromium            -> path of Debian's headless Chromium (chromium-headless-shell)
 #
 # The command-line functions echo shell words separated by spaces (paths are
 # quoted with printf %q), so callers should `eval` them or split into an array:
@@ -215,4 +216,15 @@ peers_prometheus() {
   prom="$(command -v prometheus)" || { _peers_err "prometheus not found after installing it"; return 1; }
   [[ -x "$(dirname "$prom")/promtool" ]] || { _peers_err "promtool is not beside $prom"; return 1; }
   printf '%s\n' "$prom"
+}
+
+peers_chromium() {
+  if ! command -v chromium-headless-shell >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || { _peers_err "chromium-headless-shell not installed, and no apt-get"; return 1; }
+    [[ $(id -u) -eq 0 ]] || { _peers_err "chromium-headless-shell not installed (apt-get install chromium-headless-shell, as root)"; return 1; }
+    echo "peers: installing Debian's chromium-headless-shell" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium-headless-shell; } >&2 \
+      || { _peers_err "apt-get install chromium-headless-shell failed"; return 1; }
+  fi
+  command -v chromium-headless-shell
 }

@@ -130,6 +130,13 @@ impl RequestCtx {
         self.trace.as_ref()
     }
 
+    /// The context of a request made in-process rather than read from a transport
+    /// (the daemon's `/v1` API): `cancel` cancels it, related frames (progress, logs)
+    /// go to `related`, and there is no legacy peer, as for a modern request.
+    pub fn in_process(cancel: CancellationToken, related: mpsc::Sender<Frame>) -> Self {
+        RequestCtx::new(cancel, Related(related), None)
+    }
+
     /// Marks a request that arrived on stdio.
     pub(crate) fn on_stdio(mut self) -> Self {
         self.stdio = true;

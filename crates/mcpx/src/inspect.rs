@@ -1,10 +1,12 @@
 //! `mcpx tools`, `mcpx call`, `mcpx read`, `mcpx prompt`, `mcpx probe`: the gateway and
 //! its upstreams from the command line.
 //!
-//! The first four are an MCP client of the gateway as a host sees it: they start
-//! `mcpx serve` on the same configuration as a child process and speak 2026-07-28 to it
-//! over stdio (one request each, stateless), so names, lists and results are exactly
-//! what a host gets. The gateway's errors (an upstream it cannot reach) come through on
+//! The first four are an MCP client of the gateway as a host sees it. When a daemon
+//! serves the configuration they ask it (`/v1`, where the daemon asks its gateway as
+//! a 2026-07-28 host); otherwise they start `mcpx serve` on the same configuration as
+//! a child process and speak 2026-07-28 to it over stdio (one request each,
+//! stateless). Either way names, lists and results are exactly what a host gets. On a
+//! terminal, `call` answers the server's elicitations. The gateway's errors (an upstream it cannot reach) come through on
 //! stderr. `probe` connects to each configured upstream itself, as the
 //! gateway would, and reports what it found.
 //!
@@ -58,6 +60,18 @@ pub struct Source {
     /// How long to wait for the gateway and the request, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     timeout: u64,
+    /// When no daemon serves the configuration, start one (`mcpx daemon`, detached;
+    /// it stops after 15 minutes unused) and ask it. Default: `$MCPX_AUTOSTART=1`,
+    /// else a gateway of this command's own.
+    #[arg(long)]
+    autostart: bool,
+}
+
+impl Source {
+    /// Whether to start a daemon when none runs.
+    fn autostart(&self) -> bool {
+        self.autostart || std::env::var("MCPX_AUTOSTART").is_ok_and(|v| v == "1")
+    }
 }
 
 /// Arguments of `mcpx call` and `mcpx prompt`: a name and its arguments.
@@ -101,9 +115,22 @@ pub fn tools(source: &Source) -> ExitCode {
 pub fn call(named: &Named) -> ExitCode {
     run("call", &named.source, async |gw| {
         let args = arguments(&named.args)?;
-        let result = gw
-            .request("tools/call", json!({"name": named.name, "arguments": args}))
-            .await?;
+        let progress = !named.source.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let result = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            // A person at a terminal answers the server's questions.
+            call_answering(gw, &named.name, &args, progress).await?
+        } else {
+            match gw {
+                Gateway::Daemon { client, limit } if progress => {
+                    let body = json!({"tool": named.name, "arguments": args});
+                    call_with_progress(client, *limit, body).await?
+                }
+                _ => {
+                    gw.request("tools/call", json!({"name": named.name, "arguments": args}))
+                        .await?
+                }
+            }
+        };
         let is_error = result.get("isError") == Some(&Value::Bool(true));
         if named.source.json {
             print_json(&result);
@@ -115,6 +142,228 @@ pub fn call(named: &Named) -> ExitCode {
         }
         Ok(!is_error)
     })
+}
+
+/// A call through the daemon with its progress drawn on the terminal (stderr) and its
+/// log messages printed above the bar.
+async fn call_with_progress(
+    client: &crate::daemon::client::Client,
+    limit: Duration,
+    body: Value,
+) -> Result<Value, Failure> {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {wide_bar} {pos}/{len} {msg}") {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(Duration::from_millis(120));
+    let last = client
+        .call_streamed(&body, limit, |kind, data| match kind {
+            "progress" => {
+                // Progress is a number that grows; the bar counts whole steps.
+                let at = |k: &str| data[k].as_f64().map(|v| v.max(0.0).round() as u64);
+                if let Some(total) = at("total") {
+                    bar.set_length(total);
+                }
+                if let Some(p) = at("progress") {
+                    bar.set_position(p);
+                }
+                if let Some(m) = data["message"].as_str() {
+                    bar.set_message(m.to_owned());
+                }
+            }
+            "log" => bar.println(format!(
+                "{}: {}",
+                data["level"].as_str().unwrap_or("log"),
+                data["data"]
+                    .as_str()
+                    .map_or_else(|| data["data"].to_string(), str::to_owned)
+            )),
+            _ => {}
+        })
+        .await;
+    bar.finish_and_clear();
+    match last.map_err(|e| format!("tools/call: {e}"))? {
+        (kind, v) if kind == "result" => Ok(v),
+        (_, problem) => Err(format!(
+            "tools/call: {}",
+            crate::daemon::client::problem_text(&problem, axum::http::StatusCode::BAD_GATEWAY)
+        )),
+    }
+}
+
+/// Most rounds of questions one call may ask.
+const MAX_ROUNDS: usize = 16;
+
+/// A call whose server may ask the person at the terminal (elicitation, as a
+/// 2026-07-28 host declaring it): each `input_required` result is answered on the
+/// terminal and the call retried with the answers, up to [`MAX_ROUNDS`] rounds.
+async fn call_answering(
+    gw: &Gateway,
+    tool: &str,
+    args: &Value,
+    progress: bool,
+) -> Result<Value, Failure> {
+    let caps = json!({"elicitation": {"form": {}, "url": {}}});
+    let mut retry = Map::new();
+    for _ in 0..MAX_ROUNDS {
+        let mut params = json!({"name": tool, "arguments": args});
+        if let Value::Object(p) = &mut params {
+            p.extend(retry.clone());
+        }
+        let result = match gw {
+            Gateway::Daemon { client, limit } => {
+                let mut body = json!({"tool": tool, "arguments": args, "capabilities": caps});
+                if let Value::Object(b) = &mut body {
+                    b.extend(retry.clone());
+                }
+                if progress {
+                    call_with_progress(client, *limit, body).await?
+                } else {
+                    let answer = client
+                        .ask(axum::http::Method::POST, "/v1/call", Some(&body), *limit)
+                        .await
+                        .map_err(|e| format!("tools/call: {e}"))?;
+                    if let Some(p) = answer.problem() {
+                        return Err(format!("tools/call: {p}"));
+                    }
+                    answer.body
+                }
+            }
+            Gateway::Child { conn, limit } => {
+                let opts = CallOptions {
+                    timeout: *limit,
+                    max_time: *limit,
+                    client_capabilities: std::sync::Arc::new(caps.clone()),
+                    ..CallOptions::default()
+                };
+                let frame = conn
+                    .call("tools/call", Some(&Params::of_value(&params)), opts)
+                    .await
+                    .map_err(|e| format!("tools/call: {e}"))?;
+                if let Some(e) = frame.error() {
+                    return Err(format!("tools/call: error {}: {}", e.code, e.message));
+                }
+                frame
+                    .result()
+                    .and_then(|r| serde_json::from_str(r).ok())
+                    .ok_or("tools/call: an answer without a result")?
+            }
+        };
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return Ok(result);
+        }
+        let answers = answer_on_terminal(&result["inputRequests"])?;
+        retry = Map::new();
+        retry.insert("inputResponses".into(), answers);
+        if let Some(state) = result.get("requestState").filter(|s| s.is_string()) {
+            retry.insert("requestState".into(), state.clone());
+        }
+    }
+    Err(format!(
+        "tools/call: the server asked more than {MAX_ROUNDS} rounds of questions"
+    ))
+}
+
+/// One line from the terminal, trimmed; `None` at its end (Ctrl-D).
+fn read_answer(prompt: &str) -> Option<String> {
+    use std::io::Write as _;
+    eprint!("{prompt}");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    match std::io::stdin().read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim().to_owned()),
+    }
+}
+
+/// The answers to an `input_required` result's `inputRequests`, asked on the terminal:
+/// an elicitation's form field by field (its URL printed, in URL mode). Ctrl-D declines.
+fn answer_on_terminal(requests: &Value) -> Result<Value, Failure> {
+    let requests = requests
+        .as_object()
+        .ok_or("tools/call: an input_required result without inputRequests")?;
+    let mut answers = Map::new();
+    for (key, req) in requests {
+        let method = req["method"].as_str().unwrap_or("?");
+        if method != "elicitation/create" {
+            return Err(format!(
+                "tools/call: the server asked for {method}, which this command cannot answer"
+            ));
+        }
+        let p = &req["params"];
+        eprintln!("{}", p["message"].as_str().unwrap_or("The server asks:"));
+        let declined = json!({"action": "decline"});
+        if p["mode"].as_str() == Some("url") {
+            eprintln!("Open {}", p["url"].as_str().unwrap_or("?"));
+            let done = read_answer("Press Enter when done (Ctrl-D declines): ");
+            answers.insert(
+                key.clone(),
+                done.map_or(declined, |_| json!({"action": "accept"})),
+            );
+            continue;
+        }
+        let empty = Map::new();
+        let schema = &p["requestedSchema"];
+        let fields = schema["properties"].as_object().unwrap_or(&empty);
+        let mut content = Map::new();
+        let mut accepted = true;
+        for (name, field) in fields {
+            let kind = field["type"].as_str().unwrap_or("string");
+            let choices: Vec<String> = field["enum"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_str().map(str::to_owned))
+                .collect();
+            let hint = if choices.is_empty() {
+                kind.to_owned()
+            } else {
+                choices.join("|")
+            };
+            let title = field["title"].as_str().unwrap_or(name);
+            let Some(text) = read_answer(&format!("{title} ({hint}): ")) else {
+                accepted = false;
+                break;
+            };
+            if text.is_empty() {
+                if let Some(d) = field.get("default") {
+                    content.insert(name.clone(), d.clone());
+                }
+                continue;
+            }
+            let value = match kind {
+                "integer" => text
+                    .parse::<i64>()
+                    .map(Value::from)
+                    .map_err(|e| e.to_string()),
+                "number" => text
+                    .parse::<f64>()
+                    .map_err(|e| e.to_string())
+                    .and_then(|n| {
+                        serde_json::Number::from_f64(n)
+                            .map(Value::Number)
+                            .ok_or_else(|| "not a finite number".to_owned())
+                    }),
+                "boolean" => Ok(Value::Bool(matches!(
+                    text.to_lowercase().as_str(),
+                    "y" | "yes" | "true" | "1"
+                ))),
+                _ => Ok(Value::String(text)),
+            }
+            .map_err(|e| format!("{title}: {e}"))?;
+            content.insert(name.clone(), value);
+        }
+        answers.insert(
+            key.clone(),
+            if accepted {
+                json!({"action": "accept", "content": content})
+            } else {
+                declined
+            },
+        );
+    }
+    Ok(Value::Object(answers))
 }
 
 /// `mcpx read URI`: reads a resource and prints its contents.
@@ -172,21 +421,25 @@ pub fn probe(source: &Source) -> ExitCode {
     else {
         return fail("probe", "cannot start a runtime");
     };
-    let reports = rt.block_on(async {
-        let probes = config.servers.iter().map(|(name, s)| {
-            let target = mcpx_gateway::gateway::upstream_target(&config, name, s);
-            async move {
-                if s.disabled {
-                    return json!({"name": name, "disabled": true});
-                }
-                probe_one(name, s, target, limit).await
-            }
-        });
-        let reports = futures_util::future::join_all(probes).await;
-        // Children of starts that timed out stop in the background: end them first.
-        mcpx_transport::child::stop_detached(Duration::from_secs(5)).await;
-        reports
+    // A running daemon already holds every upstream: its view is reported.
+    let from_daemon = rt.block_on(async {
+        let daemon = crate::daemon::client::daemon_for(
+            source.config.as_deref(),
+            source.demo,
+            source.autostart(),
+            limit,
+        )
+        .await?;
+        match daemon {
+            Some(client) => probe_daemon(&client, limit).await.map(Some),
+            None => Ok(None),
+        }
     });
+    let reports = match from_daemon {
+        Err(e) => return fail("probe", &e),
+        Ok(Some(reports)) => reports,
+        Ok(None) => probe_here(&rt, &config, limit),
+    };
     let reached = reports.iter().all(|r| r.get("error").is_none());
     if source.json {
         print_json(&Value::Array(reports));
@@ -200,6 +453,79 @@ pub fn probe(source: &Source) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// `mcpx probe` from the daemon's `/v1/servers` and `/v1/status`: the same report, of
+/// the upstreams as the daemon holds them.
+async fn probe_daemon(
+    client: &crate::daemon::client::Client,
+    limit: Duration,
+) -> Result<Vec<Value>, Failure> {
+    use axum::http::Method;
+    let ask = async |path: &str| {
+        let a = client
+            .ask(Method::GET, path, None, limit)
+            .await
+            .map_err(|e| format!("{path}: {e}"))?;
+        match a.problem() {
+            Some(p) => Err(format!("{path}: {p}")),
+            None => Ok(a.body),
+        }
+    };
+    let servers = ask("/v1/servers").await?;
+    let status = ask("/v1/status").await?;
+    let ups = status["upstreams"].as_array().cloned().unwrap_or_default();
+    let mut reports = Vec::new();
+    for s in servers["servers"].as_array().into_iter().flatten() {
+        let name = s["name"].as_str().unwrap_or("?");
+        if s["disabled"] == Value::Bool(true) {
+            reports.push(json!({"name": name, "disabled": true}));
+            continue;
+        }
+        let Some(u) = ups.iter().find(|u| u["name"] == s["name"]) else {
+            continue;
+        };
+        let mut r = json!({"name": name, "transport": s["transport"], "state": u["state"],
+            "restarts": u["restarts"]});
+        if u["state"] == "ready" {
+            r["era"] = u["era"].clone();
+            r["revision"] = u["revision"].clone();
+            r["serverInfo"] = u["serverInfo"].clone();
+            r["capabilities"] = u["capabilities"].clone();
+            r["tools"] = u["tools"].clone();
+        } else {
+            let mut why = u["phrase"].as_str().unwrap_or("?").to_owned();
+            if let Some(e) = u["lastError"].as_str() {
+                why.push_str(&format!(": {e}"));
+            }
+            r["error"] = json!(why);
+        }
+        reports.push(r);
+    }
+    Ok(reports)
+}
+
+/// `mcpx probe` without a daemon: each upstream's supervisor run here.
+fn probe_here(
+    rt: &tokio::runtime::Runtime,
+    config: &config::Config,
+    limit: Duration,
+) -> Vec<Value> {
+    rt.block_on(async {
+        let probes = config.servers.iter().map(|(name, s)| {
+            let target = mcpx_gateway::gateway::upstream_target(config, name, s);
+            async move {
+                if s.disabled {
+                    return json!({"name": name, "disabled": true});
+                }
+                probe_one(name, s, target, limit).await
+            }
+        });
+        let reports = futures_util::future::join_all(probes).await;
+        // Children of starts that timed out stop in the background: end them first.
+        mcpx_transport::child::stop_detached(Duration::from_secs(5)).await;
+        reports
+    })
 }
 
 /// One upstream's report: its supervisor (the gateway's own, with the entry's restart
@@ -371,15 +697,36 @@ fn arguments(text: &str) -> Result<Value, Failure> {
     }
 }
 
-/// The gateway, as a child process this command is the host of.
-struct Gateway {
-    conn: mcpx_client::Connection,
-    limit: Duration,
+/// The gateway this command asks: the daemon serving the configuration, or a child
+/// process this command is the host of.
+enum Gateway {
+    /// A daemon, through its `/v1` API.
+    Daemon {
+        client: crate::daemon::client::Client,
+        limit: Duration,
+    },
+    /// `mcpx serve`, started for this command.
+    Child {
+        conn: mcpx_client::Connection,
+        limit: Duration,
+    },
 }
 
 impl Gateway {
-    /// Starts `mcpx serve` on `source`'s configuration and connects to it (2026-07-28).
+    /// The daemon serving `source`'s configuration (started when asked to), else
+    /// `mcpx serve` on it as a child, connected (2026-07-28).
     async fn start(source: &Source) -> Result<Gateway, Failure> {
+        let limit = Duration::from_secs(source.timeout);
+        if let Some(client) = crate::daemon::client::daemon_for(
+            source.config.as_deref(),
+            source.demo,
+            source.autostart(),
+            limit,
+        )
+        .await?
+        {
+            return Ok(Gateway::Daemon { client, limit });
+        }
         let exe = std::env::current_exe()
             .map_err(|e| format!("cannot find the mcpx binary: {e}"))?
             .to_string_lossy()
@@ -410,29 +757,77 @@ impl Gateway {
         );
         target.preference = ProtocolPreference::Modern;
         target.echo_stderr = true;
-        let limit = Duration::from_secs(source.timeout);
         target.handshake_timeout = limit;
         let conn = tokio::time::timeout(limit, connect(&target, &EraCache::disabled()))
             .await
             .map_err(|_| format!("the gateway did not start within {} s", limit.as_secs()))?
             .map_err(|e| e.to_string())?;
-        Ok(Gateway { conn, limit })
+        Ok(Gateway::Child { conn, limit })
+    }
+
+    /// Ends the connection (a child gateway stops).
+    async fn close(self) {
+        if let Gateway::Child { conn, .. } = self {
+            conn.close().await;
+        }
+    }
+
+    /// One request of the daemon: its `/v1` operation for `method`.
+    async fn ask_daemon(
+        client: &crate::daemon::client::Client,
+        limit: Duration,
+        method: &str,
+        params: &Value,
+    ) -> Result<Value, Failure> {
+        use axum::http::Method;
+        let (verb, path, body) = match method {
+            "tools/call" => (
+                Method::POST,
+                "/v1/call",
+                Some(json!({"tool": params["name"], "arguments": params["arguments"]})),
+            ),
+            "resources/read" => (
+                Method::POST,
+                "/v1/read",
+                Some(json!({"uri": params["uri"]})),
+            ),
+            "prompts/get" => (
+                Method::POST,
+                "/v1/prompt",
+                Some(json!({"name": params["name"], "arguments": params["arguments"]})),
+            ),
+            "tools/list" => (Method::GET, "/v1/tools", None),
+            other => return Err(format!("{other}: not asked of a daemon")),
+        };
+        let answer = client
+            .ask(verb, path, body.as_ref(), limit)
+            .await
+            .map_err(|e| format!("{method}: {e}"))?;
+        match answer.problem() {
+            Some(p) => Err(format!("{method}: {p}")),
+            None => Ok(answer.body),
+        }
     }
 
     /// One request; its result, or the error it got.
     async fn request(&self, method: &str, params: Value) -> Result<Value, Failure> {
+        let (conn, limit) = match self {
+            Gateway::Daemon { client, limit } => {
+                return Gateway::ask_daemon(client, *limit, method, &params).await;
+            }
+            Gateway::Child { conn, limit } => (conn, *limit),
+        };
         let opts = CallOptions {
-            timeout: self.limit,
-            max_time: self.limit,
+            timeout: limit,
+            max_time: limit,
             ..CallOptions::default()
         };
-        let frame = self
-            .conn
+        let frame = conn
             .call(method, Some(&Params::of_value(&params)), opts)
             .await
             .map_err(|e| match e {
                 ClientError::Timeout { .. } => {
-                    format!("{method}: no answer within {} s", self.limit.as_secs())
+                    format!("{method}: no answer within {} s", limit.as_secs())
                 }
                 e => e.to_string(),
             })?;
@@ -453,6 +848,14 @@ impl Gateway {
 
     /// Every item of a paginated list (`key` in each page).
     async fn list(&self, method: &str, key: &str) -> Result<Vec<Value>, Failure> {
+        if let Gateway::Daemon { client, limit } = self {
+            // The daemon follows every page itself.
+            let mut all = Gateway::ask_daemon(client, *limit, method, &json!({})).await?;
+            return match all.get_mut(key).map(Value::take) {
+                Some(Value::Array(items)) => Ok(items),
+                _ => Err(format!("{method}: the daemon's answer has no {key}")),
+            };
+        }
         let mut items = Vec::new();
         let mut params = json!({});
         // Bounded: a server that hands out cursors forever is not followed forever.
@@ -487,7 +890,7 @@ fn run(
     let outcome = rt.block_on(async {
         let gw = Gateway::start(source).await?;
         let outcome = work(&gw).await;
-        gw.conn.close().await;
+        gw.close().await;
         outcome
     });
     // The command's spans, if traces are on, before the process exits.
@@ -529,12 +932,18 @@ fn print_named(items: &[Value], what: &str) {
     }
 }
 
-/// A tool result's content blocks, then its structured content if it has some.
+/// A tool result's content, printed once: its content blocks, or its structured
+/// content when it has no blocks. A tool that returns structured content also returns
+/// it serialised in a text block (server/tools §Structured Content), so printing both
+/// printed the payload twice.
 fn print_content(result: &Value) {
-    for block in result["content"].as_array().into_iter().flatten() {
+    let blocks: &[Value] = result["content"].as_array().map_or(&[], Vec::as_slice);
+    for block in blocks {
         print_block(block);
     }
-    if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
+    if blocks.is_empty()
+        && let Some(s) = result.get("structuredContent").filter(|s| !s.is_null())
+    {
         print_json(s);
     }
 }

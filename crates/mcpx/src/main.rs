@@ -6,6 +6,7 @@ mod auth;
 mod bench;
 mod cli_doc;
 mod conformance;
+mod daemon;
 mod example_server;
 mod inspect;
 mod runtime;
@@ -30,6 +31,10 @@ enum Command {
     /// Run the gateway: one MCP server for your host, fronting the upstream servers of
     /// your configuration (or, with --demo, the built-in example servers).
     Serve(serve::Args),
+    /// Run one warm gateway for a configuration, on a Unix socket (and optionally
+    /// TCP): the `/v1` API and MCP's `/mcp` and `/sse`. `mcpx tools`, `call`, … then
+    /// ask it instead of starting a gateway each time.
+    Daemon(daemon::Args),
     /// Show the dispositions registry: every item of the revision-conflict register,
     /// the behaviour mcpx chooses, where it is implemented and the tests that prove it.
     Conformance(conformance::Args),
@@ -51,6 +56,15 @@ enum Command {
     /// Log in to upstreams that need a user's OAuth authorization, log out, and show
     /// what is stored (never a token).
     Auth(auth::Args),
+    /// Show the daemon serving the configuration and each upstream's state, era,
+    /// revision, pid, restarts and tools.
+    Status(daemon::cli::Target),
+    /// Restart one upstream of the daemon serving the configuration.
+    Restart(daemon::cli::Restart),
+    /// Make the daemon serving the configuration read its file again.
+    Reload(daemon::cli::Target),
+    /// Stop the daemon serving the configuration (and every upstream it runs).
+    Stop(daemon::cli::Target),
     /// Connect to every configured upstream and report its protocol era, revision,
     /// identity, capabilities and tools, or why it cannot be reached.
     Probe(inspect::Source),
@@ -87,6 +101,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve::run(&args),
+        Command::Daemon(args) => daemon::run(&args),
         Command::Conformance(args) => conformance::run(&args),
         Command::ExampleServer(args) => example_server::run(&args),
         Command::Bench(args) => bench::run(&args),
@@ -96,6 +111,10 @@ fn main() -> ExitCode {
         Command::Prompt(named) => inspect::prompt(&named),
         Command::Probe(source) => inspect::probe(&source),
         Command::Auth(args) => auth::run(&args),
+        Command::Status(target) => daemon::cli::status(&target),
+        Command::Restart(r) => daemon::cli::restart(&r),
+        Command::Reload(target) => daemon::cli::reload(&target),
+        Command::Stop(target) => daemon::cli::stop(&target),
         Command::Completion { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut completion_command(), "mcpx", &mut out);

@@ -62,6 +62,15 @@ pub struct Args {
     /// Move one revision to the front of `spec.precedence`.
     #[arg(long, value_name = "REV")]
     mcp_spec: Option<String>,
+    /// Bridge this stdio host to the daemon serving the configuration (`mcpx
+    /// daemon`), starting one if none runs: the host shares its upstreams instead of
+    /// starting its own.
+    #[arg(long, conflicts_with_all = ["http", "metrics", "mcp_spec"])]
+    attach: bool,
+    /// With `--attach`: the daemon's socket (as `mcpx daemon --socket` was given),
+    /// instead of the one found from the configuration; no daemon is started.
+    #[arg(long, value_name = "PATH", requires = "attach")]
+    socket: Option<PathBuf>,
     /// Worker threads of the runtime: 1 runs every task on one thread (no cross-thread
     /// wake-ups: the lowest latency and CPU per call, measured in docs/performance.md);
     /// 0 is one per core, for many busy HTTP sessions on a many-core machine. Default:
@@ -118,6 +127,9 @@ pub(crate) fn demo_config() -> Result<Config, String> {
 /// every upstream before exiting.
 pub fn run(args: &Args) -> ExitCode {
     mcpx_transport::oauth::code::allow_interactive_login(args.interactive_auth);
+    if args.attach {
+        return attach(args);
+    }
     let loaded = if args.demo {
         demo_config().map(|c| (None, c))
     } else {
@@ -246,6 +258,22 @@ pub fn run(args: &Args) -> ExitCode {
         // process group, SIGKILL) before the process exits.
         app.shutdown().await;
         served
+    })
+}
+
+/// `mcpx serve --attach`: stdio bridged to the daemon for the configuration.
+fn attach(args: &Args) -> ExitCode {
+    let (config, demo, socket) = (args.config.clone(), args.demo, args.socket.clone());
+    crate::runtime::run("serve", Some(1), |_shutdown| async move {
+        let within = std::time::Duration::from_secs(60);
+        let client = match socket {
+            Some(path) => crate::daemon::client::at_socket(&path)
+                .ok_or_else(|| format!("--socket {}: no daemon answers", path.display()))?,
+            None => crate::daemon::client::daemon_for(config.as_deref(), demo, true, within)
+                .await?
+                .ok_or("no daemon")?,
+        };
+        crate::daemon::client::attach(&client).await
     })
 }
 

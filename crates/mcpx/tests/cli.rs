@@ -26,8 +26,14 @@ fn version_and_help() {
     assert!(out.contains("example-server"));
     assert!(out.contains("serve "));
     assert!(out.contains("bench "));
-    // Commands that are not built yet do not appear.
-    assert!(!out.contains("daemon"), "--help lists daemon");
+    for daemon_command in ["daemon ", "status ", "restart ", "reload ", "stop "] {
+        assert!(
+            out.contains(daemon_command),
+            "--help lists {daemon_command}"
+        );
+    }
+    // The hidden developers' command does not appear.
+    assert!(!out.contains("docs "), "--help lists docs");
 }
 
 #[test]

@@ -19,7 +19,10 @@ fn mcpx(args: &[&str]) -> Output {
         .current_dir(&dir)
         .env("HOME", &dir)
         .env("XDG_CACHE_HOME", dir.join("cache"))
+        // No daemon to find: these commands run in-process (daemon_*.rs test the rest).
+        .env("XDG_RUNTIME_DIR", dir.join("run"))
         .env_remove("MCPX_CONFIG")
+        .env_remove("MCPX_AUTOSTART")
         .output()
         .unwrap()
 }

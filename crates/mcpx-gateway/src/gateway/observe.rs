@@ -45,6 +45,12 @@ impl Gateway {
         self.metrics.as_ref()
     }
 
+    /// Gateway tasks held for hosts (H13), as the metrics' `mcpx_tasks` gauge counts
+    /// them.
+    pub fn tasks_held(&self) -> usize {
+        self.tasks.len()
+    }
+
     /// Starts timing the upstream leg of `call`: `method` sent to `up`.
     pub(super) fn upstream_leg(
         &self,

@@ -169,6 +169,12 @@ impl BearerToken {
         diff == 0
     }
 
+    /// Whether `presented` (a request's bearer credential) is this token; for
+    /// listeners of mcpx's own beside this transport's (the daemon's `/v1` API).
+    pub fn accepts(&self, presented: &str) -> bool {
+        self.matches(presented.as_bytes())
+    }
+
     /// The fingerprint a request carrying this token is known by.
     pub(crate) fn credential(&self) -> Credential {
         self.credential

@@ -1,0 +1,207 @@
+//! `mcpx status`, `mcpx restart NAME`, `mcpx reload` and `mcpx stop`: the daemon of a
+//! configuration, from the command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use axum::http::Method;
+use serde_json::Value;
+
+use super::client::{self, Client};
+
+/// Which daemon: the one serving this configuration.
+#[derive(Debug, clap::Args)]
+pub struct Target {
+    /// The configuration file (as for `mcpx serve`). Default: `$MCPX_CONFIG`, then
+    /// `./.mcpx.json`, `./.mcp.json`, `~/.config/mcpx/config.json`.
+    #[arg(long, value_name = "FILE", conflicts_with = "demo")]
+    config: Option<PathBuf>,
+    /// The daemon of the built-in example servers (`mcpx daemon --demo`).
+    #[arg(long)]
+    demo: bool,
+    /// Print the daemon's JSON answer instead of text.
+    #[arg(long)]
+    json: bool,
+    /// How long to wait for the daemon, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    timeout: u64,
+}
+
+/// Arguments of `mcpx restart`.
+#[derive(Debug, clap::Args)]
+pub struct Restart {
+    /// The upstream's name, as in the configuration.
+    name: String,
+    #[command(flatten)]
+    target: Target,
+}
+
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout().lock(), $($t)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
+/// Runs `work` against the daemon of `target`; a missing daemon is an error.
+fn with_daemon(
+    command: &str,
+    target: &Target,
+    work: impl AsyncFnOnce(&Client, Duration) -> Result<bool, String>,
+) -> ExitCode {
+    crate::runtime::init_logging();
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        eprintln!("mcpx {command}: cannot start a runtime");
+        return ExitCode::FAILURE;
+    };
+    let limit = Duration::from_secs(target.timeout);
+    let outcome = rt.block_on(async {
+        let client =
+            client::daemon_for(target.config.as_deref(), target.demo, false, limit).await?;
+        let Some(client) = client else {
+            return Err(
+                "no daemon serves this configuration (start one with `mcpx daemon`)".to_owned(),
+            );
+        };
+        work(&client, limit).await
+    });
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("mcpx {command}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One request of the daemon: its JSON answer, or the problem in words.
+async fn ask(
+    client: &Client,
+    method: Method,
+    path: &str,
+    limit: Duration,
+) -> Result<Value, String> {
+    let answer = client
+        .ask(method, path, None, limit)
+        .await
+        .map_err(|e| e.to_string())?;
+    match answer.problem() {
+        Some(p) => Err(p),
+        None => Ok(answer.body),
+    }
+}
+
+fn print_json(v: &Value) {
+    match serde_json::to_string_pretty(v) {
+        Ok(s) => say!("{s}"),
+        Err(e) => eprintln!("mcpx: {e}"),
+    }
+}
+
+/// `mcpx status`: the daemon and each upstream's state.
+pub fn status(target: &Target) -> ExitCode {
+    with_daemon("status", target, async |client, limit| {
+        let health = ask(client, Method::GET, "/v1/health", limit).await?;
+        let status = ask(client, Method::GET, "/v1/status", limit).await?;
+        if target.json {
+            print_json(&serde_json::json!({"daemon": health, "upstreams": status["upstreams"]}));
+            return Ok(true);
+        }
+        say!(
+            "daemon: pid {}, mcpx {}, up {:.0} s, {}",
+            health["pid"],
+            health["version"].as_str().unwrap_or("?"),
+            health["uptimeSeconds"].as_f64().unwrap_or(0.0),
+            client.record.socket.display()
+        );
+        let ups = status["upstreams"].as_array().cloned().unwrap_or_default();
+        let width = ups
+            .iter()
+            .filter_map(|u| u["name"].as_str())
+            .map(str::len)
+            .max()
+            .unwrap_or(0);
+        for u in &ups {
+            let mut line = format!(
+                "{:width$}  {}",
+                u["name"].as_str().unwrap_or("?"),
+                u["phrase"].as_str().unwrap_or("?")
+            );
+            if let (Some(era), Some(rev)) = (u["era"].as_str(), u["revision"].as_str()) {
+                line.push_str(&format!(", {era} {rev}"));
+            }
+            if let Some(pid) = u["pid"].as_u64() {
+                line.push_str(&format!(", pid {pid}"));
+            }
+            line.push_str(&format!(
+                ", {} tools, {} restarts",
+                u["tools"], u["restarts"]
+            ));
+            if let Some(e) = u["lastError"].as_str() {
+                line.push_str(&format!("; last error: {e}"));
+            }
+            say!("{line}");
+        }
+        Ok(true)
+    })
+}
+
+/// `mcpx restart NAME`.
+pub fn restart(r: &Restart) -> ExitCode {
+    with_daemon("restart", &r.target, async |client, limit| {
+        let path = format!(
+            "/v1/servers/{}/restart",
+            percent_encoding::utf8_percent_encode(&r.name, percent_encoding::NON_ALPHANUMERIC)
+        );
+        let v = ask(client, Method::POST, &path, limit).await?;
+        if r.target.json {
+            print_json(&v);
+        } else {
+            say!("{}: restarting", r.name);
+        }
+        Ok(true)
+    })
+}
+
+/// `mcpx reload`.
+pub fn reload(target: &Target) -> ExitCode {
+    with_daemon("reload", target, async |client, limit| {
+        let v = ask(client, Method::POST, "/v1/reload", limit).await?;
+        if target.json {
+            print_json(&v);
+        } else {
+            say!("reloaded: {}", v["plan"].as_str().unwrap_or("?"));
+        }
+        Ok(true)
+    })
+}
+
+/// `mcpx stop`: stops the daemon and waits until its socket is gone.
+pub fn stop(target: &Target) -> ExitCode {
+    with_daemon("stop", target, async |client, limit| {
+        let v = ask(client, Method::POST, "/v1/shutdown", limit).await?;
+        let deadline = tokio::time::Instant::now() + limit;
+        while super::paths::answers(&client.record.socket) {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "the daemon did not stop within {} s",
+                    limit.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if target.json {
+            print_json(&v);
+        } else {
+            say!("stopped (pid {})", client.record.pid);
+        }
+        Ok(true)
+    })
+}

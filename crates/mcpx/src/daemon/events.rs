@@ -1,0 +1,181 @@
+//! The daemon's events (supervisor states, catalog changes, calls through `/v1`): a
+//! bounded ring, numbered from 1, so that a client of `GET /v1/events` can resume
+//! with `?since=SEQ` (or `Last-Event-ID`), and a broadcast for those listening.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcpx_gateway::app::App;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+/// Events kept for resumption.
+pub const KEPT: usize = 1024;
+
+/// How often the upstreams' states and the catalog are looked at.
+const LOOK_EVERY: Duration = Duration::from_millis(200);
+
+/// One event.
+#[derive(Debug)]
+pub struct Event {
+    /// Its number: 1, 2, … in the order published.
+    pub seq: u64,
+    /// `upstream`, `catalog`, `call` or `reload`.
+    pub kind: &'static str,
+    /// What it says.
+    pub data: Value,
+}
+
+/// The ring and the live feed.
+#[derive(Debug)]
+pub struct Events {
+    ring: Mutex<(u64, VecDeque<Arc<Event>>)>,
+    live: broadcast::Sender<Arc<Event>>,
+}
+
+/// What a new listener gets: the events after the one it named, whether some it
+/// asked for are no longer kept, and the feed of those to come.
+#[derive(Debug)]
+pub struct Subscription {
+    /// The kept events after `since`.
+    pub backlog: Vec<Arc<Event>>,
+    /// Events after `since` that are no longer kept: the first kept one's number.
+    pub gap: Option<u64>,
+    /// Events published from now on.
+    pub live: broadcast::Receiver<Arc<Event>>,
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Events {
+            ring: Mutex::new((0, VecDeque::with_capacity(KEPT))),
+            live: broadcast::channel(KEPT).0,
+        }
+    }
+}
+
+impl Events {
+    /// Publishes an event.
+    pub fn publish(&self, kind: &'static str, data: Value) {
+        let Ok(mut ring) = self.ring.lock() else {
+            return;
+        };
+        ring.0 += 1;
+        let event = Arc::new(Event {
+            seq: ring.0,
+            kind,
+            data,
+        });
+        if ring.1.len() == KEPT {
+            ring.1.pop_front();
+        }
+        ring.1.push_back(event.clone());
+        // Under the lock: a subscriber gets each event once, from the backlog or live.
+        let _ = self.live.send(event);
+    }
+
+    /// The last event's number (0 before the first).
+    pub fn last(&self) -> u64 {
+        self.ring.lock().map(|r| r.0).unwrap_or(0)
+    }
+
+    /// Listens from after event `since` (`None`: from now).
+    pub fn subscribe(&self, since: Option<u64>) -> Subscription {
+        let ring = match self.ring.lock() {
+            Ok(r) => r,
+            Err(e) => e.into_inner(),
+        };
+        let live = self.live.subscribe();
+        let Some(since) = since else {
+            return Subscription {
+                backlog: Vec::new(),
+                gap: None,
+                live,
+            };
+        };
+        let backlog: Vec<Arc<Event>> = ring.1.iter().filter(|e| e.seq > since).cloned().collect();
+        let first_kept = ring.1.front().map_or(ring.0 + 1, |e| e.seq);
+        let gap = (since + 1 < first_kept).then_some(first_kept);
+        Subscription { backlog, gap, live }
+    }
+}
+
+/// What is published about one upstream: what changes when it does.
+fn upstream_view(name: &str, st: &mcpx_gateway::upstream::Status) -> Value {
+    json!({
+        "name": name,
+        "state": st.state.key(),
+        "restarts": st.restarts,
+        "pid": st.pid,
+        "lastError": st.last_error.as_ref().map(|e| e.to_string()),
+    })
+}
+
+/// Publishes a change of each upstream's state and of the catalog, looking every
+/// [`LOOK_EVERY`], until `stop`.
+pub async fn watch(app: Arc<App>, events: Arc<Events>, stop: CancellationToken) {
+    let mut seen: std::collections::HashMap<String, Value> = std::collections::HashMap::new();
+    let mut catalog = app.gateway().catalog();
+    let mut tick = tokio::time::interval(LOOK_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        let mut now = std::collections::HashMap::new();
+        for (name, st) in app.status() {
+            let view = upstream_view(&name, &st);
+            if seen.get(&name) != Some(&view) {
+                events.publish("upstream", view.clone());
+            }
+            now.insert(name, view);
+        }
+        for gone in seen.keys().filter(|k| !now.contains_key(*k)) {
+            events.publish("upstream", json!({"name": gone, "state": "removed"}));
+        }
+        seen = now;
+        let current = app.gateway().catalog();
+        if !Arc::ptr_eq(&current, &catalog) {
+            use mcpx_gateway::catalog::ListKind;
+            events.publish(
+                "catalog",
+                json!({
+                    "tools": current.list(ListKind::Tools).len(),
+                    "prompts": current.list(ListKind::Prompts).len(),
+                    "resources": current.list(ListKind::Resources).len(),
+                }),
+            );
+            catalog = current;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_resumes_after_the_event_it_names_and_is_told_of_a_gap() {
+        let events = Events::default();
+        for i in 0..3 {
+            events.publish("call", json!(i));
+        }
+        let s = events.subscribe(Some(1));
+        assert_eq!(
+            s.backlog.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
+        assert_eq!(s.gap, None);
+        assert!(events.subscribe(None).backlog.is_empty());
+        for i in 0..KEPT {
+            events.publish("call", json!(i));
+        }
+        let s = events.subscribe(Some(0));
+        assert_eq!(s.backlog.len(), KEPT);
+        assert_eq!(s.gap, Some(4), "events 1 to 3 are no longer kept");
+        assert_eq!(events.last(), 3 + KEPT as u64);
+    }
+}

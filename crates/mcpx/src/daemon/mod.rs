@@ -1,0 +1,489 @@
+//! `mcpx daemon`: one warm gateway per configuration file, on a Unix socket (and, when
+//! asked, a loopback TCP listener), with the `/v1` control API beside MCP's `/mcp` and
+//! `/sse`. The command-line client (`mcpx tools`, `call`, …) finds it through its
+//! record and asks it instead of starting a gateway of its own.
+//!
+//! * `paths.rs`: the directory, socket and record; stale sockets.
+//! * `listen.rs`: the listeners, the peer's uid check, the TCP rules.
+//! * `api.rs`: the operation table, from which the routes and the OpenAPI document
+//!   are made; `ops/`: each operation's handler; `problem.rs`: RFC 9457 errors.
+//! * `invoke.rs`: MCP requests of the gateway, in-process, as a 2026-07-28 host.
+//! * `events.rs`: the event ring behind `GET /v1/events`.
+//! * `client.rs`: the command-line side: finding, starting and asking a daemon.
+
+pub mod api;
+pub mod cli;
+pub mod client;
+pub mod events;
+pub mod invoke;
+pub mod listen;
+pub mod ops;
+pub mod paths;
+pub mod problem;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcpx_client::EraCache;
+use mcpx_gateway::app::App;
+use mcpx_gateway::config;
+use mcpx_transport::streamable_http::{self, BearerToken, HttpServerConfig};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use self::events::Events;
+use self::paths::{Place, Record};
+use self::problem::Problem;
+
+/// Arguments of `mcpx daemon`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The configuration file (as for `mcpx serve`). Default: `$MCPX_CONFIG`, then
+    /// `./.mcpx.json`, `./.mcp.json`, `~/.config/mcpx/config.json`.
+    #[arg(long, value_name = "FILE", conflicts_with = "demo")]
+    config: Option<PathBuf>,
+    /// Front the built-in example servers instead of a configuration.
+    #[arg(long)]
+    demo: bool,
+    /// Listen on this Unix socket instead of the one named after the configuration
+    /// (`$XDG_RUNTIME_DIR/mcpx/daemon-<hash>.sock`, else under the state directory).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Also listen on TCP at ADDR (loopback, e.g. 127.0.0.1:3922): `/v1`, `/mcp` and
+    /// `/sse`. Another address needs `--allow-host` and a token.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// Stop after this long with no request and no connection open (e.g. `15m`,
+    /// `90s`, `1h`). Default: never.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    idle_exit: Option<Duration>,
+    /// With `--http`: also accept this `Host` (as for `mcpx serve`; repeatable).
+    #[arg(long, value_name = "HOST", requires = "http")]
+    allow_host: Vec<String>,
+    /// With `--http`: also accept requests from this `Origin` (repeatable).
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    allow_origin: Vec<String>,
+    /// With `--http`: require `Authorization: Bearer <token>` on the TCP listener, with
+    /// one of this file's tokens (one a line). Default: `$MCPX_SERVE_TOKEN`, else none.
+    /// The socket asks for none: its permissions are its access control.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    token_file: Option<PathBuf>,
+    /// Worker threads of the runtime (as for `mcpx serve`). Default: `$MCPX_THREADS`,
+    /// else 1.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+}
+
+/// `15m`, `90s`, `1h`, `500ms` or a number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a number and a unit, e.g. 15m"))?;
+    let secs = |k: u64| Duration::from_secs(n.saturating_mul(k));
+    match unit.trim() {
+        "" | "s" => Ok(secs(1)),
+        "ms" => Ok(Duration::from_millis(n)),
+        "m" | "min" => Ok(secs(60)),
+        "h" => Ok(secs(3600)),
+        u => Err(format!("{text:?}: unknown unit {u:?} (ms, s, m or h)")),
+    }
+}
+
+/// Connections open and the last request, for `--idle-exit`.
+#[derive(Debug)]
+pub struct Activity {
+    open: AtomicUsize,
+    last_ms: AtomicU64,
+    epoch: Instant,
+}
+
+/// One open connection, counted while it lives.
+#[derive(Debug)]
+pub struct Open(Arc<Activity>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Activity {
+    fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            open: AtomicUsize::new(0),
+            last_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+        })
+    }
+
+    /// Counts a connection open until the guard is dropped.
+    pub fn open(self: &Arc<Self>) -> Open {
+        self.open.fetch_add(1, Ordering::AcqRel);
+        self.touch();
+        Open(self.clone())
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Release);
+    }
+
+    /// How long nothing has been open: `None` while a connection is.
+    fn idle_for(&self) -> Option<Duration> {
+        if self.open.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Acquire));
+        Some(self.epoch.elapsed().saturating_sub(last))
+    }
+}
+
+/// A call made through `/v1/call`, while it runs.
+#[derive(Debug, Clone)]
+struct CallInfo {
+    tool: String,
+    started: Instant,
+    started_at_ms: u128,
+}
+
+/// What the handlers share.
+#[derive(Debug)]
+pub struct Daemon {
+    /// The gateway.
+    pub app: Arc<App>,
+    /// When the daemon started.
+    pub started: Instant,
+    /// Its events.
+    pub events: Arc<Events>,
+    /// Fired to stop it.
+    pub stop: CancellationToken,
+    /// The configuration key.
+    pub key: String,
+    /// Connections and requests, for `--idle-exit`.
+    pub activity: Arc<Activity>,
+    calls: Mutex<std::collections::HashMap<u64, CallInfo>>,
+    next_call: AtomicU64,
+}
+
+/// A call being tracked: in `/v1/tasks` while it runs, and in the events.
+pub struct Tracked<'a> {
+    daemon: &'a Daemon,
+    id: u64,
+    _open: Open,
+}
+
+impl Tracked<'_> {
+    /// Publishes the call's end: its duration and outcome.
+    pub fn finish(self, r: &Result<Value, Problem>, cancelled: bool) {
+        let info = self
+            .daemon
+            .calls
+            .lock()
+            .ok()
+            .and_then(|mut c| c.remove(&self.id));
+        let Some(info) = info else { return };
+        let outcome = match r {
+            _ if cancelled => "cancelled",
+            Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => "tool_error",
+            Ok(_) => "ok",
+            Err(_) => "error",
+        };
+        let mut data = json!({
+            "id": self.id,
+            "tool": info.tool,
+            "phase": "end",
+            "outcome": outcome,
+            "durationMs": info.started.elapsed().as_secs_f64() * 1000.0,
+        });
+        if let Err(p) = r {
+            data["detail"] = json!(p.detail);
+        }
+        self.daemon.events.publish("call", data);
+    }
+}
+
+impl Drop for Tracked<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.daemon.calls.lock() {
+            c.remove(&self.id);
+        }
+    }
+}
+
+impl Daemon {
+    /// Starts tracking a call of `tool`.
+    pub fn track_call(&self, tool: &str) -> Tracked<'_> {
+        let id = self.next_call.fetch_add(1, Ordering::Relaxed) + 1;
+        let info = CallInfo {
+            tool: tool.to_owned(),
+            started: Instant::now(),
+            started_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis()),
+        };
+        if let Ok(mut c) = self.calls.lock() {
+            c.insert(id, info);
+        }
+        self.events
+            .publish("call", json!({"id": id, "tool": tool, "phase": "start"}));
+        Tracked {
+            daemon: self,
+            id,
+            _open: self.activity.open(),
+        }
+    }
+
+    /// The calls in flight through `/v1/call`.
+    pub fn calls_in_flight(&self) -> Vec<Value> {
+        let Ok(c) = self.calls.lock() else {
+            return Vec::new();
+        };
+        let mut v: Vec<(u64, Value)> = c
+            .iter()
+            .map(|(id, i)| {
+                (
+                    *id,
+                    json!({"id": id, "tool": i.tool, "startedAtMs": i.started_at_ms,
+                        "elapsedMs": i.started.elapsed().as_secs_f64() * 1000.0}),
+                )
+            })
+            .collect();
+        v.sort_by_key(|(id, _)| *id);
+        v.into_iter().map(|(_, v)| v).collect()
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    crate::runtime::init_logging();
+    eprintln!("mcpx daemon: {message}");
+    ExitCode::FAILURE
+}
+
+/// The tokens `--token-file` (or `$MCPX_SERVE_TOKEN`) names.
+fn tokens(args: &Args) -> Result<Vec<BearerToken>, String> {
+    match &args.token_file {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("--token-file {}: {e}", file.display()))?;
+            BearerToken::from_lines(&text)
+                .map_err(|e| format!("--token-file {}: {e}", file.display()))
+        }
+        None if args.http.is_none() => Ok(Vec::new()),
+        None => match std::env::var(config::SERVE_TOKEN_ENV) {
+            Err(_) => Ok(Vec::new()),
+            Ok(t) => BearerToken::new(&t)
+                .map(|t| vec![t])
+                .ok_or(format!("${} is empty", config::SERVE_TOKEN_ENV)),
+        },
+    }
+}
+
+/// Runs the daemon until SIGTERM, Ctrl-C, `POST /v1/shutdown` or `--idle-exit`.
+pub fn run(args: &Args) -> ExitCode {
+    let loaded = if args.demo {
+        crate::serve::demo_config().map(|c| (None, c))
+    } else {
+        config::load(args.config.as_deref())
+            .map(|(path, c)| (Some(path), c))
+            .map_err(|e| e.to_string())
+    };
+    let (path, config) = match loaded {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    let key = paths::config_key(path.as_deref());
+    let place = match Place::of(&key) {
+        Ok(p) => p,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let tokens = match tokens(args) {
+        Ok(t) => t,
+        Err(e) => return fail(&e),
+    };
+    let http = args.http;
+    let rules = http.map(|addr| listen::TcpRules {
+        port: addr.port(),
+        hosts: args.allow_host.clone(),
+        origins: args.allow_origin.clone(),
+        tokens: tokens.clone(),
+    });
+    if let (Some(addr), Some(rules)) = (http, &rules)
+        && let Err(e) = listen::bind_allowed(addr, rules)
+    {
+        return fail(&e);
+    }
+    let socket = args.socket.clone().unwrap_or_else(|| place.socket.clone());
+    let idle_exit = args.idle_exit;
+    let (allow_host, allow_origin) = (args.allow_host.clone(), args.allow_origin.clone());
+    crate::runtime::run("daemon", args.threads, |stop| async move {
+        // TCP first: when its port is taken, no socket file is left behind.
+        let tcp = match http {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| format!("--http {addr}: {e}"))?,
+            ),
+            None => None,
+        };
+        paths::ensure_private_dir(&place.dir)?;
+        let unix = paths::bind_socket(&socket)?;
+        let uid = paths::my_uid()?;
+        let tcp_addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
+        let mcp_limits = (
+            config.global.max_frame_bytes,
+            config.global.max_sessions,
+            config.global.session_idle,
+            config.global.max_header_count,
+            config.global.max_header_bytes,
+        );
+        let app = App::start(config, path, None, EraCache::default_location());
+        if let Err(e) = app.watch() {
+            mcpx_telemetry::notice(&format!(
+                "mcpx daemon: the configuration file is not watched (reload with SIGHUP): {e}"
+            ));
+        }
+        let activity = Activity::new();
+        activity.touch();
+        let daemon = Arc::new(Daemon {
+            app: app.clone(),
+            started: Instant::now(),
+            events: Arc::new(Events::default()),
+            stop: stop.clone(),
+            key: key.clone(),
+            activity: activity.clone(),
+            calls: Mutex::new(std::collections::HashMap::new()),
+            next_call: AtomicU64::new(0),
+        });
+        tokio::spawn(events::watch(
+            app.clone(),
+            daemon.events.clone(),
+            stop.clone(),
+        ));
+        {
+            let gateway = app.gateway().clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                stop.cancelled().await;
+                gateway.shutdown();
+            });
+        }
+        // MCP beside /v1: the socket's asks for no token; TCP's has serve's rules.
+        let mcp_config = |bind: SocketAddr, tokens: Vec<BearerToken>| {
+            let mut c = HttpServerConfig {
+                bind,
+                ..HttpServerConfig::default()
+            };
+            c.allowed_hosts.extend(allow_host.iter().cloned());
+            c.allowed_origins.extend(allow_origin.iter().cloned());
+            c.bearer_tokens = tokens;
+            c.limits.max_frame_bytes = mcp_limits.0;
+            c.max_sessions = mcp_limits.1;
+            c.session_idle_timeout = mcp_limits.2;
+            c.max_header_count = mcp_limits.3;
+            c.max_header_bytes = mcp_limits.4;
+            c
+        };
+        let unbound: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let unix_router = api::router(daemon.clone())
+            .merge(streamable_http::router(
+                app.seam(),
+                mcp_config(unbound, Vec::new()),
+            ))
+            .fallback(api::no_route);
+        let mut served = vec![tokio::spawn(listen::serve_unix(
+            unix,
+            unix_router,
+            uid,
+            activity.clone(),
+            stop.clone(),
+        ))];
+        if let (Some(listener), Some(addr), Some(rules)) = (tcp, tcp_addr, rules) {
+            let v1 = api::router(daemon.clone()).route_layer(axum::middleware::from_fn_with_state(
+                Arc::new(listen::TcpRules {
+                    port: addr.port(),
+                    ..rules
+                }),
+                listen::guard,
+            ));
+            let tcp_router = v1
+                .merge(streamable_http::router(
+                    app.seam(),
+                    mcp_config(addr, tokens),
+                ))
+                .fallback(api::no_route);
+            served.push(tokio::spawn(listen::serve_tcp(
+                listener,
+                tcp_router,
+                activity.clone(),
+                stop.clone(),
+            )));
+        }
+        let record = Record {
+            pid: std::process::id(),
+            socket: socket.clone(),
+            http: tcp_addr.map(|a| a.to_string()),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            config: key.clone(),
+        };
+        record.write(&place.record)?;
+        mcpx_telemetry::notice(&format!(
+            "mcpx daemon: serving {key} on {}{}",
+            socket.display(),
+            tcp_addr
+                .map(|a| format!(" and http://{a}"))
+                .unwrap_or_default()
+        ));
+        if let Some(idle) = idle_exit {
+            let (activity, stop) = (activity.clone(), stop.clone());
+            tokio::spawn(async move {
+                let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
+                loop {
+                    tokio::select! {
+                        () = tokio::time::sleep(every) => {}
+                        () = stop.cancelled() => return,
+                    }
+                    if activity.idle_for().is_some_and(|d| d >= idle) {
+                        tracing::info!("stopping: idle for {idle:?} (--idle-exit)");
+                        stop.cancel();
+                        return;
+                    }
+                }
+            });
+        }
+        stop.cancelled().await;
+        // The record and the socket go first: a client now starts afresh.
+        if Record::read(&place.record).is_some_and(|r| r.pid == record.pid) {
+            let _ = std::fs::remove_file(&place.record);
+        }
+        let _ = std::fs::remove_file(&socket);
+        for s in served {
+            let _ = s.await;
+        }
+        app.shutdown().await;
+        Ok::<(), Box<dyn std::error::Error>>(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("3d").is_err());
+    }
+}

@@ -1,0 +1,8 @@
+//! The `/v1` operations' handlers, by concern.
+
+pub mod attach;
+pub mod control;
+pub mod events;
+pub mod info;
+pub mod mcp;
+pub mod page;

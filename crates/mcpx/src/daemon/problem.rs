@@ -1,0 +1,165 @@
+//! Errors of the `/v1` API as RFC 9457 problem details (`application/problem+json`),
+//! carrying the JSON-RPC error when the gateway gave one.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mcpx_protocol::error::{
+    INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, RESOURCE_NOT_FOUND_LEGACY,
+};
+use serde_json::{Value, json};
+
+/// The media type of a problem.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// One problem: an HTTP status, a kind (the `type` URI's last part), a title and what
+/// happened.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The kind: `urn:mcpx:problem:<kind>`.
+    pub kind: &'static str,
+    /// What happened, for people.
+    pub detail: String,
+    /// The JSON-RPC error the gateway answered, if any.
+    pub jsonrpc: Option<Value>,
+}
+
+impl Problem {
+    /// A problem of `kind` with `status`.
+    pub fn new(status: StatusCode, kind: &'static str, detail: impl Into<String>) -> Problem {
+        Problem {
+            status,
+            kind,
+            detail: detail.into(),
+            jsonrpc: None,
+        }
+    }
+
+    /// 400: the request is not what the operation takes.
+    pub fn bad_request(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::BAD_REQUEST, "bad-request", detail)
+    }
+
+    /// 404: no such thing.
+    pub fn not_found(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::NOT_FOUND, "not-found", detail)
+    }
+
+    /// The problem for a JSON-RPC error the gateway answered `method` with. `unknown`
+    /// says the name or URI asked for is not in the catalog.
+    pub fn of_rpc(code: i64, message: &str, data: Option<Value>, unknown: bool) -> Problem {
+        let unavailable = data
+            .as_ref()
+            .and_then(|d| d.get("state"))
+            .and_then(Value::as_str)
+            .is_some();
+        let (status, kind) = match code {
+            _ if unavailable => (StatusCode::SERVICE_UNAVAILABLE, "upstream-unavailable"),
+            _ if unknown => (StatusCode::NOT_FOUND, "unknown-name"),
+            METHOD_NOT_FOUND => (StatusCode::NOT_FOUND, "method-not-found"),
+            RESOURCE_NOT_FOUND_LEGACY => (StatusCode::NOT_FOUND, "resource-not-found"),
+            INVALID_PARAMS => (StatusCode::UNPROCESSABLE_ENTITY, "invalid-params"),
+            // The caller did not declare what the server needs (`capabilities`).
+            MISSING_REQUIRED_CLIENT_CAPABILITY => (StatusCode::BAD_REQUEST, "missing-capability"),
+            -32603 => (StatusCode::INTERNAL_SERVER_ERROR, "internal-error"),
+            _ => (StatusCode::BAD_GATEWAY, "upstream-error"),
+        };
+        let mut rpc = json!({ "code": code, "message": message });
+        if let Some(d) = data {
+            rpc["data"] = d;
+        }
+        Problem {
+            status,
+            kind,
+            detail: message.to_owned(),
+            jsonrpc: Some(rpc),
+        }
+    }
+
+    /// The problem document.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "type": format!("urn:mcpx:problem:{}", self.kind),
+            "title": self.status.canonical_reason().unwrap_or("Error"),
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+        });
+        if let Some(rpc) = &self.jsonrpc {
+            v["jsonrpc"] = rpc.clone();
+        }
+        v
+    }
+
+    /// The JSON Schema of a problem document, for the OpenAPI document.
+    pub fn schema() -> Value {
+        json!({
+            "type": "object",
+            "required": ["type", "title", "status", "detail"],
+            "properties": {
+                "type": {"type": "string", "description": "urn:mcpx:problem:<kind>"},
+                "title": {"type": "string"},
+                "status": {"type": "integer"},
+                "detail": {"type": "string"},
+                "jsonrpc": {
+                    "type": "object",
+                    "description": "The JSON-RPC error the gateway answered with.",
+                    "required": ["code", "message"],
+                    "properties": {
+                        "code": {"type": "integer"},
+                        "message": {"type": "string"},
+                        "data": {}
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut r = (self.status, self.to_json().to_string()).into_response();
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        r
+    }
+}
+
+/// A JSON response with `status`.
+pub fn json_response(status: StatusCode, v: &Value) -> Response {
+    let mut r = (status, v.to_string()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rpc_errors_get_the_status_of_what_went_wrong() {
+        let unknown = Problem::of_rpc(INVALID_PARAMS, "unknown tool: x", None, true);
+        assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+        assert_eq!(unknown.to_json()["jsonrpc"]["code"], json!(-32602));
+        let bad = Problem::of_rpc(INVALID_PARAMS, "bad", None, false);
+        assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+        let down = Problem::of_rpc(
+            -32000,
+            "down",
+            Some(json!({"upstream": "a", "state": "crash_loop"})),
+            false,
+        );
+        assert_eq!(down.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            down.to_json()["jsonrpc"]["data"]["state"],
+            json!("crash_loop")
+        );
+        assert_eq!(
+            Problem::of_rpc(-32000, "x", None, false).status,
+            StatusCode::BAD_GATEWAY
+        );
+    }
+}
