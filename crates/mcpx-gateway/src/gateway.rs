@@ -50,6 +50,7 @@ use crate::upstream::{self, State, Upstream};
 // One concern per child module, each an `impl Gateway` of its own (child modules see
 // the gateway's private fields).
 mod asks;
+mod authorize;
 mod forward;
 // Metrics: the upstream leg, the catalog's tool names, the gauges at a scrape.
 mod observe;
@@ -937,6 +938,7 @@ impl Backend for GatewayBackend {
             observe::start_server_span(&span, &call);
         }
         let tool_call = call.method == "tools/call";
+        let asker = authorize::Asker::of(&call).map(|a| (self.0.clone(), a));
         let call_future = async move {
             let gw = &self.0;
             gw.remember_peer(&call.peer);
@@ -1093,6 +1095,17 @@ impl Backend for GatewayBackend {
         // on every call (callgrind: 8 k instructions of memcpy a call). The span is
         // the current one when the map runs (inside `instrument`): it is not held
         // twice either, and is looked up only when spans are on.
+        // B-C15: a host that can be asked to open a url is asked to authorize an
+        // upstream that needs it (boxed: the exception).
+        let call_future =
+            futures_util::FutureExt::then(call_future, move |outcome| match (asker, outcome) {
+                (Some((gw, asker)), Err(f)) => {
+                    futures_util::future::Either::Left(Box::pin(async move {
+                        Err(gw.offer_login(asker, f).await)
+                    }))
+                }
+                (_, outcome) => futures_util::future::Either::Right(std::future::ready(outcome)),
+            });
         let call_future = futures_util::FutureExt::map(call_future, move |outcome| {
             if mcpx_telemetry::spans_on() {
                 observe::end_server_span(&tracing::Span::current(), tool_call, &outcome);

@@ -31,6 +31,8 @@ pub(super) struct Bridge {
     /// (random, so no other host can reach the ask) to the asking upstream and its own
     /// token (C-C6).
     pub(super) ask_progress: Mutex<HashMap<String, (UpstreamId, Value)>>,
+    /// Authorization flows a host was asked to complete, by upstream.
+    pub(super) logins: super::authorize::Logins,
 }
 
 impl Bridge {
@@ -41,6 +43,7 @@ impl Bridge {
             elicitations: std::sync::atomic::AtomicU64::new(1),
             url_elicitations: Mutex::new(std::collections::VecDeque::new()),
             ask_progress: Mutex::new(HashMap::new()),
+            logins: tokio::sync::Mutex::new(HashMap::new()),
         }
     }
 }
