@@ -5,7 +5,8 @@
 //! authorization URL; the test "visits" it with the `$BROWSER` script (the
 //! authorization server redirects to mcpx's callback); mcpx stores the tokens, tells
 //! the host `notifications/elicitation/complete`, and the host's retry succeeds. A
-//! host without the capability gets the error naming `mcpx auth login up`.
+//! host without the capability (2025-11-25 without `elicitation.url`, 2025-06-18,
+//! 2026-07-28) gets the error naming `mcpx auth login up`, and no flow is begun.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use serde_json::{Value, json};
@@ -54,7 +55,9 @@ async fn serve_then_revoke(
     let (ok, out, err) = s.run(&["auth", "login", "up"]).await;
     assert!(ok, "{out}\n{err}");
     let mut h = serve(s, tag, rev).await;
-    h.initialize(caps).await;
+    if rev.era() == mcpx_protocol::Era::Legacy {
+        h.initialize(caps).await;
+    }
     let (listed, _) = h.request("tools/list", json!({})).await;
     assert_eq!(
         result(&listed, "tools/list")["tools"][0]["name"],
@@ -186,9 +189,15 @@ async fn a_host_without_url_elicitation_gets_the_login_error() {
         (R1125, json!({"elicitation": {"form": {}}})),
         (R1125, json!({})),
         (R0618, json!({"elicitation": {}})),
+        // 2026-07-28 has no -32042 (an input_required form is not done).
+        (R2026, json!({"elicitation": {"form": {}, "url": {}}})),
     ] {
         let mut h = serve_then_revoke(&s, &st, "user-auth-nourl-gw", rev, caps.clone()).await;
-        let (v, _) = h.request("tools/call", hello()).await;
+        let mut params = hello();
+        if rev == R2026 {
+            params["_meta"] = modern_meta(caps.clone());
+        }
+        let (v, _) = h.request("tools/call", params).await;
         assert_eq!(error_code(&v, "tools/call"), -32603, "{rev} {caps}: {v}");
         let message = v["error"]["message"].as_str().unwrap();
         assert!(
@@ -200,7 +209,49 @@ async fn a_host_without_url_elicitation_gets_the_login_error() {
         h.finish().await;
     }
     let a = st.lock().unwrap();
-    assert_eq!(a.counts.refused_refreshes, 3);
-    assert_eq!(a.counts.authorizations, 3, "the three logins' only");
+    assert_eq!(a.counts.refused_refreshes, 4);
+    assert_eq!(a.counts.authorizations, 4, "the four logins' only");
     assert_eq!(a.counts.registrations, 1, "no flow was begun by serve");
+}
+
+/// An upstream never authorized: beside another upstream that offers tools, its
+/// namespace's name `up__hello` meets it in `needs_authorization`. After the visit
+/// mcpx starts it again and waits until it is listed before telling the host, so
+/// the retry finds the tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_never_authorized_is_started_again_after_the_visit() {
+    let st = server(vec![3600]).await;
+    let port = st.lock().unwrap().port;
+    let s = setup("user-auth-url-start", port);
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap();
+    cfg["mcpServers"]["ex"] = json!({"command": env!("CARGO_BIN_EXE_mcpx"),
+        "args": ["example-server", "--revision", "2025-11-25"]});
+    std::fs::write(&s.config, cfg.to_string()).unwrap();
+    let mut h = serve(&s, "user-auth-url-start-gw", R1125).await;
+    h.initialize(json!({"elicitation": {"url": {}}})).await;
+    let call = json!({"name": "up__hello", "arguments": {}});
+    let (first, _) = h.request("tools/call", call.clone()).await;
+    assert_eq!(error_code(&first, "tools/call"), -32042, "{first}");
+    let e = &first["error"]["data"]["elicitations"][0];
+    assert_eq!(
+        e["message"], "[up] Authorize mcpx to use upstream up",
+        "{first}"
+    );
+    let url = e["url"].as_str().unwrap().to_owned();
+    let visited = tokio::process::Command::new(&s.browser)
+        .arg(&url)
+        .status()
+        .await
+        .unwrap();
+    assert!(visited.success());
+    let (done, _) = completion(&mut h).await;
+    assert_eq!(
+        done["params"]["elicitationId"], e["elicitationId"],
+        "{done}"
+    );
+    let (retry, _) = h.request("tools/call", call).await;
+    assert_eq!(text(result(&retry, "tools/call")), "hi", "{retry}");
+    assert_eq!(st.lock().unwrap().counts.code_grants, 1);
+    h.finish().await;
 }
