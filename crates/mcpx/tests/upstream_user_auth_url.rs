@@ -106,10 +106,23 @@ async fn a_host_with_url_elicitation_is_asked_and_its_retry_succeeds() {
     )
     .await;
 
-    // Two calls before the user acts: one flow, the same URL and elicitation.
-    let (first, _) = h.request("tools/call", hello()).await;
+    // Two calls at once before the user acts: one flow, the same URL and
+    // elicitation.
+    let (a, b) = (h.next_id, h.next_id + 1);
+    h.next_id += 2;
+    for id in [a, b] {
+        h.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": hello()}))
+            .await;
+    }
+    let mut answers = std::collections::HashMap::new();
+    while answers.len() < 2 {
+        let f = h.next_frame("tools/call").await;
+        if let Some(id) = f["id"].as_i64() {
+            answers.insert(id, f);
+        }
+    }
+    let (first, second) = (answers.remove(&a).unwrap(), answers.remove(&b).unwrap());
     assert_eq!(error_code(&first, "tools/call"), -32042, "{first}");
-    let (second, _) = h.request("tools/call", hello()).await;
     assert_eq!(error_code(&second, "tools/call"), -32042, "{second}");
     let e = &first["error"]["data"]["elicitations"][0];
     assert_eq!(e["mode"], "url", "{first}");

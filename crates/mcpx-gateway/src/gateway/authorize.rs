@@ -117,7 +117,7 @@ impl Gateway {
 
     /// The flow in progress for `up`, else a new one: the callback listener bound,
     /// discovery and registration done, the URL made, and a task waiting for the
-    /// redirect. `None` when the upstream takes no user login (a refused header, client
+    /// redirect; the first half takes at most `connectTimeoutMs`. `None` when the upstream takes no user login (a refused header, client
     /// credentials) or another process holds its callback port.
     async fn login_flow(
         self: &Arc<Self>,
@@ -141,7 +141,20 @@ impl Gateway {
         }
         let http = code::Http::with_proxy(&up.config.mcpx.proxy, up.config.mcpx.connect_timeout);
         let extra = code::wanted_scope(user, url.as_str()).unwrap_or_default();
-        let pending = match code::begin_login(&http, user, &url, sse, None, &extra).await? {
+        // Bounded as a start is: the host's call waits for this half.
+        let limit = up.config.mcpx.connect_timeout;
+        let begun = tokio::time::timeout(
+            limit,
+            code::begin_login(&http, user, &url, sse, None, &extra),
+        )
+        .await
+        .map_err(|_| {
+            mcpx_transport::TransportError::NeedsAuthorization(format!(
+                "OAuth discovery and registration took longer than {} s (connectTimeoutMs)",
+                limit.as_secs()
+            ))
+        })??;
+        let pending = match begun {
             Begun::Pending(p) => p,
             Begun::Elsewhere { port } => {
                 tracing::info!(
