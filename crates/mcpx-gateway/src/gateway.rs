@@ -1090,11 +1090,6 @@ impl Backend for GatewayBackend {
                 )),
             }
         };
-        // A map, not an `async` block awaiting it: that would hold the call's future
-        // twice (the captured one and the awaited one), and a bigger future is copied
-        // on every call (callgrind: 8 k instructions of memcpy a call). The span is
-        // the current one when the map runs (inside `instrument`): it is not held
-        // twice either, and is looked up only when spans are on.
         // B-C15: a host that can be asked to open a url is asked to authorize an
         // upstream that needs it (boxed: the exception).
         let call_future =
@@ -1106,6 +1101,11 @@ impl Backend for GatewayBackend {
                 }
                 (_, outcome) => futures_util::future::Either::Right(std::future::ready(outcome)),
             });
+        // A map, not an `async` block awaiting it: that would hold the call's future
+        // twice (the captured one and the awaited one), and a bigger future is copied
+        // on every call (callgrind: 8 k instructions of memcpy a call). The span is
+        // the current one when the map runs (inside `instrument`): it is not held
+        // twice either, and is looked up only when spans are on.
         let call_future = futures_util::FutureExt::map(call_future, move |outcome| {
             if mcpx_telemetry::spans_on() {
                 observe::end_server_span(&tracing::Span::current(), tool_call, &outcome);

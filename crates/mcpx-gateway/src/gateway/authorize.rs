@@ -116,9 +116,10 @@ impl Gateway {
     }
 
     /// The flow in progress for `up`, else a new one: the callback listener bound,
-    /// discovery and registration done, the URL made, and a task waiting for the
-    /// redirect; the first half takes at most `connectTimeoutMs`. `None` when the upstream takes no user login (a refused header, client
-    /// credentials) or another process holds its callback port.
+    /// discovery and registration done (within `connectTimeoutMs`), the URL made,
+    /// and a task waiting for the redirect. `None` when the upstream takes no user
+    /// login (a refused header, client credentials) or another process holds its
+    /// callback port.
     async fn login_flow(
         self: &Arc<Self>,
         up: &Arc<Upstream>,
