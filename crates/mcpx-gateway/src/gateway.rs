@@ -914,7 +914,7 @@ impl Backend for GatewayBackend {
     // call. Every rarer branch below is boxed for the same reason: a future is as large
     // as its largest branch, and a call's is moved and allocated on every call.
     #[allow(clippy::manual_async_fn)]
-    fn call(&self, call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send {
+    fn call(&self, mut call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send {
         // The host request's span (the OpenTelemetry MCP conventions' server span):
         // routing fills in the upstream and the tool. Disabled, so free, unless logs
         // or traces want it.
@@ -942,6 +942,11 @@ impl Backend for GatewayBackend {
         let call_future = async move {
             let gw = &self.0;
             gw.remember_peer(&call.peer);
+            // B-C15: a 2026-07-28 host's retry after it was asked to authorize an
+            // upstream waits for the flow, then goes on as its call (boxed: rare).
+            if authorize::is_login_retry(&call) {
+                call.params = Box::pin(gw.await_login(&call)).await?;
+            }
             match call.method.as_str() {
                 "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
                     let kind = match call.method.as_str() {
@@ -1096,7 +1101,7 @@ impl Backend for GatewayBackend {
             futures_util::FutureExt::then(call_future, move |outcome| match (asker, outcome) {
                 (Some((gw, asker)), Err(f)) => {
                     futures_util::future::Either::Left(Box::pin(async move {
-                        Err(gw.offer_login(asker, f).await)
+                        gw.offer_login(asker, f).await
                     }))
                 }
                 (_, outcome) => futures_util::future::Either::Right(std::future::ready(outcome)),

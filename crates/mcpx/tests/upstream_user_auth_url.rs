@@ -202,8 +202,7 @@ async fn a_host_without_url_elicitation_gets_the_login_error() {
         (R1125, json!({"elicitation": {"form": {}}})),
         (R1125, json!({})),
         (R0618, json!({"elicitation": {}})),
-        // 2026-07-28 has no -32042 (an input_required form is not done).
-        (R2026, json!({"elicitation": {"form": {}, "url": {}}})),
+        (R2026, json!({"elicitation": {"form": {}}})),
     ] {
         let mut h = serve_then_revoke(&s, &st, "user-auth-nourl-gw", rev, caps.clone()).await;
         let mut params = hello();
@@ -266,5 +265,64 @@ async fn an_upstream_never_authorized_is_started_again_after_the_visit() {
     let (retry, _) = h.request("tools/call", call).await;
     assert_eq!(text(result(&retry, "tools/call")), "hi", "{retry}");
     assert_eq!(st.lock().unwrap().counts.code_grants, 1);
+    h.finish().await;
+}
+
+/// A 2026-07-28 host that declared url elicitation gets an `input_required` result
+/// with the authorization URL (its revision has no -32042). Its retry, sent before
+/// the user visits the URL, waits for the flow and then succeeds; the
+/// `requestState` is spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_host_is_asked_with_input_required_and_its_retry_waits() {
+    let st = server(vec![3600]).await;
+    let port = st.lock().unwrap().port;
+    let s = setup("user-auth-url-2026", port);
+    let caps = json!({"elicitation": {"url": {}}});
+    let mut h = serve_then_revoke(&s, &st, "user-auth-url-2026-gw", R2026, caps.clone()).await;
+    let mut params = hello();
+    params["_meta"] = modern_meta(caps.clone());
+    let (first, _) = h.request("tools/call", params.clone()).await;
+    let r = result(&first, "tools/call");
+    assert_eq!(r["resultType"], "input_required", "{first}");
+    let ask = &r["inputRequests"]["mcpx/authorize"];
+    assert_eq!(ask["method"], "elicitation/create", "{first}");
+    assert_eq!(ask["params"]["mode"], "url", "{first}");
+    assert!(ask["params"].get("elicitationId").is_none(), "{first}");
+    let url = ask["params"]["url"].as_str().unwrap().to_owned();
+    assert!(
+        url.starts_with(&format!("http://127.0.0.1:{port}/as/authorize?")),
+        "{url}"
+    );
+    let state = r["requestState"].as_str().unwrap().to_owned();
+    st.lock().unwrap().revoke_refresh = false;
+
+    // The retry goes first and waits; then the user visits the URL.
+    let mut retry = params.clone();
+    retry["inputResponses"] = json!({"mcpx/authorize": {"action": "accept"}});
+    retry["requestState"] = json!(state);
+    let id = h.next_id;
+    h.next_id += 1;
+    h.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": retry}))
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(st.lock().unwrap().counts.code_grants, 1, "not visited yet");
+    let visited = tokio::process::Command::new(&s.browser)
+        .arg(&url)
+        .status()
+        .await
+        .unwrap();
+    assert!(visited.success());
+    let answer = loop {
+        let f = h.next_frame("tools/call").await;
+        if f["id"] == json!(id) {
+            break f;
+        }
+    };
+    assert_eq!(text(result(&answer, "tools/call")), "hi", "{answer}");
+    assert_eq!(st.lock().unwrap().counts.code_grants, 2);
+
+    // Spent: the same requestState again is refused.
+    let (again, _) = h.request("tools/call", retry).await;
+    assert_eq!(error_code(&again, "tools/call"), -32602, "{again}");
     h.finish().await;
 }

@@ -33,6 +33,8 @@ pub(super) struct Bridge {
     pub(super) ask_progress: Mutex<HashMap<String, (UpstreamId, Value)>>,
     /// Authorization flows a host was asked to complete, by upstream.
     pub(super) logins: super::authorize::Logins,
+    /// 2026-07-28 hosts asked to authorize an upstream, by `requestState` token.
+    pub(super) login_states: super::authorize::LoginStates,
 }
 
 impl Bridge {
@@ -44,6 +46,7 @@ impl Bridge {
             url_elicitations: Mutex::new(std::collections::VecDeque::new()),
             ask_progress: Mutex::new(HashMap::new()),
             logins: tokio::sync::Mutex::new(HashMap::new()),
+            login_states: Mutex::new(std::collections::VecDeque::new()),
         }
     }
 }

@@ -5,7 +5,9 @@
 //! elicitation. mcpx runs the rest of the flow (the callback listener `mcpx auth
 //! login` uses, the token request, the store's write), starts the upstream again,
 //! sends `notifications/elicitation/complete`, and the host's retry succeeds.
-//! Without the capability (or on a revision without -32042) the host gets the
+//! A 2026-07-28 host, which has no -32042, gets an `input_required` result with the
+//! url elicitation and a `requestState` naming the flow; its retry waits for the
+//! flow, then goes on as the call it is. Without the capability the host gets the
 //! error naming `mcpx auth login NAME`, as before. No browser is ever opened.
 
 use std::sync::Weak;
@@ -19,16 +21,43 @@ use super::*;
 /// keeps other processes out).
 #[derive(Debug)]
 pub(super) struct LoginFlow {
+    /// The upstream's name.
+    upstream: String,
     /// The authorization URL the user must open.
     url: String,
     /// The elicitation's id, the same for every host told of it.
     id: String,
     /// The host sessions told, for `notifications/elicitation/complete`.
     peers: Mutex<Vec<Peer>>,
+    /// How it ended: `None` while it runs, then whether the tokens are stored and
+    /// the upstream is listed again.
+    done: tokio::sync::watch::Sender<Option<bool>>,
 }
 
 /// The flows in progress, by upstream.
 pub(super) type Logins = tokio::sync::Mutex<HashMap<UpstreamId, Arc<LoginFlow>>>;
+
+/// The `requestState` prefix of a 2026-07-28 host's call that was asked to
+/// authorize an upstream (followed by a random token).
+pub(super) const LOGIN_STATE_PREFIX: &str = "mcpx-auth1:";
+
+/// The `inputRequests` key of the url elicitation a 2026-07-28 host is asked.
+const LOGIN_KEY: &str = "mcpx/authorize";
+
+/// The most `requestState`s of unanswered asks kept (the oldest is forgotten).
+const MAX_LOGIN_STATES: usize = 256;
+
+/// A 2026-07-28 host's ask, by its `requestState` token: the flow, and the call
+/// (method and name or URI) it belongs to.
+#[derive(Debug)]
+pub(super) struct LoginState {
+    flow: Arc<LoginFlow>,
+    method: String,
+    target: Option<String>,
+}
+
+/// The asks of 2026-07-28 hosts, oldest first.
+pub(super) type LoginStates = Mutex<std::collections::VecDeque<(String, LoginState)>>;
 
 /// What a host call needs to be offered the authorization URL: taken before the
 /// call runs, only for a host that can be asked (2025-11-25 with
@@ -37,22 +66,38 @@ pub(super) type Logins = tokio::sync::Mutex<HashMap<UpstreamId, Arc<LoginFlow>>>
 pub(super) struct Asker {
     host: Revision,
     peer: Option<Peer>,
+    method: String,
+    target: Option<String>,
 }
 
 impl Asker {
     /// `Some` when `call`'s failure for want of authorization may be turned into
-    /// a url elicitation.
+    /// a url elicitation: -32042 (2025-11-25) or `input_required` (2026-07-28).
     pub(super) fn of(call: &Call) -> Option<Asker> {
         (matches!(
             call.method.as_str(),
             "tools/call" | "prompts/get" | "resources/read"
         ) && host_takes_url(call)
-            && mcpx_protocol::error::may_emit(call.host, URL_ELICITATION_REQUIRED))
-        .then(|| Asker {
-            host: call.host,
-            peer: call.peer.clone(),
-        })
+            && (mcpx_protocol::error::may_emit(call.host, URL_ELICITATION_REQUIRED)
+                || call.host.era() == Era::Modern))
+            .then(|| Asker {
+                host: call.host,
+                peer: call.peer.clone(),
+                method: call.method.clone(),
+                target: call_target(call),
+            })
     }
+}
+
+/// Whether `call` is a 2026-07-28 host's retry after it was asked to authorize an
+/// upstream.
+pub(super) fn is_login_retry(call: &Call) -> bool {
+    call.host.era() == Era::Modern
+        && call
+            .params
+            .as_ref()
+            .and_then(|p| p.member("requestState"))
+            .is_some_and(|s| s.starts_with(&format!("\"{LOGIN_STATE_PREFIX}")))
 }
 
 /// The upstream a failed call names, when it failed because the upstream needs
@@ -70,11 +115,50 @@ impl Gateway {
     /// `f`, the failure of a host call, turned into -32042 with the authorization
     /// URL when it is for want of a user's authorization of an upstream that takes
     /// one; else `f` unchanged.
-    pub(super) async fn offer_login(self: &Arc<Self>, asker: Asker, f: Fault) -> Fault {
+    pub(super) async fn offer_login(
+        self: &Arc<Self>,
+        asker: Asker,
+        f: Fault,
+    ) -> Result<Reply, Fault> {
         let Some(up) = needing_authorization(&f).and_then(|n| self.upstream(n)) else {
-            return f;
+            return Err(f);
         };
         match self.login_flow(&up).await {
+            Ok(Some(flow)) if asker.host.era() == Era::Modern => {
+                let Some(token) = random_token() else {
+                    return Err(f);
+                };
+                let mut shown = json!({
+                    "mode": "url",
+                    "message": format!("Authorize mcpx to use upstream {}", up.id),
+                    "url": flow.url,
+                });
+                label_elicitation(self.label(&up).as_deref(), &mut shown);
+                if let Ok(mut states) = self.bridge.login_states.lock() {
+                    states.push_back((
+                        token.clone(),
+                        LoginState {
+                            flow,
+                            method: asker.method,
+                            target: asker.target,
+                        },
+                    ));
+                    while states.len() > MAX_LOGIN_STATES {
+                        states.pop_front();
+                    }
+                }
+                let result = json!({
+                    "resultType": "input_required",
+                    "inputRequests": { LOGIN_KEY: {
+                        "method": "elicitation/create", "params": shown,
+                    }},
+                    "requestState": format!("{LOGIN_STATE_PREFIX}{token}"),
+                });
+                Ok(Reply {
+                    result: Json::of_value(&result),
+                    revision: Revision::NEWEST,
+                })
+            }
             Ok(Some(flow)) => {
                 if let Some(peer) = asker.peer
                     && mcpx_protocol::method::server_may_send(
@@ -105,14 +189,94 @@ impl Gateway {
                     "url": flow.url,
                     "message": shown["message"],
                 }]}));
-                out
+                Err(out)
             }
-            Ok(None) => f,
+            Ok(None) => Err(f),
             Err(e) => {
                 tracing::warn!(upstream = %up.id, "cannot ask a host to authorize: {e}");
-                f
+                Err(f)
             }
         }
+    }
+
+    /// A 2026-07-28 host's retry after it was asked to authorize an upstream: the
+    /// ask is spent; an accepted one waits for the flow (up to `askTimeoutMs`), and
+    /// the call goes on with these params (the retry's, without `inputResponses` and
+    /// `requestState`, which are mcpx's). A declined one, or a flow that failed,
+    /// fails the call with the error naming `mcpx auth login`.
+    pub(super) async fn await_login(&self, call: &Call) -> Result<Option<Params>, Fault> {
+        let state: String = call
+            .params
+            .as_ref()
+            .and_then(|p| p.member("requestState"))
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or_default();
+        let token = state.strip_prefix(LOGIN_STATE_PREFIX).unwrap_or_default();
+        let ask = self.bridge.login_states.lock().ok().and_then(|mut m| {
+            let at = m.iter().position(|(t, _)| t == token)?;
+            m.remove(at).map(|(_, s)| s)
+        });
+        let Some(ask) = ask else {
+            return Err(fault(
+                INVALID_PARAMS,
+                "unknown or expired requestState".into(),
+                call.host,
+            ));
+        };
+        if ask.method != call.method || ask.target != call_target(call) {
+            return Err(fault(
+                INVALID_PARAMS,
+                "requestState belongs to another request".into(),
+                call.host,
+            ));
+        }
+        let action = input_responses(call)?
+            .get(LOGIN_KEY)
+            .and_then(|r| r.get("action"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let upstream = &ask.flow.upstream;
+        let failed = |why: &str| {
+            fault(
+                INTERNAL_ERROR,
+                format!(
+                    "upstream {upstream} needs authorization ({why}): run `mcpx auth login {upstream}`"
+                ),
+                call.host,
+            )
+        };
+        if action.as_deref() != Some("accept") {
+            return Err(failed(
+                "the user did not accept to open the authorization URL",
+            ));
+        }
+        let mut done = ask.flow.done.subscribe();
+        let ended = tokio::time::timeout(self.config().global.ask_timeout, async {
+            loop {
+                if let Some(ok) = *done.borrow_and_update() {
+                    return ok;
+                }
+                if done.changed().await.is_err() {
+                    return false;
+                }
+            }
+        })
+        .await;
+        match ended {
+            Ok(true) => {}
+            Ok(false) => return Err(failed("the authorization did not complete")),
+            Err(_) => return Err(failed("no authorization came back within askTimeoutMs")),
+        }
+        let mut v: Value = call
+            .params
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or(json!({}));
+        if let Some(o) = v.as_object_mut() {
+            o.remove("inputResponses");
+            o.remove("requestState");
+        }
+        Ok(Some(Params::of_value(&v)))
     }
 
     /// The flow in progress for `up`, else a new one: the callback listener bound,
@@ -166,6 +330,8 @@ impl Gateway {
             }
         };
         let flow = Arc::new(LoginFlow {
+            upstream: up.id.to_string(),
+            done: tokio::sync::watch::Sender::new(None),
             url: pending.authorization_url().to_string(),
             id: format!("mcpx-{}", self.next_elicitation()),
             peers: Mutex::new(Vec::new()),
@@ -225,6 +391,7 @@ async fn finish_login(
             logins.remove(&up.id);
         }
     }
+    flow.done.send_replace(Some(result.is_ok()));
     if result.is_err() {
         return;
     }
