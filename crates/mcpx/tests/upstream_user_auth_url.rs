@@ -1,11 +1,12 @@
 //! `mcpx serve` asking a host to authorize an upstream (issue #21, register B-C15),
 //! over real sockets and real processes: the authorization server and protected
-//! upstream of `common/authz.rs` on 127.0.0.1, `mcpx serve` on stdio with no login
-//! done. A 2025-11-25 host that declared url-mode elicitation gets -32042 with the
+//! upstream of `common/authz.rs` on 127.0.0.1, `mcpx serve` on stdio. A 2025-11-25
+//! host that declared url-mode elicitation gets -32042 with the
 //! authorization URL; the test "visits" it with the `$BROWSER` script (the
 //! authorization server redirects to mcpx's callback); mcpx stores the tokens, tells
 //! the host `notifications/elicitation/complete`, and the host's retry succeeds. A
-//! host without the capability (2025-11-25 without `elicitation.url`, 2025-06-18,
+//! 2026-07-28 host gets `input_required`, and its retry waits for the tokens. A host
+//! without the capability (2025-11-25 without `elicitation.url`, 2025-06-18,
 //! 2026-07-28) gets the error naming `mcpx auth login up`, and no flow is begun.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
