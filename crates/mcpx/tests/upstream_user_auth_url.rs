@@ -297,10 +297,16 @@ async fn a_2026_host_is_asked_with_input_required_and_its_retry_waits() {
     let state = r["requestState"].as_str().unwrap().to_owned();
     st.lock().unwrap().revoke_refresh = false;
 
-    // The retry goes first and waits; then the user visits the URL.
     let mut retry = params.clone();
     retry["inputResponses"] = json!({"mcpx/authorize": {"action": "accept"}});
     retry["requestState"] = json!(state);
+    // With another call it is refused, and kept for the right one.
+    let mut other = retry.clone();
+    other["name"] = json!("other");
+    let (wrong, _) = h.request("tools/call", other).await;
+    assert_eq!(error_code(&wrong, "tools/call"), -32602, "{wrong}");
+
+    // The retry goes first and waits; then the user visits the URL.
     let id = h.next_id;
     h.next_id += 1;
     h.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": retry}))

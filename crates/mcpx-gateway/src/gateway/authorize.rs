@@ -212,18 +212,20 @@ impl Gateway {
             .and_then(|s| serde_json::from_str(s).ok())
             .unwrap_or_default();
         let token = state.strip_prefix(LOGIN_STATE_PREFIX).unwrap_or_default();
-        let ask = self.bridge.login_states.lock().ok().and_then(|mut m| {
-            let at = m.iter().position(|(t, _)| t == token)?;
-            m.remove(at).map(|(_, s)| s)
+        // Checked before it is spent: a malformed retry leaves it for a good one.
+        let known = self.bridge.login_states.lock().ok().and_then(|m| {
+            m.iter()
+                .find(|(t, _)| t == token)
+                .map(|(_, s)| (s.method.clone(), s.target.clone()))
         });
-        let Some(ask) = ask else {
+        let Some((method, target)) = known else {
             return Err(fault(
                 INVALID_PARAMS,
                 "unknown or expired requestState".into(),
                 call.host,
             ));
         };
-        if ask.method != call.method || ask.target != call_target(call) {
+        if method != call.method || target != call_target(call) {
             return Err(fault(
                 INVALID_PARAMS,
                 "requestState belongs to another request".into(),
@@ -235,6 +237,18 @@ impl Gateway {
             .and_then(|r| r.get("action"))
             .and_then(Value::as_str)
             .map(str::to_owned);
+        let ask = self.bridge.login_states.lock().ok().and_then(|mut m| {
+            let at = m.iter().position(|(t, _)| t == token)?;
+            m.remove(at).map(|(_, s)| s)
+        });
+        let Some(ask) = ask else {
+            // Another retry with it came first.
+            return Err(fault(
+                INVALID_PARAMS,
+                "unknown or expired requestState".into(),
+                call.host,
+            ));
+        };
         let upstream = &ask.flow.upstream;
         let failed = |why: &str| {
             fault(
