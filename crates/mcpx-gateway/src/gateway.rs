@@ -50,6 +50,7 @@ use crate::upstream::{self, State, Upstream};
 // One concern per child module, each an `impl Gateway` of its own (child modules see
 // the gateway's private fields).
 mod asks;
+mod authorize;
 mod forward;
 // Metrics: the upstream leg, the catalog's tool names, the gauges at a scrape.
 mod observe;
@@ -913,7 +914,7 @@ impl Backend for GatewayBackend {
     // call. Every rarer branch below is boxed for the same reason: a future is as large
     // as its largest branch, and a call's is moved and allocated on every call.
     #[allow(clippy::manual_async_fn)]
-    fn call(&self, call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send {
+    fn call(&self, mut call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send {
         // The host request's span (the OpenTelemetry MCP conventions' server span):
         // routing fills in the upstream and the tool. Disabled, so free, unless logs
         // or traces want it.
@@ -937,9 +938,15 @@ impl Backend for GatewayBackend {
             observe::start_server_span(&span, &call);
         }
         let tool_call = call.method == "tools/call";
+        let asker = authorize::Asker::of(&call).map(|a| (self.0.clone(), a));
         let call_future = async move {
             let gw = &self.0;
             gw.remember_peer(&call.peer);
+            // B-C15: a 2026-07-28 host's retry after it was asked to authorize an
+            // upstream waits for the flow, then goes on as its call (boxed: rare).
+            if authorize::is_login_retry(&call) {
+                call.params = Box::pin(gw.await_login(&call)).await?;
+            }
             match call.method.as_str() {
                 "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
                     let kind = match call.method.as_str() {
@@ -1088,6 +1095,17 @@ impl Backend for GatewayBackend {
                 )),
             }
         };
+        // B-C15: a host that can be asked to open a url is asked to authorize an
+        // upstream that needs it (boxed: the exception).
+        let call_future =
+            futures_util::FutureExt::then(call_future, move |outcome| match (asker, outcome) {
+                (Some((gw, asker)), Err(f)) => {
+                    futures_util::future::Either::Left(Box::pin(async move {
+                        gw.offer_login(asker, f).await
+                    }))
+                }
+                (_, outcome) => futures_util::future::Either::Right(std::future::ready(outcome)),
+            });
         // A map, not an `async` block awaiting it: that would hold the call's future
         // twice (the captured one and the awaited one), and a bigger future is copied
         // on every call (callgrind: 8 k instructions of memcpy a call). The span is

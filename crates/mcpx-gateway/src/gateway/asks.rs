@@ -31,6 +31,10 @@ pub(super) struct Bridge {
     /// (random, so no other host can reach the ask) to the asking upstream and its own
     /// token (C-C6).
     pub(super) ask_progress: Mutex<HashMap<String, (UpstreamId, Value)>>,
+    /// Authorization flows a host was asked to complete, by upstream.
+    pub(super) logins: super::authorize::Logins,
+    /// 2026-07-28 hosts asked to authorize an upstream, by `requestState` token.
+    pub(super) login_states: super::authorize::LoginStates,
 }
 
 impl Bridge {
@@ -41,6 +45,8 @@ impl Bridge {
             elicitations: std::sync::atomic::AtomicU64::new(1),
             url_elicitations: Mutex::new(std::collections::VecDeque::new()),
             ask_progress: Mutex::new(HashMap::new()),
+            logins: tokio::sync::Mutex::new(HashMap::new()),
+            login_states: Mutex::new(std::collections::VecDeque::new()),
         }
     }
 }

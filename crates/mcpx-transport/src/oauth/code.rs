@@ -214,9 +214,14 @@ impl Http {
 
     /// A client of its own (for `mcpx auth`).
     pub fn standalone(timeout: Duration) -> Http {
+        Http::with_proxy(&crate::proxy::Proxy::default(), timeout)
+    }
+
+    /// A client of its own whose connections go as `proxy` says (an upstream's).
+    pub fn with_proxy(proxy: &crate::proxy::Proxy, timeout: Duration) -> Http {
         Http::new(
             HttpClient::new(Duration::from_secs(10), Duration::from_secs(5), 4),
-            &crate::proxy::Proxy::default(),
+            proxy,
             timeout,
         )
     }
@@ -885,15 +890,16 @@ async fn await_callback(
     state: String,
     issuer: String,
     iss_required: bool,
+    within: Duration,
 ) -> Result<Callback, String> {
     use hyper::service::service_fn;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Callback, String>>(1);
-    let deadline = tokio::time::sleep(LOGIN_TIMEOUT);
+    let deadline = tokio::time::sleep(within);
     tokio::pin!(deadline);
     loop {
         tokio::select! {
             () = &mut deadline => {
-                return Err(format!("no redirect came back within {} s", LOGIN_TIMEOUT.as_secs()));
+                return Err(format!("no redirect came back within {} s", within.as_secs()));
             }
             Some(result) = rx.recv() => return result,
             accepted = listener.accept() => {
@@ -978,17 +984,82 @@ pub async fn login(
     challenge: Option<String>,
     extra_scope: &str,
 ) -> Result<TokenRecord, TransportError> {
-    let store = store_of(cfg).map_err(|e| store_err(cfg, e))?;
-    let port = callback_port(cfg, url.as_str());
     let started = now();
-    let listener = match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
-        Ok(l) => l,
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+    let pending = match begin_login(http, cfg, url, sse, challenge, extra_scope).await? {
+        Begun::Pending(p) => p,
+        Begun::Elsewhere { port } => {
             eprintln!(
                 "mcpx: the callback port {port} of {} is taken: another mcpx is logging in to it; waiting for its result",
                 cfg.upstream
             );
+            let store = store_of(cfg).map_err(|e| store_err(cfg, e))?;
             return wait_for_other(cfg, &store, url, started).await;
+        }
+    };
+    let auth_url = pending.authorization_url().clone();
+    eprintln!(
+        "mcpx: to authorize mcpx for {}, open this URL in a browser:\n\n    {auth_url}\n",
+        cfg.upstream
+    );
+    open_browser(auth_url.as_str());
+    pending.finish(http, LOGIN_TIMEOUT).await
+}
+
+/// How [`begin_login`] went.
+#[derive(Debug)]
+pub enum Begun {
+    /// The callback listener is up and the authorization URL made: someone must
+    /// visit it.
+    Pending(Box<PendingLogin>),
+    /// The callback port is taken: another mcpx is logging in to this upstream.
+    Elsewhere {
+        /// The port.
+        port: u16,
+    },
+}
+
+/// An authorization-code flow waiting for its redirect: the callback listener, and
+/// what the token request needs (the PKCE verifier never leaves it).
+pub struct PendingLogin {
+    cfg: UserAuth,
+    url: Url,
+    listener: tokio::net::TcpListener,
+    auth_url: Url,
+    state: String,
+    verifier: String,
+    redirect: String,
+    scope: String,
+    client: Client,
+    d: Discovered,
+    store: Store,
+}
+
+impl std::fmt::Debug for PendingLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingLogin")
+            .field("upstream", &self.cfg.upstream)
+            .field("authorization_url", &self.auth_url.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The first half of the flow: the callback listener bound (the same port as `mcpx
+/// auth login`'s), discovery, registration, and the authorization URL, which
+/// [`PendingLogin::authorization_url`] gives. No browser is opened.
+pub async fn begin_login(
+    http: &Http,
+    cfg: &UserAuth,
+    url: &Url,
+    sse: bool,
+    challenge: Option<String>,
+    extra_scope: &str,
+) -> Result<Begun, TransportError> {
+    let store = store_of(cfg).map_err(|e| store_err(cfg, e))?;
+    let port = callback_port(cfg, url.as_str());
+    let listener = match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            return Ok(Begun::Elsewhere { port });
         }
         Err(e) => {
             return Err(failed(
@@ -1026,62 +1097,102 @@ pub async fn login(
             q.append_pair("scope", &scope);
         }
     }
-    eprintln!(
-        "mcpx: to authorize mcpx for {}, open this URL in a browser:\n\n    {auth_url}\n",
-        cfg.upstream
-    );
-    open_browser(auth_url.as_str());
-    let callback = await_callback(listener, state, d.issuer.clone(), d.iss_supported)
-        .await
-        .map_err(|e| failed(cfg, "authorization response", e))?;
-    let mut form = format!(
-        "grant_type=authorization_code&code={}&redirect_uri={}&code_verifier={}&resource={}",
-        form_encode(&callback.code),
-        form_encode(&redirect),
-        form_encode(&verifier),
-        form_encode(&d.resource)
-    );
-    let basic = client_auth(&client, &mut form);
-    let a = http
-        .send(
-            &d.token_endpoint,
-            Method::POST,
-            Some("application/x-www-form-urlencoded"),
-            basic,
-            form.into_bytes(),
-            "oauth token request",
-        )
-        .await
-        .map_err(|e| failed(cfg, "token request", e))?;
-    let base = TokenRecord {
-        issuer: d.issuer.clone(),
-        client_id: client.id.clone(),
-        resource: d.resource.clone(),
-        token_endpoint: d.token_endpoint.to_string(),
-        auth_method: client.method.clone(),
-        access_token: String::new(),
-        refresh_token: None,
-        expires_at: None,
-        scope: String::new(),
-    };
-    let record = token_record(a.status, &a.body, base, &scope).map_err(|(why, _)| {
-        failed(
+    Ok(Begun::Pending(Box::new(PendingLogin {
+        cfg: cfg.clone(),
+        url: url.clone(),
+        listener,
+        auth_url,
+        state,
+        verifier,
+        redirect,
+        scope,
+        client,
+        d,
+        store,
+    })))
+}
+
+impl PendingLogin {
+    /// The URL the user must open (it carries no secret: the PKCE challenge and
+    /// `state` only).
+    pub fn authorization_url(&self) -> &Url {
+        &self.auth_url
+    }
+
+    /// The second half: waits up to `within` for the redirect to the callback, then
+    /// exchanges the code; the token set is stored and bound to the upstream (the
+    /// store's normal write, so other processes see it).
+    pub async fn finish(
+        self,
+        http: &Http,
+        within: Duration,
+    ) -> Result<TokenRecord, TransportError> {
+        let PendingLogin {
             cfg,
-            "token request",
-            format!("the token endpoint {} {why}", d.token_endpoint),
-        )
-    })?;
-    store.put_token(&record).map_err(|e| store_err(cfg, e))?;
-    store
-        .put_binding(&Binding {
-            url: url.to_string(),
-            issuer: record.issuer.clone(),
-            client_id: record.client_id.clone(),
-            resource: record.resource.clone(),
-            wanted_scope: None,
-        })
-        .map_err(|e| store_err(cfg, e))?;
-    Ok(record)
+            url,
+            listener,
+            state,
+            verifier,
+            redirect,
+            scope,
+            client,
+            d,
+            store,
+            ..
+        } = self;
+        let cfg = &cfg;
+        let callback = await_callback(listener, state, d.issuer.clone(), d.iss_supported, within)
+            .await
+            .map_err(|e| failed(cfg, "authorization response", e))?;
+        let mut form = format!(
+            "grant_type=authorization_code&code={}&redirect_uri={}&code_verifier={}&resource={}",
+            form_encode(&callback.code),
+            form_encode(&redirect),
+            form_encode(&verifier),
+            form_encode(&d.resource)
+        );
+        let basic = client_auth(&client, &mut form);
+        let a = http
+            .send(
+                &d.token_endpoint,
+                Method::POST,
+                Some("application/x-www-form-urlencoded"),
+                basic,
+                form.into_bytes(),
+                "oauth token request",
+            )
+            .await
+            .map_err(|e| failed(cfg, "token request", e))?;
+        let base = TokenRecord {
+            issuer: d.issuer.clone(),
+            client_id: client.id.clone(),
+            resource: d.resource.clone(),
+            token_endpoint: d.token_endpoint.to_string(),
+            auth_method: client.method.clone(),
+            access_token: String::new(),
+            refresh_token: None,
+            expires_at: None,
+            scope: String::new(),
+        };
+        let record = token_record(a.status, &a.body, base, &scope).map_err(|(why, _)| {
+            failed(
+                cfg,
+                "token request",
+                format!("the token endpoint {} {why}", d.token_endpoint),
+            )
+        })?;
+        store.put_token(&record).map_err(|e| store_err(cfg, e))?;
+        store
+            .put_binding(&Binding {
+                url: url.to_string(),
+                issuer: record.issuer.clone(),
+                client_id: record.client_id.clone(),
+                resource: record.resource.clone(),
+                wanted_scope: None,
+            })
+            .map_err(|e| store_err(cfg, e))?;
+        Ok(record)
+    }
 }
 
 /// Another process holds the callback port: waits for the token set it stores for the
