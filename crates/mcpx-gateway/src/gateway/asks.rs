@@ -367,10 +367,13 @@ pub(super) fn label_elicitation(label: Option<&str>, params: &mut Value) {
 /// mode and it declared `elicitation.url` (2025-11-25 client/elicitation
 /// §Capabilities: an empty `elicitation` object means form mode only).
 pub(super) fn host_takes_url(call: &Call) -> bool {
+    // `get`, not `pointer`: a JSON pointer is split and unescaped into new strings,
+    // and a host's every `tools/call` asks this (callgrind: 2 allocations a call).
     elicitation::shape(call.host).modes
         && call
             .client_capabilities
-            .pointer("/elicitation/url")
+            .get("elicitation")
+            .and_then(|e| e.get("url"))
             .is_some()
 }
 
