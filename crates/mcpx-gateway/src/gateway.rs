@@ -871,6 +871,39 @@ impl GatewayBackend {
     }
 }
 
+/// Whose `requestState` a host's request carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resumes {
+    /// None of mcpx's.
+    Nothing,
+    /// A call parked at a legacy upstream (`asks::PARKED_PREFIX`, register E-1).
+    Parked,
+    /// A 2026-07-28 host's retry after a login it was asked for
+    /// (`authorize::LOGIN_STATE_PREFIX`, register B-C15).
+    Login,
+}
+
+impl Resumes {
+    fn of(call: &Call) -> Resumes {
+        let Some(state) = call
+            .params
+            .as_ref()
+            .and_then(|p| p.member("requestState"))
+            .and_then(|s| s.strip_prefix('"'))
+        else {
+            return Resumes::Nothing;
+        };
+        if state.starts_with(PARKED_PREFIX) {
+            Resumes::Parked
+        } else if call.host.era() == Era::Modern && state.starts_with(authorize::LOGIN_STATE_PREFIX)
+        {
+            Resumes::Login
+        } else {
+            Resumes::Nothing
+        }
+    }
+}
+
 impl Backend for GatewayBackend {
     fn offered(&self) -> Offered {
         self.0.offered.lock().map(|o| *o).unwrap_or_default()
@@ -942,9 +975,12 @@ impl Backend for GatewayBackend {
         let call_future = async move {
             let gw = &self.0;
             gw.remember_peer(&call.peer);
+            // The request's `requestState`, looked for once: a parked call's (E-1),
+            // or a login's (B-C15).
+            let resumes = Resumes::of(&call);
             // B-C15: a 2026-07-28 host's retry after it was asked to authorize an
             // upstream waits for the flow, then goes on as its call (boxed: rare).
-            if authorize::is_login_retry(&call) {
+            if resumes == Resumes::Login {
                 call.params = Box::pin(gw.await_login(&call)).await?;
             }
             match call.method.as_str() {
@@ -959,13 +995,7 @@ impl Backend for GatewayBackend {
                     Box::pin(gw.list_lazy()).await;
                     gw.list(&call, kind)
                 }
-                "tools/call" | "prompts/get" | "resources/read"
-                    if call
-                        .params
-                        .as_ref()
-                        .and_then(|p| p.member("requestState"))
-                        .is_some_and(|s| s.starts_with(&format!("\"{PARKED_PREFIX}"))) =>
-                {
+                "tools/call" | "prompts/get" | "resources/read" if resumes == Resumes::Parked => {
                     let state: String = call
                         .params
                         .as_ref()
@@ -1096,16 +1126,22 @@ impl Backend for GatewayBackend {
             }
         };
         // B-C15: a host that can be asked to open a url is asked to authorize an
-        // upstream that needs it (boxed: the exception).
-        let call_future =
-            futures_util::FutureExt::then(call_future, move |outcome| match (asker, outcome) {
-                (Some((gw, asker)), Err(f)) => {
-                    futures_util::future::Either::Left(Box::pin(async move {
-                        gw.offer_login(asker, f).await
-                    }))
-                }
-                (_, outcome) => futures_util::future::Either::Right(std::future::ready(outcome)),
-            });
+        // upstream that needs it (boxed: the exception). Other hosts' calls are not
+        // wrapped: a `then` costs every poll of the call, and its drop.
+        use futures_util::future::Either;
+        let call_future = match asker {
+            None => Either::Left(call_future),
+            Some((gw, asker)) => {
+                Either::Right(futures_util::FutureExt::then(call_future, move |outcome| {
+                    match outcome {
+                        Err(f) => {
+                            Either::Left(Box::pin(async move { gw.offer_login(asker, f).await }))
+                        }
+                        ok => Either::Right(std::future::ready(ok)),
+                    }
+                }))
+            }
+        };
         // A map, not an `async` block awaiting it: that would hold the call's future
         // twice (the captured one and the awaited one), and a bigger future is copied
         // on every call (callgrind: 8 k instructions of memcpy a call). The span is

@@ -89,17 +89,6 @@ impl Asker {
     }
 }
 
-/// Whether `call` is a 2026-07-28 host's retry after it was asked to authorize an
-/// upstream.
-pub(super) fn is_login_retry(call: &Call) -> bool {
-    call.host.era() == Era::Modern
-        && call
-            .params
-            .as_ref()
-            .and_then(|p| p.member("requestState"))
-            .is_some_and(|s| s.starts_with(&format!("\"{LOGIN_STATE_PREFIX}")))
-}
-
 /// The upstream a failed call names, when it failed because the upstream needs
 /// authorization (its state `needs_authorization`, or the call's own refusal).
 fn needing_authorization(f: &Fault) -> Option<&str> {
