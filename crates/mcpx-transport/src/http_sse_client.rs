@@ -154,9 +154,11 @@ impl Shared {
             return Err(self.closed_error());
         }
         let timeout = self.config.request_timeout;
+        // Boxed, as every token path: their futures (a token fetch, a refresh) would
+        // otherwise make every POST's as large.
         let mut token = match &self.tokens {
-            Some(t) => t.upfront().await?,
-            None => None,
+            Some(t) if !t.none_yet() => Box::pin(t.upfront()).await?,
+            _ => None,
         };
         let mut attempt = 0;
         loop {
@@ -180,9 +182,13 @@ impl Shared {
                     if tokens.retries(status, attempt) =>
                 {
                     token = Some(
-                        tokens
-                            .refused(status, token.as_ref(), challenge.as_deref(), attempt)
-                            .await?,
+                        Box::pin(tokens.refused(
+                            status,
+                            token.as_ref(),
+                            challenge.as_deref(),
+                            attempt,
+                        ))
+                        .await?,
                     );
                     attempt += 1;
                 }

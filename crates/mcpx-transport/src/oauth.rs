@@ -106,6 +106,16 @@ impl Tokens {
         })
     }
 
+    /// Whether a request goes without a token, known without waiting: a user's
+    /// authorization of which the store holds no token (most upstreams: any HTTP
+    /// upstream without an `oauth` block has one, for the 401 that may come).
+    pub(crate) fn none_yet(&self) -> bool {
+        match self {
+            Tokens::Client(_) => false,
+            Tokens::User(t) => t.none_stored(),
+        }
+    }
+
     /// The `Authorization` value for a request about to be sent, if there is one yet.
     pub(crate) async fn upfront(&self) -> Result<Option<HeaderValue>, TransportError> {
         match self {

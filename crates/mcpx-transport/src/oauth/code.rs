@@ -1423,6 +1423,11 @@ impl UserTokens {
     /// The `Authorization` value for a request about to be sent: the stored token,
     /// refreshed first when it is about to expire; `None` when there is none (the
     /// request goes without, and its 401 says what to do).
+    /// The store was read and had no token for the upstream (see `none_stored`).
+    pub(crate) fn none_stored(&self) -> bool {
+        self.none_stored.load(Ordering::Acquire)
+    }
+
     pub(crate) async fn upfront(&self) -> Result<Option<HeaderValue>, TransportError> {
         if self.none_stored.load(Ordering::Acquire) {
             return Ok(None);
