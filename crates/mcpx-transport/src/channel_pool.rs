@@ -5,7 +5,7 @@
 //! the one the gateway takes the call's events from. A tokio channel is two
 //! allocations, one of them cache-line aligned (the slowest kind in glibc), and freeing
 //! them is as dear: about a thousand instructions a channel, some 5 % of a passthrough
-//! call (callgrind, docs/performance.md, seventh round). A pool hands a finished call's
+//! call (callgrind, docs/optimisation-rounds.md, seventh round). A pool hands a finished call's
 //! channel to the next one instead.
 //!
 //! A channel goes back only when nothing can tell it was used: it is empty, nobody but

@@ -6,7 +6,7 @@
 //! `FollowRedirect` layer (installed whatever the redirect policy) parses each request's
 //! `Uri` and each response's into a `url::Url`, and its retry and redirect futures wrap
 //! every send; together about a fifth of an HTTP → HTTP call's instructions
-//! (docs/performance.md, eleventh round). hyper-util's pooled client, which reqwest
+//! (docs/optimisation-rounds.md, eleventh round). hyper-util's pooled client, which reqwest
 //! wraps, came next: its pool hashes the request's scheme and authority a byte at a
 //! time (SipHash) to check a connection out and again to put it back, and re-derives
 //! the origin form and the `Host` header from every request's `Uri`, about 5 k
