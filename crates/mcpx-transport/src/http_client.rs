@@ -312,8 +312,22 @@ impl HttpClient {
         timeout: Duration,
     ) -> Result<Response, TransportError> {
         trace_headers(&frame, &mut headers);
-        let body = Some(frame.into_string());
-        let request = endpoint.request(Method::POST, accept, headers, body)?;
+        let body = Bytes::from(frame.into_string());
+        self.post_body(endpoint, accept, headers, body, timeout)
+            .await
+    }
+
+    /// [`HttpClient::post`] of a body made already (its headers, the trace context's
+    /// included, made by the caller): a body kept for a retry is shared, not copied.
+    pub(crate) async fn post_body(
+        &self,
+        endpoint: &Endpoint,
+        accept: Option<&'static str>,
+        headers: Headers,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<Response, TransportError> {
+        let request = endpoint.request(Method::POST, accept, headers, Some(body))?;
         self.send(endpoint, request, timeout, "POST to the upstream")
             .await
     }
@@ -323,7 +337,7 @@ impl HttpClient {
 /// those keys, as mcpx writes them for an upstream (register A-C9): the same context in
 /// both carriers, so that an HTTP-level tracer and the MCP server agree. Most frames
 /// have none, which a search of the text tells before `_meta` is read.
-fn trace_headers(frame: &Frame, headers: &mut Headers) {
+pub(crate) fn trace_headers(frame: &Frame, headers: &mut Headers) {
     use mcpx_protocol::trace::{TRACEPARENT, TRACESTATE, TraceContext};
     if memchr::memmem::find(frame.as_str().as_bytes(), TRACEPARENT.as_bytes()).is_none() {
         return;
@@ -458,10 +472,10 @@ impl Endpoint {
         method: Method,
         accept: Option<&'static str>,
         extra: Headers,
-        body: Option<String>,
+        body: Option<Bytes>,
     ) -> Result<Request<Full<Bytes>>, TransportError> {
         let json = body.is_some();
-        let mut request = Request::new(Full::new(body.map_or_else(Bytes::new, Bytes::from)));
+        let mut request = Request::new(Full::new(body.unwrap_or_default()));
         *request.method_mut() = method;
         *request.uri_mut() = self.target.clone();
         let headers = request.headers_mut();

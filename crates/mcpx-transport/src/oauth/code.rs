@@ -955,7 +955,9 @@ pub(crate) async fn probe_challenge(http: &Http, url: &Url, sse: bool) -> Option
                     std::borrow::Cow::Borrowed("mcp-protocol-version"),
                     "2025-11-25".to_owned(),
                 )],
-                Some(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#.to_owned()),
+                Some(bytes::Bytes::from_static(
+                    br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+                )),
             )
             .ok()?
     };

@@ -36,6 +36,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::StreamExt;
 use hyper::Method;
 use hyper::header::HeaderValue;
@@ -50,7 +51,7 @@ use tokio::task::AbortHandle;
 use crate::error::TransportError;
 use crate::http_client::{
     Endpoint, Headers, HttpClient, LAST_EVENT_ID, Response, http_error, media_type, parse_http_url,
-    read_bounded, sse_events,
+    read_bounded, sse_events, trace_headers,
 };
 use crate::upstream::{Exchange, Unsolicited, Upstream};
 
@@ -379,12 +380,27 @@ impl Inner {
             // and only a refusal takes the token path. Not through
             // `post_authorized`: its future (boxed, as large as a token fetch) was
             // copied whole on every call (callgrind: about 9 k instructions).
+            // The request's text is kept for a retry as the body's bytes (shared, not
+            // copied), and decoded again only if the upstream refuses it.
             Some(tokens) if tokens.none_yet() => {
-                let again = frame.clone();
-                match self.post_with(frame, None).await {
+                let (mut headers, mode) = self.post_headers(&frame);
+                trace_headers(&frame, &mut headers);
+                let body = Bytes::from(frame.into_string());
+                match self.send_post(headers, mode, body.clone(), None).await {
                     Err(TransportError::Auth { status, challenge })
                         if tokens.retries(status, 0) =>
                     {
+                        // Made here, so within every limit but the size (a request
+                        // may be larger than an answer may).
+                        let limits = Limits {
+                            max_frame_bytes: usize::MAX,
+                            ..self.config.limits
+                        };
+                        let text = String::from_utf8_lossy(&body).into_owned();
+                        let again =
+                            mcpx_protocol::codec::parse_frame(text, &limits).map_err(|e| {
+                                TransportError::Protocol(format!("a request to retry: {e}"))
+                            })?;
                         Box::pin(self.post_refused(tokens, again, status, challenge)).await
                     }
                     other => other,
@@ -460,11 +476,24 @@ impl Inner {
         token: Option<&HeaderValue>,
     ) -> Result<(Response, Mode), TransportError> {
         let (mut headers, mode) = self.post_headers(&frame);
+        trace_headers(&frame, &mut headers);
+        let body = Bytes::from(frame.into_string());
+        self.send_post(headers, mode, body, token).await
+    }
+
+    /// POSTs `body` with `headers` (and `token`'s), and checks the answer.
+    async fn send_post(
+        &self,
+        mut headers: Headers,
+        mode: Mode,
+        body: Bytes,
+        token: Option<&HeaderValue>,
+    ) -> Result<(Response, Mode), TransportError> {
         headers.extend(bearer(token));
         let accept = Some("application/json, text/event-stream");
         let timeout = self.config.request_timeout;
         let resp = (self.client)
-            .post(&self.endpoint, accept, headers, frame, timeout)
+            .post_body(&self.endpoint, accept, headers, body, timeout)
             .await?;
         let resp = self.check(resp, &mode).await?;
         Ok((resp, mode))
