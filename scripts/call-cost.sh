@@ -19,6 +19,14 @@
 #                       server
 #   MCPX_COST_ARGS      more arguments for the measured `mcpx serve`, split on spaces
 #                       (e.g. "--metrics 127.0.0.1:0": the cost of metrics on)
+#   MCPX_COST_PROXY     nginx: measure nginx instead of mcpx, in front of the same HTTP
+#                       upstream (HTTP host, MCPX_COST_UPSTREAM=http): one worker process
+#                       under valgrind (`master_process off`), configured as
+#                       scripts/bench.sh runs it. Needs nginx (scripts/peers.sh installs it)
+#   MCPX_COST_LAYERS    1: also print where a call's instructions go, by layer (the
+#                       allocator and libc, the HTTP stack, the runtime, mcpx's JSON
+#                       work, the rest of mcpx): each function's own instructions, under
+#                       the crate it is in (inlined code counts under its caller's)
 #
 # Needs valgrind and python3. Takes about two minutes per shape.
 set -euo pipefail
@@ -33,6 +41,16 @@ case "$HOST" in http | stdio) ;; *) echo "call-cost: host transport is http or s
 case "$ERA" in legacy | modern) ;; *) echo "call-cost: era is legacy or modern" >&2; exit 2 ;; esac
 UPSTREAM="${MCPX_COST_UPSTREAM:-stdio}"
 case "$UPSTREAM" in stdio | http) ;; *) echo "call-cost: MCPX_COST_UPSTREAM is stdio or http" >&2; exit 2 ;; esac
+PROXY="${MCPX_COST_PROXY:-mcpx}"
+case "$PROXY" in
+  mcpx) ;;
+  nginx)
+    [[ "$HOST" == http && "$UPSTREAM" == http ]] \
+      || { echo "call-cost: nginx is measured HTTP → HTTP (http, MCPX_COST_UPSTREAM=http)" >&2; exit 2; }
+    command -v nginx >/dev/null \
+      || { echo "call-cost: nginx is not installed (scripts/peers.sh: peers_nginx)" >&2; exit 2; } ;;
+  *) echo "call-cost: MCPX_COST_PROXY is mcpx or nginx" >&2; exit 2 ;;
+esac
 ((N1 > N2 && N2 > 0)) || { echo "call-cost: N1 > N2 > 0" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "call-cost: valgrind is not installed" >&2; exit 2; }
 
@@ -73,14 +91,53 @@ run() {
   fi
   local port pid
   port="$(free_port)"
-  start_bg "$OUT/$tool.log" env XDG_CACHE_HOME="$OUT/cache" valgrind "--tool=$tool" "$output" \
-    "$BIN" serve --config "$cfg" --http "127.0.0.1:$port" "${SERVE_ARGS[@]}"
+  if [[ "$PROXY" == nginx ]]; then
+    nginx_config "$OUT/nginx-$tool-$calls" "$port" "$up_port"
+    start_bg "$OUT/$tool.log" valgrind "--tool=$tool" "$output" \
+      nginx -c "$OUT/nginx-$tool-$calls/nginx.conf" -p "$OUT/nginx-$tool-$calls"
+  else
+    start_bg "$OUT/$tool.log" env XDG_CACHE_HOME="$OUT/cache" valgrind "--tool=$tool" "$output" \
+      "$BIN" serve --config "$cfg" --http "127.0.0.1:$port" "${SERVE_ARGS[@]}"
+  fi
   pid=$BG_PID
   wait_port "$port" "$pid" 300 || { echo "call-cost: the gateway did not listen" >&2; exit 1; }
   "$LOAD" bench --http "http://127.0.0.1:$port/mcp" --era "$ERA" --calls "$calls" \
     --warmup 0 >/dev/null 2>&1
-  kill -INT "$pid" 2>/dev/null || true
+  # nginx stops gracefully on SIGQUIT (SIGINT is its fast stop), mcpx on SIGINT.
+  kill "-$([[ "$PROXY" == nginx ]] && echo QUIT || echo INT)" "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+}
+
+# nginx_config DIR PORT UPSTREAM-PORT: one worker, no master, in the foreground, with
+# the proxy settings scripts/bench.sh gives nginx.
+nginx_config() {
+  local dir="$1" port="$2" up="$3"
+  mkdir -p "$dir"
+  cat >"$dir/nginx.conf" <<EOF
+worker_processes 1;
+master_process off;
+daemon off;
+error_log $dir/error.log warn;
+pid $dir/nginx.pid;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $dir/body;
+  proxy_temp_path $dir/proxy;
+  upstream up { server 127.0.0.1:$up; keepalive 64; }
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      proxy_pass http://up;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host \$host;
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+EOF
 }
 
 run callgrind "$N1" "--callgrind-out-file=$OUT/cg1.out"
@@ -88,9 +145,10 @@ run callgrind "$N2" "--callgrind-out-file=$OUT/cg2.out"
 run dhat "$N1" "--dhat-out-file=$OUT/dhat1.json"
 run dhat "$N2" "--dhat-out-file=$OUT/dhat2.json"
 
-python3 - "$OUT" "$N1" "$N2" "$HOST" "$ERA" "$BIN" "$UPSTREAM" <<'PYEOF'
-import json, re, sys
-out, n1, n2, host, era, binary, upstream = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:]
+[[ "$PROXY" == nginx ]] && BIN="$(command -v nginx)"
+python3 - "$OUT" "$N1" "$N2" "$HOST" "$ERA" "$BIN" "$UPSTREAM" "${MCPX_COST_LAYERS:-0}" <<'PYEOF'
+import collections, json, re, subprocess, sys
+out, n1, n2, host, era, binary, upstream, layers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:]
 def total(path):
     # callgrind's "summary:" (or "totals:") line: the program's instructions.
     for line in open(path):
@@ -104,4 +162,38 @@ def blocks(path):
 allocations = (blocks(f"{out}/dhat1.json") - blocks(f"{out}/dhat2.json")) / (n1 - n2)
 print(f"{host} host → {upstream} upstream, {era}, {binary}: "
       f"{instructions / 1000:.1f} k instructions per call, {allocations:.1f} allocations per call")
+if layers != "1":
+    sys.exit(0)
+# Each function's own instructions (callgrind_annotate), the difference of the two runs
+# per call, summed by the crate the function is in. Inlined code counts under the
+# function it was inlined into: fat LTO inlines much of hyper and tokio into mcpx's.
+HTTP, RUNTIME = "HTTP (hyper, http, httparse, axum)", "runtime (tokio, tokio-util)"
+LAYER = {c: HTTP for c in ("hyper", "http", "httparse", "hyper_util", "http_body_util", "axum", "axum_core")}
+LAYER.update({"tokio": RUNTIME, "tokio_util": RUNTIME, "mcpx_protocol": "mcpx's JSON work (mcpx-protocol)"})
+def own(path):
+    text = subprocess.run(["callgrind_annotate", "--tree=none", "--inclusive=no",
+                           "--threshold=100", "--auto=no", path],
+                          capture_output=True, text=True).stdout
+    by = collections.Counter()
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+(\S.*)$", line)
+        if not m or "PROGRAM TOTALS" in line or "=>" in line:
+            continue
+        where = m.group(2)
+        function = where.split(":", 1)[1] if ":" in where else where
+        if "libc.so" in where or "ld-linux" in where:
+            layer = "allocator and libc (malloc, free, memcpy, …)"
+        elif "nginx" in binary:
+            layer = "nginx"
+        else:
+            c = re.match(r"<?([a-z_0-9]+)::", function)
+            crate = c.group(1) if c else ""
+            layer = LAYER.get(crate) or ("the rest of mcpx" if crate.startswith("mcpx") else "other (std, core, bytes, …)")
+        by[layer] += int(m.group(1).replace(",", ""))
+    return by
+a, b = own(f"{out}/cg1.out"), own(f"{out}/cg2.out")
+print("| layer | k instructions per call |\n|---|---:|")
+for v, k in sorted((((a[k] - b.get(k, 0)) / (n1 - n2), k) for k in a), reverse=True):
+    if abs(v) >= 50:
+        print(f"| {k} | {v / 1000:.1f} |")
 PYEOF
