@@ -20,7 +20,8 @@
 #   mcp-proxy     host → mcp-proxy (npm, pinned) → example-server (HTTP→stdio)
 #   mcp-proxy-rs  host → mcp-proxy (the Rust crate, pinned, built by `cargo install`
 #                 into target/bench/peers) → example-server (HTTP→stdio, HTTP→HTTP);
-#                 it namespaces tools, so its rows call `ex/test_simple_text`
+#                 it namespaces tools, so its rows call `ex/test_simple_text`, and it
+#                 speaks 2025-11-25 to its upstream whatever the host's era
 #
 # each in the legacy and the modern era, at 1 and 32 concurrent sessions. The gateway's
 # upstream is pinned to the host's era (`mcpx.protocol`), so every call is a passthrough.
