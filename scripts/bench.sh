@@ -146,6 +146,24 @@ if [[ "${1:-}" == soak ]]; then
     --secs "${2:-600}" --crash-every "${MCPX_SOAK_CRASH_EVERY:-30}" | tee "$report" || status=$?
   exit "$status"
 fi
+# The Rust mcp-proxy, built once into its own root (whether or not mcpx is rebuilt); a
+# failed build is logged and becomes a note. Features: none of the defaults (otel,
+# metrics, oauth, openapi, websocket, discovery, yaml, skills) is on the measured path;
+# protocol-2026-07-28 is the modern era.
+PROXY_RS_BIN="$repo/target/bench/peers/mcp-proxy-rs-$MCP_PROXY_RS_VERSION/bin/mcp-proxy"
+PROXY_RS_LOG="$repo/target/bench/peers/mcp-proxy-rs-$MCP_PROXY_RS_VERSION-build.log"
+if [[ "$PEER" != 0 && ! -x "$PROXY_RS_BIN" ]]; then
+  echo "bench: building the Rust mcp-proxy $MCP_PROXY_RS_VERSION (minutes); log in $PROXY_RS_LOG" >&2
+  mkdir -p "$repo/target/bench/peers"
+  start_s=$SECONDS
+  if cargo install --root "$repo/target/bench/peers/mcp-proxy-rs-$MCP_PROXY_RS_VERSION" mcp-proxy \
+     --version "$MCP_PROXY_RS_VERSION" --locked --no-default-features --features protocol-2026-07-28 \
+     >"$PROXY_RS_LOG" 2>&1; then
+    export MCPX_BENCH_RS_BUILT=$((SECONDS - start_s))
+  else
+    echo "bench: the Rust mcp-proxy did not build; its rows are skipped" >&2
+  fi
+fi
 # Pinned after the build, so that only the measurement runs on the chosen CPUs; every
 # process started from here on inherits the affinity.
 if [[ -n "${MCPX_BENCH_CPUS:-}" && "${MCPX_BENCH_PINNED:-}" != "$MCPX_BENCH_CPUS" ]]; then
@@ -328,21 +346,13 @@ if [[ "$PEER" != 0 ]]; then
   else
     echo "mcp-proxy@$MCP_PROXY_VERSION: could not be installed; its rows are skipped" >>"$NOTES"
   fi
-  # The Rust crate, built once into its own root; a failed build is logged and noted.
-  # Features: none of the defaults (otel, metrics, oauth, openapi, websocket, discovery,
-  # yaml, skills) is on the measured path; protocol-2026-07-28 is the modern era.
-  PROXY_RS="$pdir/mcp-proxy-rs-$MCP_PROXY_RS_VERSION/bin/mcp-proxy"
-  if [[ ! -x "$PROXY_RS" ]]; then
-    echo "bench: building mcp-proxy $MCP_PROXY_RS_VERSION (Rust; minutes); log in $OUT/mcp-proxy-rs-build.log" >&2
-    start_s=$SECONDS
-    if cargo install --root "$pdir/mcp-proxy-rs-$MCP_PROXY_RS_VERSION" mcp-proxy --version "$MCP_PROXY_RS_VERSION" \
-       --locked --no-default-features --features protocol-2026-07-28 >"$OUT/mcp-proxy-rs-build.log" 2>&1; then
-      echo "mcp-proxy-rs@$MCP_PROXY_RS_VERSION: built in this run, in $((SECONDS - start_s)) s" >>"$NOTES"
-    else
-      echo "mcp-proxy-rs@$MCP_PROXY_RS_VERSION: did not build (see $OUT/mcp-proxy-rs-build.log); its rows are skipped" >>"$NOTES"
-    fi
+  # The Rust crate, built before the pinning above.
+  if [[ -x "$PROXY_RS_BIN" ]]; then
+    PROXY_RS="$PROXY_RS_BIN"
+    [[ -n "${MCPX_BENCH_RS_BUILT:-}" ]] && echo "mcp-proxy-rs@$MCP_PROXY_RS_VERSION: built in this run, in $MCPX_BENCH_RS_BUILT s" >>"$NOTES"
+  else
+    echo "mcp-proxy-rs@$MCP_PROXY_RS_VERSION: did not build (see $PROXY_RS_LOG); its rows are skipped" >>"$NOTES"
   fi
-  [[ -x "$PROXY_RS" ]] || PROXY_RS=""
 else
   echo "mcp-proxy, mcp-proxy-rs: skipped (MCPX_BENCH_PEER=0)" >>"$NOTES"
 fi
