@@ -81,7 +81,7 @@
 # target/bench/cli-<time>.md. About RUNS × 0.6 s on two cores.
 #
 # Needs: bash, cargo, python3 (the medians and the table); Node for mcp-proxy and
-# server-everything comes from scripts/peers.sh.
+# server-everything, and nginx (apt-get, as root), come from scripts/peers.sh.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -228,7 +228,8 @@ measure() {
   IFS=$'\x1f' read -r -a args <<<"${T_ARGS[$i]}"
   settle
   echo "bench: [$round/$ROUNDS] ${T_LABEL[$i]} ${T_HOST[$i]}→${T_UP[$i]} $era x$n" >&2
-  if json="$("$BIN" bench "${args[@]}" --era "$era" --sessions "$n" --duration "$SECS" --warmup "$WARMUP" --json 2>>"$OUT/bench.stderr")"; then
+  if json="$("$BIN" bench "${args[@]}" --era "$era" --sessions "$n" --duration "$SECS" --warmup "$WARMUP" --json 2>"$OUT/last.stderr")"; then
+    cat "$OUT/last.stderr" >>"$OUT/bench.stderr"
     field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<<"$json"; }
     local rss; rss="$(field watched_peak_rss_kib)"; [[ -n "$rss" ]] || rss="$(field child_peak_rss_kib)"
     local cpu; cpu="$(field watched_cpu_us_per_call)"; [[ -n "$cpu" ]] || cpu="$(field child_cpu_us_per_call)"
@@ -236,7 +237,9 @@ measure() {
       "$(field calls_per_s)" "$(field p50_us)" "$(field p99_us)" "${rss:-}" "$(field errors)" "${cpu:-}" >>"$ROUNDS_TSV"
     echo "$json" >>"$OUT/results.jsonl"
   else
-    echo "${T_LABEL[$i]} ${T_HOST[$i]}→${T_UP[$i]} $era x$n: round $round failed (see $OUT/bench.stderr)" >>"$NOTES"
+    cat "$OUT/last.stderr" >>"$OUT/bench.stderr"
+    # The load generator's last line says why (e.g. "no call succeeded: ...").
+    echo "${T_LABEL[$i]} ${T_HOST[$i]}→${T_UP[$i]} $era x$n: round $round failed: $(tail -n1 "$OUT/last.stderr" | cut -c1-160)" >>"$NOTES"
   fi
 }
 
