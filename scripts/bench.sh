@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/bench.sh — mcpx against the direct path and a peer proxy, side by side, in one
-# run on one machine, everything on 127.0.0.1.
+# scripts/bench.sh — mcpx against the direct path, nginx and two peer MCP proxies, side by
+# side, in one run on one machine, everything on 127.0.0.1.
 #
 # Cells: the upstream is always `mcpx example-server` and the call is `tools/call` of
 # `test_simple_text` (no translation needed), driven by `mcpx bench`:
