@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/bench.sh — mcpx against the direct path and a peer proxy, side by side, in one
-# run on one machine, everything on 127.0.0.1.
+# scripts/bench.sh — mcpx against the direct path, nginx and two peer MCP proxies, side by
+# side, in one run on one machine, everything on 127.0.0.1.
 #
 # Cells: the upstream is always `mcpx example-server` and the call is `tools/call` of
 # `test_simple_text` (no translation needed), driven by `mcpx bench`:
@@ -14,11 +14,19 @@
 #                 as they are; HTTP→stdio, one session only: a child per connection,
 #                 which at N sessions would be N upstream processes, no floor for a
 #                 gateway sharing one) (crates/mcpx-bench/examples/null_http_relay.rs)
+#   nginx         host → nginx → example-server (HTTP→HTTP): Debian's nginx (installed
+#                 by scripts/peers.sh), one worker, a keepalive upstream, no buffering:
+#                 what a mature HTTP reverse proxy costs, MCP unparsed
 #   mcp-proxy     host → mcp-proxy (npm, pinned) → example-server (HTTP→stdio)
+#   mcp-proxy-rs  host → mcp-proxy (the Rust crate, pinned, built by `cargo install`
+#                 into target/bench/peers) → example-server (HTTP→stdio, HTTP→HTTP);
+#                 it namespaces tools, so its rows call `ex/test_simple_text`, and it
+#                 speaks 2025-11-25 to its upstream whatever the host's era
 #
 # each in the legacy and the modern era, at 1 and 32 concurrent sessions. The gateway's
 # upstream is pinned to the host's era (`mcpx.protocol`), so every call is a passthrough.
-# Ratios compare each row with the direct path of the same host transport and era.
+# Ratios compare each row with the direct path of the same host transport and era, and
+# every HTTP-host row with the nginx row of the same era and sessions.
 #
 # Interleaved: for one era and session count, every path is measured once per round,
 # round after round (the order reversed every other round), and a row reports the
@@ -31,7 +39,8 @@
 #   MCPX_BENCH_WARMUP    seconds of warm-up per path per round (default 0.5)
 #   MCPX_BENCH_SESSIONS  session counts (default "1 32")
 #   MCPX_BENCH_ERAS      eras (default "legacy modern")
-#   MCPX_BENCH_PEER      0 to skip mcp-proxy
+#   MCPX_BENCH_PEER      0 to skip both mcp-proxy peers
+#   MCPX_BENCH_NGINX     0 to skip nginx
 #   MCPX_BENCH_COMPARE   other mcpx binaries (space-separated paths): each one's gateway
 #                        rows are added as "mcpx@<file name>" (e.g. builds from before an
 #                        optimisation), measured in the same rounds, against the same
@@ -48,6 +57,13 @@
 #                        wake-ups that dominate an idle virtual machine's figures
 #                        (docs/performance.md, "On one CPU"). Default: unpinned
 #   MCP_PROXY_VERSION    the pinned mcp-proxy (default 6.7.19)
+#   MCP_PROXY_RS_VERSION the pinned Rust mcp-proxy crate (default 0.6.0; its first build
+#                        takes minutes, and a failed one is a note in the table)
+#
+# `scripts/bench.sh smoke` runs every path once (both eras, 1 and 32 sessions, 0.3 s
+# each), then the table: CI's check that the benchmark still runs. Exit status 1 only
+# when a direct or mcpx row failed or had errors, never on a figure; a peer that cannot
+# be installed or started is a note.
 #
 # `scripts/bench.sh soak [SECONDS]` runs the soak instead (crates/mcpx-bench/examples/
 # soak.rs): SECONDS (default 600) of mixed load through `mcpx serve --http` (calls,
@@ -65,19 +81,26 @@
 # target/bench/cli-<time>.md. About RUNS × 0.6 s on two cores.
 #
 # Needs: bash, cargo, python3 (the medians and the table); Node for mcp-proxy and
-# server-everything comes from scripts/peers.sh.
+# server-everything, and nginx (apt-get, as root), come from scripts/peers.sh.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-ROUNDS="${MCPX_BENCH_ROUNDS:-5}"
-SECS="${MCPX_BENCH_SECS:-1}"
-WARMUP="${MCPX_BENCH_WARMUP:-0.5}"
-SESSIONS="${MCPX_BENCH_SESSIONS:-1 32}"
-ERAS="${MCPX_BENCH_ERAS:-legacy modern}"
+SMOKE=0
+if [[ "${1:-}" == smoke ]]; then
+  SMOKE=1 ROUNDS=1 SECS=0.3 WARMUP=0.2 SESSIONS="1 32" ERAS="legacy modern"
+else
+  ROUNDS="${MCPX_BENCH_ROUNDS:-5}"
+  SECS="${MCPX_BENCH_SECS:-1}"
+  WARMUP="${MCPX_BENCH_WARMUP:-0.5}"
+  SESSIONS="${MCPX_BENCH_SESSIONS:-1 32}"
+  ERAS="${MCPX_BENCH_ERAS:-legacy modern}"
+fi
 PEER="${MCPX_BENCH_PEER:-1}"
+NGINX="${MCPX_BENCH_NGINX:-1}"
 : "${MCP_PROXY_VERSION:=6.7.19}"
+: "${MCP_PROXY_RS_VERSION:=0.6.0}"
 
 if [[ "${MCPX_BENCH_NO_BUILD:-0}" != 1 ]]; then
   echo "bench: building release binaries" >&2
@@ -122,6 +145,24 @@ if [[ "${1:-}" == soak ]]; then
   "$repo/target/release/examples/soak" --mcpx "$repo/target/release/mcpx" \
     --secs "${2:-600}" --crash-every "${MCPX_SOAK_CRASH_EVERY:-30}" | tee "$report" || status=$?
   exit "$status"
+fi
+# The Rust mcp-proxy, built once into its own root (whether or not mcpx is rebuilt); a
+# failed build is logged and becomes a note. Features: none of the defaults (otel,
+# metrics, oauth, openapi, websocket, discovery, yaml, skills) is on the measured path;
+# protocol-2026-07-28 is the modern era.
+PROXY_RS_BIN="$repo/target/bench/peers/mcp-proxy-rs-$MCP_PROXY_RS_VERSION/bin/mcp-proxy"
+PROXY_RS_LOG="$repo/target/bench/peers/mcp-proxy-rs-$MCP_PROXY_RS_VERSION-build.log"
+if [[ "$PEER" != 0 && ! -x "$PROXY_RS_BIN" ]]; then
+  echo "bench: building the Rust mcp-proxy $MCP_PROXY_RS_VERSION (minutes); log in $PROXY_RS_LOG" >&2
+  mkdir -p "$repo/target/bench/peers"
+  start_s=$SECONDS
+  if cargo install --root "$repo/target/bench/peers/mcp-proxy-rs-$MCP_PROXY_RS_VERSION" mcp-proxy \
+     --version "$MCP_PROXY_RS_VERSION" --locked --no-default-features --features protocol-2026-07-28 \
+     >"$PROXY_RS_LOG" 2>&1; then
+    export MCPX_BENCH_RS_BUILT=$((SECONDS - start_s))
+  else
+    echo "bench: the Rust mcp-proxy did not build; its rows are skipped" >&2
+  fi
 fi
 # Pinned after the build, so that only the measurement runs on the chosen CPUs; every
 # process started from here on inherits the affinity.
@@ -187,7 +228,8 @@ measure() {
   IFS=$'\x1f' read -r -a args <<<"${T_ARGS[$i]}"
   settle
   echo "bench: [$round/$ROUNDS] ${T_LABEL[$i]} ${T_HOST[$i]}→${T_UP[$i]} $era x$n" >&2
-  if json="$("$BIN" bench "${args[@]}" --era "$era" --sessions "$n" --duration "$SECS" --warmup "$WARMUP" --json 2>>"$OUT/bench.stderr")"; then
+  if json="$("$BIN" bench "${args[@]}" --era "$era" --sessions "$n" --duration "$SECS" --warmup "$WARMUP" --json 2>"$OUT/last.stderr")"; then
+    cat "$OUT/last.stderr" >>"$OUT/bench.stderr"
     field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<<"$json"; }
     local rss; rss="$(field watched_peak_rss_kib)"; [[ -n "$rss" ]] || rss="$(field child_peak_rss_kib)"
     local cpu; cpu="$(field watched_cpu_us_per_call)"; [[ -n "$cpu" ]] || cpu="$(field child_cpu_us_per_call)"
@@ -195,7 +237,9 @@ measure() {
       "$(field calls_per_s)" "$(field p50_us)" "$(field p99_us)" "${rss:-}" "$(field errors)" "${cpu:-}" >>"$ROUNDS_TSV"
     echo "$json" >>"$OUT/results.jsonl"
   else
-    echo "${T_LABEL[$i]} ${T_HOST[$i]}→${T_UP[$i]} $era x$n: round $round failed (see $OUT/bench.stderr)" >>"$NOTES"
+    cat "$OUT/last.stderr" >>"$OUT/bench.stderr"
+    # The load generator's last line says why (e.g. "no call succeeded: ...").
+    echo "${T_LABEL[$i]} ${T_HOST[$i]}→${T_UP[$i]} $era x$n: round $round failed: $(tail -n1 "$OUT/last.stderr" | cut -c1-160)" >>"$NOTES"
   fi
 }
 
@@ -222,8 +266,79 @@ gateway_paths() {
   add_path "$label" stdio stdio --stdio "$gw serve --config $OUT/gw-$tag-stdio.json"
 }
 
+# nginx_path ERA N UPSTREAM-PORT : starts nginx in front of the HTTP example server and
+# adds its path. Its own prefix under $OUT (config, pid, logs, temp paths); one worker,
+# whose pid (the master's child) is the one watched.
+nginx_path() {
+  local era="$1" n="$2" up_port="$3" dir port worker="" i
+  dir="$OUT/nginx-$era-$n"; mkdir -p "$dir"
+  port="$(free_port)"
+  cat >"$dir/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $dir/client_body;
+  proxy_temp_path $dir/proxy;
+  fastcgi_temp_path $dir/fastcgi;
+  uwsgi_temp_path $dir/uwsgi;
+  scgi_temp_path $dir/scgi;
+  upstream example { server 127.0.0.1:$up_port; keepalive 64; }
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      proxy_pass http://example;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host \$host;
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+EOF
+  start_bg "$dir/stderr.log" "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log"
+  local master=$BG_PID
+  if wait_port "$port" "$master"; then
+    for i in $(seq 1 50); do worker="$(pgrep -P "$master" | head -n1 || true)"; [[ -n "$worker" ]] && break; sleep 0.1; done
+    if [[ -n "$worker" ]]; then
+      add_path "$NGINX_LABEL" http http --http "http://127.0.0.1:$port/mcp" --watch-pid "$worker"
+      return 0
+    fi
+  fi
+  echo "$NGINX_LABEL http→http $era x$n: did not start (see $dir/error.log)" >>"$NOTES"
+}
+
+# proxy_rs_paths ERA N UPSTREAM-URL : the Rust mcp-proxy in front of the example server,
+# as a child (HTTP→stdio) and over HTTP (HTTP→HTTP). One backend, "ex"; it serves on /.
+proxy_rs_paths() {
+  local era="$1" n="$2" up_url="$3" kind port cfg label="mcp-proxy-rs@$MCP_PROXY_RS_VERSION"
+  for kind in stdio http; do
+    port="$(free_port)"
+    cfg="$OUT/mcp-proxy-rs-$era-$n-$kind.toml"
+    {
+      printf '[proxy]\nname = "bench"\nseparator = "/"\n[proxy.listen]\nhost = "127.0.0.1"\nport = %s\n' "$port"
+      printf '[observability]\nlog_level = "warn"\n[[backends]]\nname = "ex"\n'
+      if [[ $kind == stdio ]]; then
+        printf 'transport = "stdio"\ncommand = "%s"\nargs = ["example-server"]\n' "$BIN"
+      else
+        printf 'transport = "http"\nurl = "%s"\n' "$up_url"
+      fi
+    } >"$cfg"
+    start_bg "$OUT/mcp-proxy-rs-$era-$n-$kind.log" "$PROXY_RS" --config "$cfg"
+    if wait_port "$port" "$BG_PID"; then
+      add_path "$label" http "$kind" --http "http://127.0.0.1:$port/" --tool ex/test_simple_text --watch-pid "$BG_PID"
+    else
+      echo "$label http→$kind $era x$n: did not start (see $OUT/mcp-proxy-rs-$era-$n-$kind.log)" >>"$NOTES"
+    fi
+  done
+}
+
 # ---- the peer proxy ---------------------------------------------------------------
-PROXY=()
+PROXY=() PROXY_RS=""
 if [[ "$PEER" != 0 ]]; then
   # shellcheck source=peers.sh
   source "$repo/scripts/peers.sh"
@@ -234,8 +349,28 @@ if [[ "$PEER" != 0 ]]; then
   else
     echo "mcp-proxy@$MCP_PROXY_VERSION: could not be installed; its rows are skipped" >>"$NOTES"
   fi
+  # The Rust crate, built before the pinning above.
+  if [[ -x "$PROXY_RS_BIN" ]]; then
+    PROXY_RS="$PROXY_RS_BIN"
+    [[ -n "${MCPX_BENCH_RS_BUILT:-}" ]] && echo "mcp-proxy-rs@$MCP_PROXY_RS_VERSION: built in this run, in $MCPX_BENCH_RS_BUILT s" >>"$NOTES"
+  else
+    echo "mcp-proxy-rs@$MCP_PROXY_RS_VERSION: did not build (see $PROXY_RS_LOG); its rows are skipped" >>"$NOTES"
+  fi
 else
-  echo "mcp-proxy: skipped (MCPX_BENCH_PEER=0)" >>"$NOTES"
+  echo "mcp-proxy, mcp-proxy-rs: skipped (MCPX_BENCH_PEER=0)" >>"$NOTES"
+fi
+NGINX_BIN="" NGINX_LABEL=""
+if [[ "$NGINX" != 0 ]]; then
+  # shellcheck source=peers.sh
+  source "$repo/scripts/peers.sh"
+  if NGINX_BIN="$(peers_nginx)"; then
+    NGINX_LABEL="nginx $("$NGINX_BIN" -v 2>&1 | sed -n 's|.*nginx/\([^ ]*\).*|\1|p')"
+  else
+    NGINX_BIN=""
+    echo "nginx: could not be installed; its rows are skipped" >>"$NOTES"
+  fi
+else
+  echo "nginx: skipped (MCPX_BENCH_NGINX=0)" >>"$NOTES"
 fi
 [[ -x "$RELAY" ]] || echo "relay floor: $RELAY missing (cargo build --release -p mcpx-bench --example null_relay)" >>"$NOTES"
 [[ -x "$HTTP_RELAY" ]] || echo "HTTP relay floor: $HTTP_RELAY missing (cargo build --release -p mcpx-bench --example null_http_relay)" >>"$NOTES"
@@ -275,6 +410,8 @@ for era in $ERAS; do
       fi
     fi
 
+    [[ -n "$NGINX_BIN" ]] && nginx_path "$era" "$n" "$up_port"
+    [[ -n "$PROXY_RS" ]] && proxy_rs_paths "$era" "$n" "$up_url"
     if ((${#PROXY[@]})); then
       port="$(free_port)"
       start_bg "$OUT/mcp-proxy-$era-$n.log" "${PROXY[@]}" --host 127.0.0.1 --port "$port" -- "$BIN" example-server
@@ -297,10 +434,12 @@ for era in $ERAS; do
 done
 
 # ---- the table ----------------------------------------------------------------------
-python3 - "$ROUNDS_TSV" "$NOTES" "$ROUNDS" "$SECS" "$WARMUP" "${MCPX_BENCH_PINNED:-}" <<'PYEOF' | tee "$OUT/table.md"
+status=0
+python3 - "$ROUNDS_TSV" "$NOTES" "$ROUNDS" "$SECS" "$WARMUP" "${MCPX_BENCH_PINNED:-}" "$SMOKE" "$ERAS" "$SESSIONS" \
+  "$NGINX_LABEL" <<'PYEOF' | tee "$OUT/table.md" || status=$?
 import statistics, sys
 
-rounds_tsv, notes, n_rounds, secs, warmup, pinned = sys.argv[1:7]
+rounds_tsv, notes, n_rounds, secs, warmup, pinned, smoke, eras, sessions, nginx = sys.argv[1:11]
 rows = {}  # (label, host, up, era, n) -> per-round values, in first-seen order
 for line in open(rounds_tsv):
     f = line.rstrip("\n").split("\t")
@@ -321,15 +460,16 @@ print(f"Each row: the median of {n_rounds} interleaved rounds, each {secs} s mea
       f"{warmup} s of warm-up;")
 print("tools/call of test_simple_text; one call in flight per session. Ratios: this row / the")
 print("direct path with the same host transport, era and sessions (calls/s: higher is better;")
-print("p50: µs added). CPU: what the process serving the host ran per call (all its")
+print("p50: µs added); \"vs nginx\": this row against nginx's of the same era and sessions,")
+print("for every HTTP host. CPU: what the process serving the host ran per call (all its")
 print("threads; for stdio, every session's process together).")
 if pinned:
     print(f"Every process pinned to CPU {pinned} (MCPX_BENCH_CPUS): latency is the CPU work of")
     print("the path, without cross-CPU wake-ups.")
 print()
 print("| path | host → upstream | era | sessions | calls/s | p50 µs | p99 µs | peak RSS MiB "
-      "| CPU µs/call | calls/s vs direct | p50 added µs |")
-print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+      "| CPU µs/call | calls/s vs direct | p50 added µs | calls/s vs nginx | p50 vs nginx µs |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for k, v in rows.items():
     label, host, up, era, n = k
     m = med[k]
@@ -338,18 +478,41 @@ for k, v in rows.items():
     if label != "direct" and d and d["cps"] > 0:
         ratio = f"{100 * m['cps'] / d['cps']:.0f} %"
         added = f"{m['p50'] - d['p50']:+.0f}"
+    g = med.get((nginx, "http", "http", era, n)) if nginx else None
+    vs_nginx = p50_nginx = "–"
+    if host == "http" and label != nginx and g and g["cps"] > 0:
+        vs_nginx = f"{100 * m['cps'] / g['cps']:.0f} %"
+        p50_nginx = f"{m['p50'] - g['p50']:+.0f}"
     rss = f"{max(v['rss']) / 1024:.1f}" if v["rss"] else "–"
     cpu = f"{statistics.median(v['cpu']):.0f}" if v["cpu"] else "–"
     err = f" ({v['err']} errors)" if v["err"] else ""
     path = host if up == "-" else f"{host} → {up}"
     print(f"| {label} | {path} | {era} | {n} | {m['cps']:.0f}{err} | {m['p50']:.0f} "
-          f"| {m['p99']:.0f} | {rss} | {cpu} | {ratio} | {added} |")
+          f"| {m['p99']:.0f} | {rss} | {cpu} | {ratio} | {added} | {vs_nginx} | {p50_nginx} |")
 text = open(notes).read().strip()
 if text:
     print()
     print("Notes:")
     for line in text.splitlines():
         print(f"* {line}")
+# Smoke: the run fails only when one of the direct or mcpx rows is missing (it did not
+# start, or its round failed) or had errors; never on a figure, never on a peer.
+if smoke == "1":
+    ours = [("direct", "http", "-"), ("direct", "stdio", "-"), ("mcpx", "http", "stdio"),
+            ("mcpx", "http", "http"), ("mcpx", "stdio", "stdio")]
+    bad = []
+    for era in eras.split():
+        for n in sessions.split():
+            for label, host, up in ours:
+                r = rows.get((label, host, up, era, n))
+                if r is None:
+                    bad.append(f"{label} {host}→{up} {era} x{n}: no result")
+                elif r["err"]:
+                    bad.append(f"{label} {host}→{up} {era} x{n}: {r['err']} errors")
+    for b in bad:
+        print(f"bench smoke: FAILED: {b}", file=sys.stderr)
+    sys.exit(1 if bad else 0)
 PYEOF
 echo >&2
 echo "bench: results in $OUT (table.md, rounds.tsv, results.jsonl)" >&2
+exit "$status"

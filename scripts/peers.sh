@@ -12,6 +12,7 @@
 #   peers_python_otlp         -> python of the same venv, with PyPI opentelemetry-proto
 #   peers_oidc_provider       -> directory where npm's oidc-provider is installed
 #   peers_chromium            -> path of Debian's headless Chromium (chromium-headless-shell)
+#   peers_nginx               -> path of Debian's nginx (nginx-light when none is installed)
 #
 # The command-line functions echo shell words separated by spaces (paths are
 # quoted with printf %q), so callers should `eval` them or split into an array:
@@ -227,4 +228,30 @@ peers_chromium() {
       || { _peers_err "apt-get install chromium-headless-shell failed"; return 1; }
   fi
   command -v chromium-headless-shell
+}
+
+# nginx, the HTTP reverse proxy the benchmark compares the HTTP gateways with: Debian's
+# `nginx-light` when no nginx is installed. Its service is kept stopped (policy-rc.d,
+# as for prometheus); scripts/bench.sh runs the binary itself from its own config.
+peers_nginx() {
+  local nginx
+  nginx="$(command -v nginx || { [[ -x /usr/sbin/nginx ]] && echo /usr/sbin/nginx; } || true)"
+  if [[ -z "$nginx" ]]; then
+    command -v apt-get >/dev/null 2>&1 || { _peers_err "nginx not installed, and no apt-get"; return 1; }
+    [[ $(id -u) -eq 0 ]] || { _peers_err "nginx not installed (apt-get install nginx-light, as root)"; return 1; }
+    echo "peers: installing Debian's nginx-light" >&2
+    local policy=/usr/sbin/policy-rc.d own_policy=""
+    if [[ ! -e $policy ]]; then
+      printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && own_policy=1
+    fi
+    # nginx-light is Debian 12's smallest nginx; later releases fold it into `nginx`.
+    { apt-get update -qq && { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx-light \
+      || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx; }; } >&2
+    local installed=$?
+    [[ -n $own_policy ]] && rm -f "$policy"
+    [[ $installed -eq 0 ]] || { _peers_err "apt-get install nginx-light (or nginx) failed"; return 1; }
+    nginx="$(command -v nginx || echo /usr/sbin/nginx)"
+  fi
+  [[ -x "$nginx" ]] || { _peers_err "nginx not found after installing it"; return 1; }
+  printf '%s\n' "$nginx"
 }

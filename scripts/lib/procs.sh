@@ -23,7 +23,10 @@ start_bg() {
 }
 
 # A free TCP port on 127.0.0.1 (asks the kernel through bash alone: tries a range).
-next_port=$((20000 + RANDOM % 20000))
+# Below Linux's ephemeral range (32768 up): a port that no listener holds may still be
+# the local end of an outbound connection (a gateway's to its upstream), and then a
+# listener cannot bind it.
+next_port=$((20000 + RANDOM % 10000))
 free_port() {
   while (exec 3<>"/dev/tcp/127.0.0.1/$next_port") 2>/dev/null; do next_port=$((next_port + 1)); done
   echo "$next_port"
