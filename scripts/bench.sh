@@ -40,6 +40,8 @@
 #   MCPX_BENCH_SESSIONS  session counts (default "1 32")
 #   MCPX_BENCH_ERAS      eras (default "legacy modern")
 #   MCPX_BENCH_PEER      0 to skip both mcp-proxy peers
+#   MCPX_BENCH_RUST_PEER 0 to skip the Rust mcp-proxy only (its build takes 5 to 10
+#                        minutes on two cores; CI's smoke run leaves it out)
 #   MCPX_BENCH_NGINX     0 to skip nginx
 #   MCPX_BENCH_COMPARE   other mcpx binaries (space-separated paths): each one's gateway
 #                        rows are added as "mcpx@<file name>" (e.g. builds from before an
@@ -98,6 +100,8 @@ else
   ERAS="${MCPX_BENCH_ERAS:-legacy modern}"
 fi
 PEER="${MCPX_BENCH_PEER:-1}"
+RUST_PEER="${MCPX_BENCH_RUST_PEER:-1}"
+[[ "$PEER" == 0 ]] && RUST_PEER=0
 NGINX="${MCPX_BENCH_NGINX:-1}"
 : "${MCP_PROXY_VERSION:=6.7.19}"
 : "${MCP_PROXY_RS_VERSION:=0.6.0}"
@@ -152,7 +156,7 @@ fi
 # protocol-2026-07-28 is the modern era.
 PROXY_RS_BIN="$repo/target/bench/peers/mcp-proxy-rs-$MCP_PROXY_RS_VERSION/bin/mcp-proxy"
 PROXY_RS_LOG="$repo/target/bench/peers/mcp-proxy-rs-$MCP_PROXY_RS_VERSION-build.log"
-if [[ "$PEER" != 0 && ! -x "$PROXY_RS_BIN" ]]; then
+if [[ "$RUST_PEER" != 0 && ! -x "$PROXY_RS_BIN" ]]; then
   echo "bench: building the Rust mcp-proxy $MCP_PROXY_RS_VERSION (minutes); log in $PROXY_RS_LOG" >&2
   mkdir -p "$repo/target/bench/peers"
   start_s=$SECONDS
@@ -350,7 +354,9 @@ if [[ "$PEER" != 0 ]]; then
     echo "mcp-proxy@$MCP_PROXY_VERSION: could not be installed; its rows are skipped" >>"$NOTES"
   fi
   # The Rust crate, built before the pinning above.
-  if [[ -x "$PROXY_RS_BIN" ]]; then
+  if [[ "$RUST_PEER" == 0 ]]; then
+    echo "mcp-proxy-rs@$MCP_PROXY_RS_VERSION: skipped (MCPX_BENCH_RUST_PEER=0)" >>"$NOTES"
+  elif [[ -x "$PROXY_RS_BIN" ]]; then
     PROXY_RS="$PROXY_RS_BIN"
     [[ -n "${MCPX_BENCH_RS_BUILT:-}" ]] && echo "mcp-proxy-rs@$MCP_PROXY_RS_VERSION: built in this run, in $MCPX_BENCH_RS_BUILT s" >>"$NOTES"
   else
