@@ -22,7 +22,9 @@
 #   MCPX_COST_PROXY     nginx: measure nginx instead of mcpx, in front of the same HTTP
 #                       upstream (HTTP host, MCPX_COST_UPSTREAM=http): one worker process
 #                       under valgrind (`master_process off`), configured as
-#                       scripts/bench.sh runs it. Needs nginx (scripts/peers.sh installs it)
+#                       scripts/bench.sh runs it. Needs nginx (scripts/peers.sh installs it).
+#                       relay: the HTTP relay floor instead (null_http_relay, hyper on both
+#                       sides and nothing parsed but HTTP), likewise HTTP → HTTP
 #   MCPX_COST_LAYERS    1: also print where a call's instructions go, by layer (the
 #                       allocator and libc, the HTTP stack, the runtime, mcpx's JSON
 #                       work, the rest of mcpx): each function's own instructions, under
@@ -44,12 +46,16 @@ case "$UPSTREAM" in stdio | http) ;; *) echo "call-cost: MCPX_COST_UPSTREAM is s
 PROXY="${MCPX_COST_PROXY:-mcpx}"
 case "$PROXY" in
   mcpx) ;;
-  nginx)
+  nginx | relay)
     [[ "$HOST" == http && "$UPSTREAM" == http ]] \
-      || { echo "call-cost: nginx is measured HTTP → HTTP (http, MCPX_COST_UPSTREAM=http)" >&2; exit 2; }
-    command -v nginx >/dev/null \
-      || { echo "call-cost: nginx is not installed (scripts/peers.sh: peers_nginx)" >&2; exit 2; } ;;
-  *) echo "call-cost: MCPX_COST_PROXY is mcpx or nginx" >&2; exit 2 ;;
+      || { echo "call-cost: $PROXY is measured HTTP → HTTP (http, MCPX_COST_UPSTREAM=http)" >&2; exit 2; }
+    if [[ "$PROXY" == nginx ]]; then
+      command -v nginx >/dev/null \
+        || { echo "call-cost: nginx is not installed (scripts/peers.sh: peers_nginx)" >&2; exit 2; }
+    else
+      cargo build --release -p mcpx-bench --example null_http_relay >&2
+    fi ;;
+  *) echo "call-cost: MCPX_COST_PROXY is mcpx, nginx or relay" >&2; exit 2 ;;
 esac
 ((N1 > N2 && N2 > 0)) || { echo "call-cost: N1 > N2 > 0" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "call-cost: valgrind is not installed" >&2; exit 2; }
@@ -95,6 +101,9 @@ run() {
     nginx_config "$OUT/nginx-$tool-$calls" "$port" "$up_port"
     start_bg "$OUT/$tool.log" valgrind "--tool=$tool" "$output" \
       nginx -c "$OUT/nginx-$tool-$calls/nginx.conf" -p "$OUT/nginx-$tool-$calls"
+  elif [[ "$PROXY" == relay ]]; then
+    start_bg "$OUT/$tool.log" valgrind "--tool=$tool" "$output" \
+      "$repo/target/release/examples/null_http_relay" "127.0.0.1:$port" --http "http://127.0.0.1:$up_port/mcp"
   else
     start_bg "$OUT/$tool.log" env XDG_CACHE_HOME="$OUT/cache" valgrind "--tool=$tool" "$output" \
       "$BIN" serve --config "$cfg" --http "127.0.0.1:$port" "${SERVE_ARGS[@]}"
@@ -103,8 +112,11 @@ run() {
   wait_port "$port" "$pid" 300 || { echo "call-cost: the gateway did not listen" >&2; exit 1; }
   "$LOAD" bench --http "http://127.0.0.1:$port/mcp" --era "$ERA" --calls "$calls" \
     --warmup 0 >/dev/null 2>&1
-  # nginx stops gracefully on SIGQUIT (SIGINT is its fast stop), mcpx on SIGINT.
-  kill "-$([[ "$PROXY" == nginx ]] && echo QUIT || echo INT)" "$pid" 2>/dev/null || true
+  # mcpx stops on SIGINT; nginx gracefully on SIGQUIT (SIGINT is its fast stop); the
+  # relay, which handles no signal (and a background job ignores SIGINT), on SIGTERM.
+  local signal=INT
+  case "$PROXY" in nginx) signal=QUIT ;; relay) signal=TERM ;; esac
+  kill "-$signal" "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 }
 
@@ -145,7 +157,10 @@ run callgrind "$N2" "--callgrind-out-file=$OUT/cg2.out"
 run dhat "$N1" "--dhat-out-file=$OUT/dhat1.json"
 run dhat "$N2" "--dhat-out-file=$OUT/dhat2.json"
 
-[[ "$PROXY" == nginx ]] && BIN="$(command -v nginx)"
+case "$PROXY" in
+  nginx) BIN="$(command -v nginx)" ;;
+  relay) BIN="$repo/target/release/examples/null_http_relay" ;;
+esac
 python3 - "$OUT" "$N1" "$N2" "$HOST" "$ERA" "$BIN" "$UPSTREAM" "${MCPX_COST_LAYERS:-0}" <<'PYEOF'
 import collections, json, re, subprocess, sys
 out, n1, n2, host, era, binary, upstream, layers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:]
