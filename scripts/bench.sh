@@ -74,6 +74,13 @@
 # accounted for, RSS and descriptors sampled. Exit status 1 when a call was lost or
 # hung. The report goes to target/bench/soak-<time>.txt.
 #
+# `scripts/bench.sh scale [--smoke]` measures how mcpx's cost grows with the work
+# instead (crates/mcpx-bench/examples/scale.rs): start with 1, 10 and 50 upstreams,
+# memory per upstream, session and stream, a 10,000-tool catalog and one upstream's
+# list_changed, 10 and 60 MiB results, 1,000 concurrent calls; markdown tables, each
+# figure beside its target, also in target/bench/scale-<time>.md. --smoke: small sizes,
+# a few seconds, exit status 1 only when something broke (a lost call, an error).
+#
 # `scripts/bench.sh cli [RUNS]` compares the command line cold and warm instead:
 # `mcpx call` of npm server-everything's `echo` and `mcpx tools`, RUNS times each
 # (default 30), without a daemon (each command starts its gateway, which starts the
@@ -110,6 +117,14 @@ if [[ "${MCPX_BENCH_NO_BUILD:-0}" != 1 ]]; then
   echo "bench: building release binaries" >&2
   cargo build --release -p mcpx >&2
   cargo build --release -p mcpx-bench --example null_relay --example null_http_relay --example soak >&2
+fi
+if [[ "${1:-}" == scale ]]; then
+  # How cost grows with the work (issue #26): crates/mcpx-bench/examples/scale.rs.
+  [[ "${MCPX_BENCH_NO_BUILD:-0}" == 1 ]] || cargo build --release -p mcpx-bench --example scale >&2
+  mkdir -p "$repo/target/bench"
+  report="$repo/target/bench/scale-$(date +%Y%m%d-%H%M%S).md"
+  echo "bench: scale${2:+ $2}; tables in $report" >&2
+  exec "$repo/target/release/examples/scale" --mcpx "$repo/target/release/mcpx" --out "$report" ${2:+"$2"}
 fi
 if [[ "${1:-}" == cli ]]; then
   # shellcheck source=peers.sh
