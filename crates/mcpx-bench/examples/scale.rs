@@ -701,6 +701,13 @@ async fn payload(r: &mut Run, http: bool, size: usize, t: &mut String) -> Result
     let servers = json!({"big": big, "small": {"command": r.mcpx, "args": ["example-server"]}});
     let (gw, _) = gateway(&r.mcpx, &r.dir, servers, json!({}))?;
     let small = host(gw.port, ProtocolPreference::Legacy).await?;
+    let until = Instant::now() + Duration::from_secs(30);
+    while tool_count(&small).await? < 2 {
+        if Instant::now() > until {
+            return Err("payloads: the catalog never filled".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     for _ in 0..200 {
         call(&small, "small__test_simple_text", json!({})).await?;
     }
@@ -796,8 +803,15 @@ async fn concurrency(r: &mut Run) -> Result<(), Error> {
     let (n, rounds) = if r.smoke { (100, 2) } else { (1000, 5) };
     let (gw, _) = gateway(&r.mcpx, &r.dir, r.example_servers(1), json!({}))?;
     let conn = Arc::new(host(gw.port, ProtocolPreference::Modern).await?);
+    let until = Instant::now() + Duration::from_secs(30);
+    while tool_count(&conn).await? == 0 {
+        if Instant::now() > until {
+            return Err("concurrency: no tools after 30 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     for _ in 0..100 {
-        call(&conn, "e0__test_simple_text", json!({})).await?;
+        call(&conn, "test_simple_text", json!({})).await?;
     }
     let (mut lat, mut lost, mut first_error) = (Vec::new(), 0usize, None);
     let t0 = Instant::now();
@@ -806,7 +820,7 @@ async fn concurrency(r: &mut Run) -> Result<(), Error> {
         for _ in 0..n {
             let conn = conn.clone();
             tasks.push(tokio::spawn(async move {
-                call(&conn, "e0__test_simple_text", json!({})).await
+                call(&conn, "test_simple_text", json!({})).await
             }));
         }
         for task in tasks {
