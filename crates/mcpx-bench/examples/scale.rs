@@ -1,7 +1,7 @@
 //! How mcpx's cost grows with the work (issue #26). Run by `scripts/bench.sh scale`.
 //!
 //! ```text
-//! scale [--mcpx PATH] [--smoke] [--out FILE]
+//! scale [--mcpx PATH] [--smoke] [--out FILE] [--only start,catalogs,payloads,concurrency]
 //! scale --upstream [--tools N] [--http] [--trigger FILE]   (the test upstream)
 //! ```
 //!
@@ -256,7 +256,13 @@ fn gateway(
 }
 
 fn http_target(url: String, era: ProtocolPreference) -> Target {
-    let mut t = Target::new("gateway", TargetTransport::Http { url, headers: vec![] });
+    let mut t = Target::new(
+        "gateway",
+        TargetTransport::Http {
+            url,
+            headers: vec![],
+        },
+    );
     t.preference = era;
     t.limits.max_frame_bytes = 128 << 20;
     t
@@ -299,7 +305,10 @@ fn opts() -> CallOptions {
 }
 
 async fn tool_count(conn: &Connection) -> Result<usize, Error> {
-    Ok(conn.list_all("tools/list", "tools", opts(), 100_000).await?.len())
+    Ok(conn
+        .list_all("tools/list", "tools", opts(), 100_000)
+        .await?
+        .len())
 }
 
 /// Calls `name` with `arguments`: its latency, or why it failed.
@@ -308,7 +317,11 @@ async fn call(conn: &Connection, name: &str, arguments: Value) -> Result<Duratio
     let t0 = Instant::now();
     let frame = conn.call("tools/call", Some(&params), opts()).await?;
     if frame.kind() != Kind::Result || frame.as_str().contains("\"isError\":true") {
-        return Err(format!("{name}: {}", &frame.as_str()[..frame.as_str().len().min(300)]).into());
+        return Err(format!(
+            "{name}: {}",
+            &frame.as_str()[..frame.as_str().len().min(300)]
+        )
+        .into());
     }
     Ok(t0.elapsed())
 }
@@ -366,7 +379,11 @@ impl Run {
     }
 
     fn scale_upstream(&self, tools: usize, trigger: Option<&Path>) -> Value {
-        let mut args = vec![json!("--upstream"), json!("--tools"), json!(tools.to_string())];
+        let mut args = vec![
+            json!("--upstream"),
+            json!("--tools"),
+            json!(tools.to_string()),
+        ];
         if let Some(t) = trigger {
             args.push(json!("--trigger"));
             args.push(json!(t));
@@ -444,9 +461,8 @@ async fn start(r: &mut Run) -> Result<(), Error> {
     r.table(&t);
     let n = counts.last().copied().unwrap_or(0);
     let idle = idle.map(mib).unwrap_or(f64::NAN);
-    let mut t = String::from(
-        "\n### Memory\n\n| what | figure | target | holds |\n|---|---:|---:|---|\n",
-    );
+    let mut t =
+        String::from("\n### Memory\n\n| what | figure | target | holds |\n|---|---:|---:|---|\n");
     let _ = writeln!(
         t,
         "| RSS of mcpx, {n} idle stdio upstreams | {idle:.1} MiB | ≤ 20 MiB | {} |",
@@ -477,7 +493,9 @@ fn post(port: u16, body: &str, session: Option<&str>) -> Result<(String, String)
 fn header(head: &str, name: &str) -> Option<String> {
     head.lines().find_map(|l| {
         let (k, v) = l.split_once(':')?;
-        k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        k.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_owned())
     })
 }
 
@@ -631,14 +649,18 @@ async fn catalogs(r: &mut Run) -> Result<(), Error> {
             let used = cpu_ns(gw.pid).unwrap_or(0).saturating_sub(c0);
             cpus.push(used.saturating_sub(idle) as f64 / 1e6);
             // The change reached the catalog (listed outside the measured second).
-            let items = conn.list_all("tools/list", "tools", opts(), 100_000).await?;
+            let items = conn
+                .list_all("tools/list", "tools", opts(), 100_000)
+                .await?;
             let seen = items.iter().any(|i| {
                 i["description"]
                     .as_str()
                     .is_some_and(|d| d.ends_with(&format!("generation {g}")))
             });
             if !seen {
-                r.broken.push(format!("list_changed with {k} others: generation {g} not listed"));
+                r.broken.push(format!(
+                    "list_changed with {k} others: generation {g} not listed"
+                ));
             }
         }
         let c = median(cpus);
@@ -674,7 +696,11 @@ async fn payload(r: &mut Run, http: bool, size: usize, t: &mut String) -> Result
             .spawn()?;
         let mut line = String::new();
         BufReader::new(child.stdout.take().ok_or("no stdout")?).read_line(&mut line)?;
-        let port: u16 = line.trim().strip_prefix("PORT ").ok_or("no port")?.parse()?;
+        let port: u16 = line
+            .trim()
+            .strip_prefix("PORT ")
+            .ok_or("no port")?
+            .parse()?;
         up_child = Some(child);
         json!({"url": format!("http://127.0.0.1:{port}/mcp"), "mcpx": {"protocol": "legacy", "callTimeoutMs": 120_000}})
     } else {
@@ -713,9 +739,13 @@ async fn payload(r: &mut Run, http: bool, size: usize, t: &mut String) -> Result
     }
     let port = gw.port;
     let (go_tx, mut go_rx) = tokio::sync::mpsc::channel::<()>(1);
-    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<Result<(Instant, Instant), String>>(1);
+    let (done_tx, mut done_rx) =
+        tokio::sync::mpsc::channel::<Result<(Instant, Instant), String>>(1);
     let big_thread = std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
             return;
         };
         rt.block_on(async move {
@@ -727,7 +757,11 @@ async fn payload(r: &mut Run, http: bool, size: usize, t: &mut String) -> Result
             while go_rx.recv().await.is_some() {
                 let s = Instant::now();
                 let r = call(&conn, "big__big", json!({"mib": size})).await;
-                if done_tx.send(r.map(|_| (s, Instant::now())).map_err(|e| e.to_string())).await.is_err() {
+                if done_tx
+                    .send(r.map(|_| (s, Instant::now())).map_err(|e| e.to_string()))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -840,7 +874,8 @@ async fn concurrency(r: &mut Run) -> Result<(), Error> {
     let secs = t0.elapsed().as_secs_f64();
     lat.sort_unstable();
     if let Some(e) = &first_error {
-        r.broken.push(format!("concurrency: {lost} calls lost; the first: {e}"));
+        r.broken
+            .push(format!("concurrency: {lost} calls lost; the first: {e}"));
     }
     let t = format!(
         "\n### Concurrency: {rounds} rounds of {n} calls at once, one stdio upstream\n\n\
@@ -865,11 +900,13 @@ fn main() -> Result<(), Error> {
         .unwrap_or_else(|| PathBuf::from("mcpx"));
     let (mut smoke, mut out, mut up, mut tools, mut http, mut trigger) =
         (false, None, false, 100, false, None);
+    let mut only: Option<String> = None;
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--mcpx" => mcpx = PathBuf::from(value()?),
             "--smoke" => smoke = true,
+            "--only" => only = Some(value()?),
             "--out" => out = Some(PathBuf::from(value()?)),
             "--upstream" => up = true,
             "--tools" => tools = value()?.parse()?,
@@ -879,8 +916,16 @@ fn main() -> Result<(), Error> {
         }
     }
     if up {
-        let a = UpArgs { tools, http, trigger };
-        return if a.http { upstream_http(&a) } else { upstream_stdio(&a) };
+        let a = UpArgs {
+            tools,
+            http,
+            trigger,
+        };
+        return if a.http {
+            upstream_http(&a)
+        } else {
+            upstream_stdio(&a)
+        };
     }
     let dir = std::env::temp_dir().join(format!("mcpx-scale-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -896,17 +941,32 @@ fn main() -> Result<(), Error> {
     r.table(&format!(
         "## scale{} — load average before: {}\n",
         if smoke { " --smoke" } else { "" },
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     ));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()?;
     let outcome = rt.block_on(async {
-        start(&mut r).await?;
-        catalogs(&mut r).await?;
-        payloads(&mut r).await?;
-        concurrency(&mut r).await?;
+        let on = |item: &str| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|x| x == item))
+        };
+        if on("start") {
+            start(&mut r).await?;
+        }
+        if on("catalogs") {
+            catalogs(&mut r).await?;
+        }
+        if on("payloads") {
+            payloads(&mut r).await?;
+        }
+        if on("concurrency") {
+            concurrency(&mut r).await?;
+        }
         Ok::<_, Error>(())
     });
     if let Some(path) = out {
