@@ -6,6 +6,12 @@
 //! [`Catalog`] when one of them changes, and swaps it in whole. Upstreams are named by
 //! their [`UpstreamId`].
 //!
+//! A build costs in proportion to the upstreams whose lists changed, not to the whole
+//! catalog: each upstream's host-facing items are kept ([`Made`]), shared, and an
+//! upstream whose lists are the ones of the last build (its [`Source::previous`]) gives
+//! the new catalog the same items, with their `x-mcp-header` annotations as parsed
+//! then. What is left of a build for the others is a pointer and a name each.
+//!
 //! # Tools and prompts
 //!
 //! An upstream's tool filter applies to its tools. A tool whose `x-mcp-header`
@@ -48,6 +54,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use mcpx_protocol::header::{ParamHeader, param_headers};
 use mcpx_protocol::task::TaskSupport;
@@ -117,6 +124,15 @@ impl ListKind {
             ListKind::Tools => "notifications/tools/list_changed",
             ListKind::Prompts => "notifications/prompts/list_changed",
             ListKind::Resources | ListKind::Templates => "notifications/resources/list_changed",
+        }
+    }
+
+    /// The member of an item that a host sees renamed: its name, URI or template.
+    fn exposed_field(self) -> &'static str {
+        match self {
+            ListKind::Tools | ListKind::Prompts => "name",
+            ListKind::Resources => "uri",
+            ListKind::Templates => "uriTemplate",
         }
     }
 
@@ -205,6 +221,54 @@ pub struct Source<'a> {
     pub tools: &'a ToolFilter,
     /// Its lists as last fetched.
     pub lists: &'a Lists,
+    /// What the last build made of these same lists, to be reused: `None` when the
+    /// lists changed since (or for a first build).
+    pub previous: Option<&'a Made>,
+}
+
+/// An item as a build exposed it (its exposed name or URI is in it, at its kind's
+/// [`ListKind::exposed_field`]).
+type MadeItem = Option<Arc<Value>>;
+
+/// What a build made of one upstream's lists: each item as exposed (by kind, by its
+/// place in its list) and each tool's `x-mcp-header` annotations as parsed. A later
+/// build of the same lists reuses an item whose exposed name has not changed.
+#[derive(Debug, Default)]
+pub struct Made {
+    items: [Vec<MadeItem>; 4],
+    headers: Vec<Option<Result<Vec<ParamHeader>, String>>>,
+}
+
+impl Made {
+    fn for_lists(lists: &Lists) -> Made {
+        Made {
+            items: ListKind::ALL.map(|k| vec![None; lists.items(k).len()]),
+            headers: vec![None; lists.items(ListKind::Tools).len()],
+        }
+    }
+
+    /// The item at `at` of `kind` exposed as `exposed`: the previous build's when it
+    /// exposed it the same, else made by `make`; kept in `self` for the next build.
+    fn item(
+        &mut self,
+        previous: Option<&Made>,
+        kind: ListKind,
+        at: usize,
+        exposed: &str,
+        make: impl FnOnce() -> Value,
+    ) -> Arc<Value> {
+        let field = kind.exposed_field();
+        let reused = previous
+            .and_then(|p| p.items[kind.index()].get(at))
+            .and_then(Option::as_ref)
+            .filter(|item| item.get(field).and_then(Value::as_str) == Some(exposed))
+            .cloned();
+        let item = reused.unwrap_or_else(|| Arc::new(make()));
+        if let Some(slot) = self.items[kind.index()].get_mut(at) {
+            *slot = Some(item.clone());
+        }
+        item
+    }
 }
 
 /// What [`build`] makes.
@@ -212,10 +276,15 @@ pub struct Source<'a> {
 pub struct Built {
     /// The merged catalog.
     pub catalog: Catalog,
+    /// What it made of each source's lists, in the sources' order: the next build's
+    /// [`Source::previous`] for those whose lists stay the same.
+    pub made: Vec<Made>,
     /// What the operator should know about it.
     pub warnings: Vec<Warning>,
     /// Each exposed tool's `x-mcp-header` annotations (possibly none), by its upstream
-    /// and the upstream's own tool name. The gateway hands them to the connection.
+    /// and the upstream's own tool name, for the upstreams without a
+    /// [`Source::previous`] (the others' were handed over with it). The gateway hands
+    /// them to the connection.
     pub tool_headers: Vec<(UpstreamId, String, Vec<ParamHeader>)>,
 }
 
@@ -267,8 +336,9 @@ struct Entry {
 /// The merged lists and the routes back to upstreams.
 #[derive(Debug, Default)]
 pub struct Catalog {
-    /// Each kind's host-facing items, by [`ListKind::index`].
-    lists: [Vec<Value>; 4],
+    /// Each kind's host-facing items, by [`ListKind::index`], shared with the builds
+    /// that reuse them.
+    lists: [Vec<Arc<Value>>; 4],
     /// The configured upstreams, in configuration order.
     upstreams: Vec<Upstream>,
     /// An upstream's place in `upstreams`.
@@ -293,7 +363,7 @@ pub struct Catalog {
 
 impl Catalog {
     /// The host-facing items of `kind`: tools and prompts renamed, URIs as exposed.
-    pub fn list(&self, kind: ListKind) -> &[Value] {
+    pub fn list(&self, kind: ListKind) -> &[Arc<Value>] {
         &self.lists[kind.index()]
     }
 
@@ -400,7 +470,14 @@ impl Catalog {
     pub fn changed_since(&self, before: &Catalog) -> Vec<ListKind> {
         ListKind::ALL
             .into_iter()
-            .filter(|k| self.list(*k) != before.list(*k))
+            .filter(|k| {
+                let (now, then) = (self.list(*k), before.list(*k));
+                now.len() != then.len()
+                    || now
+                        .iter()
+                        .zip(then)
+                        .any(|(a, b)| !Arc::ptr_eq(a, b) && a != b)
+            })
             .collect()
     }
 }
@@ -430,7 +507,10 @@ fn with_field(item: &Value, field: &str, value: &str) -> Value {
 
 /// Builds the catalog from every configured upstream's lists (see the module doc).
 pub fn build(rules: &NameRules, sources: &[Source<'_>]) -> Built {
-    let mut built = Built::default();
+    let mut built = Built {
+        made: sources.iter().map(|s| Made::for_lists(s.lists)).collect(),
+        ..Built::default()
+    };
     let namespaces = namespaces(sources, &mut built.warnings);
     let c = &mut built.catalog;
     c.prefixed = rules.prefix;
@@ -479,6 +559,8 @@ fn namespaces(sources: &[Source<'_>], warnings: &mut Vec<Warning>) -> Vec<String
 /// One listed tool or prompt, before naming.
 struct Named<'a> {
     upstream: usize,
+    /// Its place in its upstream's list.
+    at: usize,
     item: &'a Value,
     name: &'a str,
     headers: Vec<ParamHeader>,
@@ -493,7 +575,7 @@ fn build_names(
     for kind in [ListKind::Tools, ListKind::Prompts] {
         let mut named = Vec::new();
         for (i, s) in sources.iter().enumerate() {
-            for item in s.lists.items(kind) {
+            for (at, item) in s.lists.items(kind).iter().enumerate() {
                 let Some(name) = item.get("name").and_then(Value::as_str) else {
                     continue;
                 };
@@ -505,7 +587,18 @@ fn build_names(
                     // 2026-07-28 streamable-http §Custom Headers: a tool whose
                     // x-mcp-header annotations are invalid MUST be excluded. Left out
                     // before naming, so it takes no name from another.
-                    match param_headers(item.get("inputSchema").unwrap_or(&Value::Null)) {
+                    let parsed = s
+                        .previous
+                        .and_then(|p| p.headers.get(at))
+                        .and_then(Option::as_ref)
+                        .cloned()
+                        .unwrap_or_else(|| {
+                            param_headers(item.get("inputSchema").unwrap_or(&Value::Null))
+                        });
+                    if let Some(slot) = built.made.get_mut(i).and_then(|m| m.headers.get_mut(at)) {
+                        *slot = Some(parsed.clone());
+                    }
+                    match parsed {
                         Ok(hs) => headers = hs,
                         Err(why) => {
                             built.warnings.push(Warning {
@@ -521,6 +614,7 @@ fn build_names(
                 }
                 named.push(Named {
                     upstream: i,
+                    at,
                     item,
                     name,
                     headers,
@@ -529,6 +623,7 @@ fn build_names(
         }
         let ns = |i: usize| namespaces.get(i).map(String::as_str).unwrap_or_default();
         let map = NameMap::build(rules, named.iter().map(|n| (ns(n.upstream), n.name)));
+        let mut in_order = map.in_order.iter();
         let id_of = |ns: &str| {
             namespaces
                 .iter()
@@ -554,9 +649,10 @@ fn build_names(
         let c = &mut built.catalog;
         let mut items = Vec::new();
         for n in named {
-            let Some(exposed) = map.exposed(ns(n.upstream), n.name) else {
+            let Some(exposed) = in_order.next() else {
                 continue;
             };
+            let exposed = exposed.as_str();
             let entries = match kind {
                 ListKind::Tools => &mut c.tools,
                 _ => &mut c.prompts,
@@ -576,13 +672,20 @@ fn build_names(
                     facts,
                 },
             );
-            items.push(with_field(n.item, "name", exposed));
+            let previous = sources.get(n.upstream).and_then(|s| s.previous);
+            if let Some(made) = built.made.get_mut(n.upstream) {
+                items.push(made.item(previous, kind, n.at, exposed, || {
+                    with_field(n.item, "name", exposed)
+                }));
+            }
             if kind == ListKind::Tools {
                 if !n.headers.is_empty() {
                     c.param_headers
                         .insert(exposed.to_owned(), n.headers.clone());
                 }
-                if let Some(s) = sources.get(n.upstream) {
+                // An upstream whose lists are the last build's has its tools'
+                // annotations already.
+                if let Some(s) = sources.get(n.upstream).filter(|s| s.previous.is_none()) {
                     built
                         .tool_headers
                         .push((s.id.clone(), n.name.to_owned(), n.headers));
@@ -608,7 +711,7 @@ fn build_uris(sources: &[Source<'_>], built: &mut Built) {
     let mut owners: HashMap<&str, usize> = HashMap::new();
     let mut items = Vec::new();
     for (i, s) in sources.iter().enumerate() {
-        for item in s.lists.items(ListKind::Resources) {
+        for (j, item) in s.lists.items(ListKind::Resources).iter().enumerate() {
             let Some(uri) = item.get("uri").and_then(Value::as_str) else {
                 continue;
             };
@@ -631,11 +734,15 @@ fn build_uris(sources: &[Source<'_>], built: &mut Built) {
             if c.by_uri.contains_key(&exposed) {
                 continue; // listed already
             }
-            items.push(if at == 0 {
-                item.clone()
-            } else {
-                with_field(item, "uri", &exposed)
-            });
+            if let Some(made) = built.made.get_mut(i) {
+                items.push(made.item(s.previous, ListKind::Resources, j, &exposed, || {
+                    if at == 0 {
+                        item.clone()
+                    } else {
+                        with_field(item, "uri", &exposed)
+                    }
+                }));
+            }
             c.by_uri.insert(exposed, (i, at));
         }
     }
@@ -646,7 +753,7 @@ fn build_uris(sources: &[Source<'_>], built: &mut Built) {
     let mut listed: HashSet<String> = HashSet::new();
     let mut items = Vec::new();
     for (i, s) in sources.iter().enumerate() {
-        for item in s.lists.items(ListKind::Templates) {
+        for (j, item) in s.lists.items(ListKind::Templates).iter().enumerate() {
             let Some(template) = item.get("uriTemplate").and_then(Value::as_str) else {
                 continue;
             };
@@ -671,11 +778,15 @@ fn build_uris(sources: &[Source<'_>], built: &mut Built) {
             if !listed.insert(exposed.clone()) {
                 continue;
             }
-            items.push(if exposed == template {
-                item.clone()
-            } else {
-                with_field(item, "uriTemplate", &exposed)
-            });
+            if let Some(made) = built.made.get_mut(i) {
+                items.push(made.item(s.previous, ListKind::Templates, j, &exposed, || {
+                    if exposed == template {
+                        item.clone()
+                    } else {
+                        with_field(item, "uriTemplate", &exposed)
+                    }
+                }));
+            }
         }
     }
     c.lists[ListKind::Templates.index()] = items;
@@ -761,6 +872,7 @@ mod tests {
                 namespace: u.id.as_str(),
                 tools: &u.filter,
                 lists: &u.lists,
+                previous: None,
             })
             .collect();
         build(&rules(ups.len() > 1), &sources)
@@ -1017,6 +1129,69 @@ mod tests {
         );
     }
 
+    /// A build given what the last one made of an upstream's unchanged lists shares
+    /// that upstream's items instead of making them again, makes the changed
+    /// upstream's anew, and comes out as a build from nothing would.
+    #[test]
+    fn a_rebuild_reuses_the_unchanged_upstreams_items() {
+        let filter = ToolFilter::default();
+        let (a, b) = (UpstreamId::new("a"), UpstreamId::new("b"));
+        let a_lists = Lists {
+            tools: tools(&["x", "y"]).tools,
+            resources: resources(&["u:1"], &["t:{id}"]).resources,
+            templates: resources(&["u:1"], &["t:{id}"]).templates,
+            ..Lists::default()
+        };
+        let (b_old, b_new) = (tools(&["z"]), tools(&["z", "w"]));
+        let source = |id, lists, previous| Source {
+            id,
+            namespace: id.as_str(),
+            tools: &filter,
+            lists,
+            previous,
+        };
+        let first = build(
+            &rules(true),
+            &[source(&a, &a_lists, None), source(&b, &b_old, None)],
+        );
+        let again = build(
+            &rules(true),
+            &[
+                source(&a, &a_lists, first.made.first()),
+                source(&b, &b_new, None),
+            ],
+        );
+        let fresh = build(
+            &rules(true),
+            &[source(&a, &a_lists, None), source(&b, &b_new, None)],
+        );
+        for kind in ListKind::ALL {
+            assert_eq!(
+                again.catalog.list(kind),
+                fresh.catalog.list(kind),
+                "{kind:?}"
+            );
+        }
+        let (was, now) = (
+            first.catalog.list(ListKind::Tools),
+            again.catalog.list(ListKind::Tools),
+        );
+        assert!(Arc::ptr_eq(&was[0], &now[0]) && Arc::ptr_eq(&was[1], &now[1]));
+        assert!(
+            !Arc::ptr_eq(&was[2], &now[2]),
+            "b's lists changed: made anew"
+        );
+        for kind in [ListKind::Resources, ListKind::Templates] {
+            let (was, now) = (first.catalog.list(kind), again.catalog.list(kind));
+            assert!(Arc::ptr_eq(&was[0], &now[0]), "{kind:?}");
+        }
+        assert_eq!(
+            again.catalog.changed_since(&first.catalog),
+            [ListKind::Tools]
+        );
+        assert_eq!(again.catalog.tool("a__x").map(|r| r.original), Some("x"));
+    }
+
     #[test]
     fn a_taken_namespace_is_replaced_with_a_warning() {
         let (a, b) = (UpstreamId::new("a"), UpstreamId::new("b"));
@@ -1028,12 +1203,14 @@ mod tests {
                 namespace: "ns",
                 tools: &filter,
                 lists: &lists,
+                previous: None,
             },
             Source {
                 id: &b,
                 namespace: "ns",
                 tools: &filter,
                 lists: &lists,
+                previous: None,
             },
         ];
         let built = build(&rules(true), &sources);

@@ -136,8 +136,10 @@ pub struct Gateway {
     era_cache: EraCache,
     upstreams: RwLock<Arc<Upstreams>>,
     catalog: RwLock<Arc<Catalog>>,
-    /// Held while a catalog is built and swapped in (see the type's doc).
-    rebuilding: Mutex<()>,
+    /// Held while a catalog is built and swapped in (see the type's doc). It holds
+    /// what the last build made of each upstream's lists, and which lists those were:
+    /// the next build reuses it for the upstreams whose lists are still the same.
+    rebuilding: Mutex<Made>,
     /// Catalog warnings already logged: each is logged once.
     warned: Mutex<std::collections::HashSet<String>>,
     /// Upstreams whose first lists are in the catalog (a host's first request waits
@@ -171,6 +173,10 @@ pub struct Gateway {
 /// A `subscriptions/listen` call has no response to wait for: it lasts as long as
 /// the connection.
 const LISTEN_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// What the last catalog build made of each upstream's lists, and the lists it made it
+/// of.
+type Made = HashMap<UpstreamId, (Arc<catalog::Lists>, catalog::Made)>;
 
 /// Capacity of a forwarded call's event channel (progress, logs and asks, relayed to the
 /// host in order).
@@ -311,7 +317,7 @@ impl Gateway {
             era_cache,
             upstreams: RwLock::new(Arc::new(Upstreams::default())),
             catalog: RwLock::new(Arc::new(Catalog::default())),
-            rebuilding: Mutex::new(()),
+            rebuilding: Mutex::new(Made::default()),
             warned: Mutex::new(std::collections::HashSet::new()),
             listed: Mutex::new(std::collections::HashSet::new()),
             progress: tokio::sync::Notify::new(),
@@ -732,7 +738,11 @@ impl Gateway {
     /// Builds the catalog from every upstream's last known lists and swaps it in
     /// (see the type's doc on locks); returns the kinds of lists hosts see changed.
     fn rebuild(&self) -> Vec<ListKind> {
-        let _serial = self.rebuilding.lock();
+        let mut serial = self
+            .rebuilding
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let previous = std::mem::take(&mut *serial);
         let config = self.config();
         let ups = self.upstreams();
         let rules = NameRules {
@@ -749,9 +759,21 @@ impl Gateway {
                 namespace: &u.namespace,
                 tools: &u.config.mcpx.tools,
                 lists: l,
+                previous: previous
+                    .get(&u.id)
+                    .filter(|(was, _)| Arc::ptr_eq(was, l))
+                    .map(|(_, made)| made),
             })
             .collect();
-        let built = catalog::build(&rules, &sources);
+        let mut built = catalog::build(&rules, &sources);
+        drop(sources);
+        *serial = ups
+            .iter()
+            .zip(lists)
+            .zip(std::mem::take(&mut built.made))
+            .map(|((u, l), made)| (u.id.clone(), (l, made)))
+            .collect();
+        drop(previous);
         if let Ok(mut warned) = self.warned.lock() {
             for w in &built.warnings {
                 if warned.insert(w.key.clone()) {
@@ -770,7 +792,7 @@ impl Gateway {
             Ok(mut c) => std::mem::replace(&mut *c, fresh.clone()),
             Err(_) => return Vec::new(),
         };
-        drop(_serial);
+        drop(serial);
         self.update_offered();
         fresh.changed_since(&before)
     }

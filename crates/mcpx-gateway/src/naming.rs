@@ -59,6 +59,10 @@ pub struct NameMap {
     back: HashMap<String, (String, String)>,
     /// Collisions found while building the map.
     pub collisions: Vec<Collision>,
+    /// Each entry's exposed name, in the order of the entries given to
+    /// [`NameMap::build`] (a name listed twice, the first's): the catalog reads them in
+    /// that order instead of looking each up.
+    pub in_order: Vec<String>,
 }
 
 /// FNV-1a, 64-bit: a stable hash (std's hashers are seeded per process).
@@ -166,7 +170,8 @@ impl NameMap {
         let mut map = NameMap::default();
         for (ns, name) in entries {
             let key = (ns.to_owned(), name.to_owned());
-            if map.forward.contains_key(&key) {
+            if let Some(first) = map.forward.get(&key) {
+                map.in_order.push(first.clone());
                 continue; // the same upstream listed a name twice
             }
             let wanted = rules.exposed(ns, name);
@@ -183,6 +188,7 @@ impl NameMap {
                 }
             };
             map.back.insert(exposed.clone(), key.clone());
+            map.in_order.push(exposed.clone());
             map.forward.insert(key, exposed);
         }
         map

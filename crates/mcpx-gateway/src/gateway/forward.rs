@@ -67,11 +67,11 @@ impl Gateway {
             ));
         }
         let end = (start + page).min(all.len());
-        let items = &all[start..end];
+        let items: Vec<Value> = all[start..end].iter().map(|i| Value::clone(i)).collect();
         let shaped = (kind == ListKind::Tools)
-            .then(|| tasks::shape_tools(items, call.host))
+            .then(|| tasks::shape_tools(&items, call.host))
             .flatten();
-        let mut result = json!({ kind.key(): shaped.as_deref().unwrap_or(items) });
+        let mut result = json!({ kind.key(): shaped.as_deref().unwrap_or(&items) });
         if end < all.len() {
             result["nextCursor"] = json!(format!("mcpx:{end}"));
         }
