@@ -225,7 +225,7 @@ pub fn run(args: &Args) -> ExitCode {
                 config.session_idle_timeout = session_idle;
                 config.max_header_count = max_header_count;
                 config.max_header_bytes = max_header_bytes;
-                match tokio::net::TcpListener::bind(config.bind).await {
+                match listen(config.bind) {
                     Err(e) => Err(e),
                     Ok(listener) => {
                         let addr = listener.local_addr()?;
@@ -275,6 +275,26 @@ fn attach(args: &Args) -> ExitCode {
         };
         crate::daemon::client::attach(&client).await
     })
+}
+
+/// Connections the kernel queues on the HTTP listener before mcpx accepts them:
+/// `listen`'s backlog, which the kernel caps at `net.core.somaxconn`. tokio's own,
+/// 1024, is below a thousand hosts' connections arriving at once (a host's 1,000
+/// concurrent calls over HTTP/1.1 open as many): the kernel drops the SYNs past it,
+/// and each of those connections waits a second for its retry.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `bind` with [`LISTEN_BACKLOG`], as `TcpListener::bind` makes one
+/// otherwise (`SO_REUSEADDR`, non-blocking).
+fn listen(bind: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if bind.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(bind)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Binds `bind` and serves `/metrics` there in the background, until `shutdown`.
