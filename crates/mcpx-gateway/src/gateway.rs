@@ -728,11 +728,14 @@ impl Gateway {
             }
         }
         up.set_lists(lists);
+        // In the catalog before it counts as listed: a host's first request, which
+        // waits for that, must find its tools.
+        let changed = self.rebuild();
         if let Ok(mut l) = self.listed.lock() {
             l.insert(up.id.clone());
         }
         self.progress.notify_waiters();
-        self.rebuild_and_announce().await;
+        self.announce_changed(changed).await;
     }
 
     /// Builds the catalog from every upstream's last known lists and swaps it in
@@ -799,8 +802,14 @@ impl Gateway {
 
     /// [`Gateway::rebuild`], then one notification per changed list to every host.
     async fn rebuild_and_announce(&self) {
+        let changed = self.rebuild();
+        self.announce_changed(changed).await;
+    }
+
+    /// One notification per changed list to every host.
+    async fn announce_changed(&self, changed: Vec<ListKind>) {
         let mut sent = Vec::new();
-        for kind in self.rebuild() {
+        for kind in changed {
             let note = kind.changed_notification();
             if !sent.contains(&note) {
                 sent.push(note);
