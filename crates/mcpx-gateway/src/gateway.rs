@@ -16,6 +16,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -140,6 +141,9 @@ pub struct Gateway {
     /// what the last build made of each upstream's lists, and which lists those were:
     /// the next build reuses it for the upstreams whose lists are still the same.
     rebuilding: Mutex<Made>,
+    /// Upstreams' lists set and rebuilds due, so that the lists several upstreams set
+    /// at once are built into one catalog (see [`Gateway::rebuild_covering`]).
+    coalesce: Coalesce,
     /// Catalog warnings already logged: each is logged once.
     warned: Mutex<std::collections::HashSet<String>>,
     /// Upstreams whose first lists are in the catalog (a host's first request waits
@@ -177,6 +181,30 @@ const LISTEN_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
 /// What the last catalog build made of each upstream's lists, and the lists it made it
 /// of.
 type Made = HashMap<UpstreamId, (Arc<catalog::Lists>, catalog::Made)>;
+
+/// How [`Gateway::rebuild_covering`] folds rebuilds together: `set` counts the lists
+/// upstreams have set (each `relist` takes the next number as its ticket), `built`
+/// is the highest number a built catalog holds, `due` says a caller has taken the
+/// next rebuild and will run it shortly, and `rebuilt` wakes the callers waiting for
+/// it.
+#[derive(Debug, Default)]
+struct Coalesce {
+    set: AtomicU64,
+    built: AtomicU64,
+    due: AtomicBool,
+    rebuilt: tokio::sync::Notify,
+}
+
+/// The rebuild a caller took: when it ends (run, or the caller dropped at its
+/// yield), no rebuild is due any longer and the waiters look again.
+struct Due<'a>(&'a Coalesce);
+
+impl Drop for Due<'_> {
+    fn drop(&mut self) {
+        self.0.due.store(false, Ordering::SeqCst);
+        self.0.rebuilt.notify_waiters();
+    }
+}
 
 /// Capacity of a forwarded call's event channel (progress, logs and asks, relayed to the
 /// host in order).
@@ -318,6 +346,7 @@ impl Gateway {
             upstreams: RwLock::new(Arc::new(Upstreams::default())),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             rebuilding: Mutex::new(Made::default()),
+            coalesce: Coalesce::default(),
             warned: Mutex::new(std::collections::HashSet::new()),
             listed: Mutex::new(std::collections::HashSet::new()),
             progress: tokio::sync::Notify::new(),
@@ -728,14 +757,54 @@ impl Gateway {
             }
         }
         up.set_lists(lists);
+        let ticket = self.coalesce.set.fetch_add(1, Ordering::SeqCst) + 1;
         // In the catalog before it counts as listed: a host's first request, which
         // waits for that, must find its tools.
-        let changed = self.rebuild();
+        let changed = self.rebuild_covering(ticket).await;
         if let Ok(mut l) = self.listed.lock() {
             l.insert(up.id.clone());
         }
         self.progress.notify_waiters();
         self.announce_changed(changed).await;
+    }
+
+    /// Rebuilds the catalog unless one built after the lists of `ticket` were set
+    /// holds them already; returns the kinds of lists hosts see changed, for this
+    /// caller to announce (none when another rebuild covered it: that one's caller
+    /// announces them).
+    ///
+    /// Each upstream's arrival or `list_changed` sets its lists, and a rebuild walks
+    /// every upstream's. When many set theirs at once (50 upstreams starting), one
+    /// rebuild each would cost the square of their number. So the first caller to
+    /// find no rebuild due takes it, and yields once first: the others whose lists
+    /// came in the same turn set them meanwhile, find it due, and wait for it.
+    async fn rebuild_covering(&self, ticket: u64) -> Vec<ListKind> {
+        loop {
+            if self.coalesce.built.load(Ordering::SeqCst) >= ticket {
+                return Vec::new();
+            }
+            if !self.coalesce.due.swap(true, Ordering::SeqCst) {
+                // Cleared (and the waiters told) even if this future is dropped at
+                // the yield, so that they never wait for a rebuild nobody runs.
+                let due = Due(&self.coalesce);
+                tokio::task::yield_now().await;
+                // Cleared before the lists are read: lists set after this need a
+                // rebuild of their own.
+                self.coalesce.due.store(false, Ordering::SeqCst);
+                let changed = self.rebuild();
+                drop(due);
+                return changed;
+            }
+            let rebuilt = self.coalesce.rebuilt.notified();
+            tokio::pin!(rebuilt);
+            rebuilt.as_mut().enable();
+            if self.coalesce.built.load(Ordering::SeqCst) >= ticket
+                || !self.coalesce.due.load(Ordering::SeqCst)
+            {
+                continue;
+            }
+            rebuilt.await;
+        }
     }
 
     /// Builds the catalog from every upstream's last known lists and swaps it in
@@ -745,6 +814,8 @@ impl Gateway {
             .rebuilding
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Every list set up to here is read below.
+        let covers = self.coalesce.set.load(Ordering::SeqCst);
         let previous = std::mem::take(&mut *serial);
         let config = self.config();
         let ups = self.upstreams();
@@ -795,6 +866,7 @@ impl Gateway {
             Ok(mut c) => std::mem::replace(&mut *c, fresh.clone()),
             Err(_) => return Vec::new(),
         };
+        self.coalesce.built.fetch_max(covers, Ordering::SeqCst);
         drop(serial);
         self.update_offered();
         fresh.changed_since(&before)
