@@ -195,6 +195,59 @@ struct Coalesce {
     rebuilt: tokio::sync::Notify,
 }
 
+impl Coalesce {
+    /// The ticket of lists just set.
+    fn ticket(&self) -> u64 {
+        self.set.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// What a rebuild that reads the lists now holds: every ticket up to this one.
+    fn covers(&self) -> u64 {
+        self.set.load(Ordering::SeqCst)
+    }
+
+    /// A rebuild that read the lists at `covers` is in place.
+    fn built(&self, covers: u64) {
+        self.built.fetch_max(covers, Ordering::SeqCst);
+    }
+
+    /// Runs `rebuild` (which calls [`Coalesce::covers`] before it reads the lists and
+    /// [`Coalesce::built`] once its catalog is in place) unless a rebuild already
+    /// holds `ticket`'s lists; `None` when another caller's did.
+    ///
+    /// Each upstream's arrival or `list_changed` sets its lists, and a rebuild walks
+    /// every upstream's. When many set theirs at once (50 upstreams starting), one
+    /// rebuild each would cost the square of their number. So the first caller to
+    /// find no rebuild due takes it, and yields once first: the others whose lists
+    /// came in the same turn set them meanwhile, find it due, and wait for it.
+    async fn covering<T>(&self, ticket: u64, rebuild: impl FnOnce() -> T) -> Option<T> {
+        loop {
+            if self.built.load(Ordering::SeqCst) >= ticket {
+                return None;
+            }
+            if !self.due.swap(true, Ordering::SeqCst) {
+                // Cleared (and the waiters told) even if this future is dropped at
+                // the yield, so that they never wait for a rebuild nobody runs.
+                let due = Due(self);
+                tokio::task::yield_now().await;
+                // Cleared before the lists are read: lists set after this need a
+                // rebuild of their own.
+                self.due.store(false, Ordering::SeqCst);
+                let made = rebuild();
+                drop(due);
+                return Some(made);
+            }
+            let rebuilt = self.rebuilt.notified();
+            tokio::pin!(rebuilt);
+            rebuilt.as_mut().enable();
+            if self.built.load(Ordering::SeqCst) >= ticket || !self.due.load(Ordering::SeqCst) {
+                continue;
+            }
+            rebuilt.await;
+        }
+    }
+}
+
 /// The rebuild a caller took: when it ends (run, or the caller dropped at its
 /// yield), no rebuild is due any longer and the waiters look again.
 struct Due<'a>(&'a Coalesce);
@@ -757,7 +810,7 @@ impl Gateway {
             }
         }
         up.set_lists(lists);
-        let ticket = self.coalesce.set.fetch_add(1, Ordering::SeqCst) + 1;
+        let ticket = self.coalesce.ticket();
         // In the catalog before it counts as listed: a host's first request, which
         // waits for that, must find its tools.
         let changed = self.rebuild_covering(ticket).await;
@@ -769,42 +822,14 @@ impl Gateway {
     }
 
     /// Rebuilds the catalog unless one built after the lists of `ticket` were set
-    /// holds them already; returns the kinds of lists hosts see changed, for this
-    /// caller to announce (none when another rebuild covered it: that one's caller
-    /// announces them).
-    ///
-    /// Each upstream's arrival or `list_changed` sets its lists, and a rebuild walks
-    /// every upstream's. When many set theirs at once (50 upstreams starting), one
-    /// rebuild each would cost the square of their number. So the first caller to
-    /// find no rebuild due takes it, and yields once first: the others whose lists
-    /// came in the same turn set them meanwhile, find it due, and wait for it.
+    /// holds them already ([`Coalesce::covering`]); returns the kinds of lists hosts
+    /// see changed, for this caller to announce (none when another rebuild covered
+    /// it: that one's caller announces them).
     async fn rebuild_covering(&self, ticket: u64) -> Vec<ListKind> {
-        loop {
-            if self.coalesce.built.load(Ordering::SeqCst) >= ticket {
-                return Vec::new();
-            }
-            if !self.coalesce.due.swap(true, Ordering::SeqCst) {
-                // Cleared (and the waiters told) even if this future is dropped at
-                // the yield, so that they never wait for a rebuild nobody runs.
-                let due = Due(&self.coalesce);
-                tokio::task::yield_now().await;
-                // Cleared before the lists are read: lists set after this need a
-                // rebuild of their own.
-                self.coalesce.due.store(false, Ordering::SeqCst);
-                let changed = self.rebuild();
-                drop(due);
-                return changed;
-            }
-            let rebuilt = self.coalesce.rebuilt.notified();
-            tokio::pin!(rebuilt);
-            rebuilt.as_mut().enable();
-            if self.coalesce.built.load(Ordering::SeqCst) >= ticket
-                || !self.coalesce.due.load(Ordering::SeqCst)
-            {
-                continue;
-            }
-            rebuilt.await;
-        }
+        self.coalesce
+            .covering(ticket, || self.rebuild())
+            .await
+            .unwrap_or_default()
     }
 
     /// Builds the catalog from every upstream's last known lists and swaps it in
@@ -815,7 +840,7 @@ impl Gateway {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Every list set up to here is read below.
-        let covers = self.coalesce.set.load(Ordering::SeqCst);
+        let covers = self.coalesce.covers();
         let previous = std::mem::take(&mut *serial);
         let config = self.config();
         let ups = self.upstreams();
@@ -866,7 +891,7 @@ impl Gateway {
             Ok(mut c) => std::mem::replace(&mut *c, fresh.clone()),
             Err(_) => return Vec::new(),
         };
-        self.coalesce.built.fetch_max(covers, Ordering::SeqCst);
+        self.coalesce.built(covers);
         drop(serial);
         self.update_offered();
         fresh.changed_since(&before)
@@ -1257,5 +1282,76 @@ impl Backend for GatewayBackend {
             outcome
         });
         tracing::Instrument::instrument(call_future, span)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod coalesce_tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::Coalesce;
+
+    /// Ten callers set their lists in one turn: one rebuild holds them all, and none
+    /// returns before a rebuild holding its lists is in place.
+    #[tokio::test]
+    async fn lists_set_in_one_turn_are_built_once_and_each_caller_waits_for_it() {
+        let c = Arc::new(Coalesce::default());
+        let lists = Arc::new(Mutex::new(Vec::new()));
+        let builds: Arc<Mutex<Vec<Vec<u32>>>> = Arc::default();
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..10u32 {
+            let (c, lists, builds) = (c.clone(), lists.clone(), builds.clone());
+            tasks.spawn(async move {
+                lists.lock().unwrap().push(i);
+                let ticket = c.ticket();
+                c.covering(ticket, || {
+                    let covers = c.covers();
+                    let seen = lists.lock().unwrap().clone();
+                    builds.lock().unwrap().push(seen);
+                    c.built(covers);
+                })
+                .await;
+                assert!(
+                    builds.lock().unwrap().iter().any(|b| b.contains(&i)),
+                    "caller {i} returned before its lists were built"
+                );
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+        let builds = builds.lock().unwrap();
+        assert_eq!(builds.len(), 1, "{builds:?}");
+        assert_eq!(builds[0].len(), 10, "{builds:?}");
+    }
+
+    /// Lists set after a rebuild read them get a rebuild of their own.
+    #[tokio::test]
+    async fn lists_set_later_are_built_again() {
+        let c = Coalesce::default();
+        let first = c.ticket();
+        assert_eq!(c.covering(first, || c.built(c.covers())).await, Some(()));
+        assert_eq!(c.covering(first, || c.built(c.covers())).await, None);
+        let second = c.ticket();
+        assert_eq!(c.covering(second, || c.built(c.covers())).await, Some(()));
+    }
+
+    /// A caller that took the rebuild and was dropped at its yield leaves none due:
+    /// the next caller rebuilds instead of waiting for ever.
+    #[tokio::test]
+    async fn a_dropped_taker_leaves_no_rebuild_due() {
+        let c = Coalesce::default();
+        let first = c.ticket();
+        {
+            let taker = c.covering(first, || c.built(c.covers()));
+            tokio::pin!(taker);
+            assert!(futures_util::poll!(taker.as_mut()).is_pending());
+        }
+        let second = c.ticket();
+        let next = c.covering(second, || c.built(c.covers()));
+        let ran = tokio::time::timeout(Duration::from_secs(5), next).await;
+        assert_eq!(ran.ok(), Some(Some(())));
     }
 }
