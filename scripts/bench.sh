@@ -201,7 +201,7 @@ ROUNDS_TSV="$OUT/rounds.tsv"
 NOTES="$OUT/notes.txt"
 : >"$NOTES"
 
-# PIDS, start_bg, stop_started, free_port, wait_port, gateway_config.
+# PIDS, start_bg, stop_started, free_port, wait_port, gateway_config, nginx_config.
 # shellcheck source=lib/procs.sh
 source "$repo/scripts/lib/procs.sh"
 trap stop_started EXIT
@@ -290,35 +290,9 @@ gateway_paths() {
 # whose pid (the master's child) is the one watched.
 nginx_path() {
   local era="$1" n="$2" up_port="$3" dir port worker="" i
-  dir="$OUT/nginx-$era-$n"; mkdir -p "$dir"
+  dir="$OUT/nginx-$era-$n"
   port="$(free_port)"
-  cat >"$dir/nginx.conf" <<EOF
-daemon off;
-worker_processes 1;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $dir/client_body;
-  proxy_temp_path $dir/proxy;
-  fastcgi_temp_path $dir/fastcgi;
-  uwsgi_temp_path $dir/uwsgi;
-  scgi_temp_path $dir/scgi;
-  upstream example { server 127.0.0.1:$up_port; keepalive 64; }
-  server {
-    listen 127.0.0.1:$port;
-    location / {
-      proxy_pass http://example;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host \$host;
-      proxy_buffering off;
-      proxy_request_buffering off;
-    }
-  }
-}
-EOF
+  nginx_config "$dir" "$port" "$up_port"
   start_bg "$dir/stderr.log" "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log"
   local master=$BG_PID
   if wait_port "$port" "$master"; then

@@ -70,7 +70,7 @@ LOAD="$repo/target/release/mcpx"
 read -r -a SERVE_ARGS <<<"${MCPX_COST_ARGS:-}"
 
 OUT="$(mktemp -d "${TMPDIR:-/tmp}/mcpx-call-cost.XXXXXX")"
-# PIDS, start_bg, stop_started, free_port, wait_port, gateway_config.
+# PIDS, start_bg, stop_started, free_port, wait_port, gateway_config, nginx_config.
 # shellcheck source=lib/procs.sh
 source "$repo/scripts/lib/procs.sh"
 trap 'stop_started; rm -rf "$OUT"' EXIT
@@ -98,7 +98,7 @@ run() {
   local port pid
   port="$(free_port)"
   if [[ "$PROXY" == nginx ]]; then
-    nginx_config "$OUT/nginx-$tool-$calls" "$port" "$up_port"
+    nginx_config "$OUT/nginx-$tool-$calls" "$port" "$up_port" off
     start_bg "$OUT/$tool.log" valgrind "--tool=$tool" "$output" \
       nginx -c "$OUT/nginx-$tool-$calls/nginx.conf" -p "$OUT/nginx-$tool-$calls"
   elif [[ "$PROXY" == relay ]]; then
@@ -118,38 +118,6 @@ run() {
   case "$PROXY" in nginx) signal=QUIT ;; relay) signal=TERM ;; esac
   kill "-$signal" "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-}
-
-# nginx_config DIR PORT UPSTREAM-PORT: one worker, no master, in the foreground, with
-# the proxy settings scripts/bench.sh gives nginx.
-nginx_config() {
-  local dir="$1" port="$2" up="$3"
-  mkdir -p "$dir"
-  cat >"$dir/nginx.conf" <<EOF
-worker_processes 1;
-master_process off;
-daemon off;
-error_log $dir/error.log warn;
-pid $dir/nginx.pid;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $dir/body;
-  proxy_temp_path $dir/proxy;
-  upstream up { server 127.0.0.1:$up; keepalive 64; }
-  server {
-    listen 127.0.0.1:$port;
-    location / {
-      proxy_pass http://up;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host \$host;
-      proxy_buffering off;
-      proxy_request_buffering off;
-    }
-  }
-}
-EOF
 }
 
 run callgrind "$N1" "--callgrind-out-file=$OUT/cg1.out"

@@ -56,3 +56,40 @@ gateway_config() {
     printf '{"mcpServers":{"ex":{"type":"http","url":"%s","mcpx":{"protocol":"%s"}}}}\n' "$url" "$era" >"$file"
   fi
 }
+
+# nginx_config DIR PORT UPSTREAM-PORT [MASTER] : writes DIR/nginx.conf, nginx as the
+# benchmarks measure it: in the foreground, one worker, everything it writes under DIR,
+# a keepalive upstream, HTTP/1.1, the Host header passed, no buffering. MASTER "off"
+# runs the worker alone (`master_process off`, for valgrind).
+nginx_config() {
+  local dir="$1" port="$2" up_port="$3" master="${4:-on}"
+  mkdir -p "$dir"
+  cat >"$dir/nginx.conf" <<EOF
+daemon off;
+master_process $master;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $dir/client_body;
+  proxy_temp_path $dir/proxy;
+  fastcgi_temp_path $dir/fastcgi;
+  uwsgi_temp_path $dir/uwsgi;
+  scgi_temp_path $dir/scgi;
+  upstream example { server 127.0.0.1:$up_port; keepalive 64; }
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      proxy_pass http://example;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host \$host;
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+EOF
+}
