@@ -666,12 +666,18 @@ fn print_probe(r: &Value) {
         },
         match r.get("tools") {
             Some(n) => format!(
-                ", {n}{} tools",
-                if r.get("moreTools").is_some() {
-                    "+"
-                } else {
-                    ""
-                }
+                ", {}",
+                counted(
+                    &format!(
+                        "{n}{}",
+                        if r.get("moreTools").is_some() {
+                            "+"
+                        } else {
+                            ""
+                        }
+                    ),
+                    "tool"
+                )
             ),
             None => String::new(),
         }
@@ -974,5 +980,27 @@ fn print_block(block: &Value) {
             size("blob")
         ),
         _ => print_json(block),
+    }
+}
+
+/// A count and its noun, singular only for exactly one: "1 tool", "0 tools", "3+ tools".
+pub(crate) fn counted(n: &str, noun: &str) -> String {
+    if n == "1" {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+#[cfg(test)]
+mod counted_tests {
+    use super::counted;
+
+    #[test]
+    fn one_is_singular_and_every_other_count_plural() {
+        assert_eq!(counted("1", "tool"), "1 tool");
+        assert_eq!(counted("0", "tool"), "0 tools");
+        assert_eq!(counted("2", "restart"), "2 restarts");
+        assert_eq!(counted("1+", "tool"), "1+ tools");
     }
 }

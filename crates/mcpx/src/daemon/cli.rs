@@ -141,8 +141,9 @@ pub fn status(target: &Target) -> ExitCode {
                 line.push_str(&format!(", pid {pid}"));
             }
             line.push_str(&format!(
-                ", {} tools, {} restarts",
-                u["tools"], u["restarts"]
+                ", {}, {}",
+                crate::inspect::counted(&u["tools"].to_string(), "tool"),
+                crate::inspect::counted(&u["restarts"].to_string(), "restart")
             ));
             if let Some(e) = u["lastError"].as_str() {
                 line.push_str(&format!("; last error: {e}"));

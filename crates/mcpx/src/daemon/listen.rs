@@ -92,6 +92,19 @@ pub async fn guard(State(rules): State<Arc<TcpRules>>, req: Request, next: Next)
     }
 }
 
+/// The refusal's detail for a `Host` header that no rule allows, or that is missing
+/// or not text: the value as the client sent it, quoted, never Rust's debug form.
+fn host_refusal(host: Option<&str>) -> String {
+    match host {
+        Some(h) => format!(
+            "Host \"{}\" is not allowed (--allow-host)",
+            h.escape_default()
+        ),
+        None => "the request has no Host header that is text; it is not allowed (--allow-host)"
+            .to_owned(),
+    }
+}
+
 /// What [`guard`] decides: `Err` is the refusal.
 #[allow(clippy::result_large_err)]
 fn check(rules: &TcpRules, headers: &axum::http::HeaderMap) -> Result<(), Response> {
@@ -100,12 +113,10 @@ fn check(rules: &TcpRules, headers: &axum::http::HeaderMap) -> Result<(), Respon
     match text(header::HOST) {
         Some(h) if rules.host_ok(h) => {}
         h => {
-            return Err(Problem::new(
-                StatusCode::FORBIDDEN,
-                "host-refused",
-                format!("Host {h:?} is not allowed (--allow-host)"),
-            )
-            .into_response());
+            return Err(
+                Problem::new(StatusCode::FORBIDDEN, "host-refused", host_refusal(h))
+                    .into_response(),
+            );
         }
     }
     if let Some(o) = text(header::ORIGIN)
@@ -271,6 +282,17 @@ pub fn bind_allowed(addr: SocketAddr, rules: &TcpRules) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_host_is_named_as_sent() {
+        assert_eq!(
+            host_refusal(Some("evil.example")),
+            "Host \"evil.example\" is not allowed (--allow-host)"
+        );
+        let none = host_refusal(None);
+        assert!(!none.contains("None"), "{none}");
+        assert!(none.contains("no Host header"), "{none}");
+    }
 
     #[test]
     fn only_loopback_hosts_and_the_daemons_own_origin_pass_by_default() {
