@@ -665,20 +665,14 @@ fn print_probe(r: &Value) {
             caps.join(", ")
         },
         match r.get("tools") {
-            Some(n) => format!(
-                ", {}",
-                counted(
-                    &format!(
-                        "{n}{}",
-                        if r.get("moreTools").is_some() {
-                            "+"
-                        } else {
-                            ""
-                        }
-                    ),
-                    "tool"
-                )
-            ),
+            Some(n) => {
+                let more = if r.get("moreTools").is_some() {
+                    "+"
+                } else {
+                    ""
+                };
+                format!(", {}", counted(&format!("{n}{more}"), "tool"))
+            }
             None => String::new(),
         }
     );
