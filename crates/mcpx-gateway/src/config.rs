@@ -433,8 +433,9 @@ pub struct Global {
     pub task_ttl: Duration,
     /// The polling interval suggested to hosts and used for upstream tasks (default 500 ms).
     pub task_poll_interval: Duration,
-    /// How long a host's `initialize` or `server/discover` waits for upstreams still
-    /// connecting at start (`startupWaitMs`, default 1 s).
+    /// How long a host's first list waits for upstreams still making their first
+    /// start (`startupWaitMs`; default: the longest `connectTimeoutMs` of the eager
+    /// servers, the time a start may take, or 30 s without one).
     pub startup_wait: Duration,
     /// How long calls in flight on an upstream that a reload changes or removes may
     /// take to finish before it is stopped (`drainMs`, default 10 s).
@@ -475,7 +476,7 @@ impl Default for Global {
             max_tasks: 1024,
             task_ttl: Duration::from_secs(3600),
             task_poll_interval: Duration::from_millis(500),
-            startup_wait: Duration::from_millis(1000),
+            startup_wait: Duration::from_secs(30),
             drain_timeout: Duration::from_millis(10_000),
             list_changed_window: Duration::from_millis(150),
             reload_debounce: Duration::from_millis(300),
@@ -774,6 +775,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             .task_poll_interval_ms
             .map_or(defaults.task_poll_interval, Duration::from_millis)
             .max(Duration::from_millis(10)),
+        // Filled in below from the servers' connect timeouts when not set.
         startup_wait: ms(limits.startup_wait_ms, defaults.startup_wait),
         drain_timeout: ms(limits.drain_ms, defaults.drain_timeout),
         list_changed_window: ms(limits.list_changed_window_ms, defaults.list_changed_window),
@@ -973,11 +975,27 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             },
         );
     }
+    let mut global = global;
+    if limits.startup_wait_ms.is_none() {
+        global.startup_wait = default_startup_wait(&servers);
+    }
     Ok(Config {
         servers,
         global,
         spec,
     })
+}
+
+/// `startupWaitMs` when the file does not set it: the time a start may take, the
+/// longest `connectTimeoutMs` of the eager servers (30 s, the default connect timeout,
+/// without one), so that a host's first list holds every server that starts within it.
+fn default_startup_wait(servers: &BTreeMap<String, ServerConfig>) -> Duration {
+    servers
+        .values()
+        .filter(|s| !s.disabled && s.mcpx.start == StartMode::Eager)
+        .map(|s| s.mcpx.connect_timeout)
+        .max()
+        .unwrap_or(ServerSettings::default().connect_timeout)
 }
 
 /// An upstream's `mcpx.restart`, with the defaults filled in and checked.

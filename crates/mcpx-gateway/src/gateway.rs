@@ -527,10 +527,16 @@ impl Gateway {
         up
     }
 
+    /// Whether every upstream has settled its first start (or one wait for that
+    /// took `startupWaitMs`): then nothing waits for first starts again.
+    pub fn is_settled(&self) -> bool {
+        self.settled.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Waits, up to `startupWaitMs`, until every upstream has settled its first start
-    /// and those that came up are listed: what a host's `initialize` or
-    /// `server/discover` waits for, so that the first answer offers what is ready
-    /// without waiting for the slowest upstream.
+    /// (ready, failed, in a crash loop, in need of authorization) and those that came
+    /// up are listed: what a host's first list waits for, so that it is the full
+    /// list, and what a name not known yet waits for before it is refused.
     pub async fn settled(&self) {
         if self.settled.load(std::sync::atomic::Ordering::Relaxed) {
             return;
@@ -979,8 +985,12 @@ impl GatewayBackend {
                 Some(format!("[{}] {i}", u.id))
             })
             .collect();
+        // A list is declared from the configuration: an upstream not yet connected
+        // may offer it, so a host told at once (its `initialize` does not wait for
+        // the upstreams' starts) still lists. Once connected, its facts say.
+        let may = |cap: &str| ups.iter().any(|u| u.facts().is_none_or(|f| f.has(cap)));
         // The lists can always change: upstreams come, go and change.
-        let list = |cap: &str| any(cap).then_some(ListCaps { list_changed: true });
+        let list = |cap: &str| may(cap).then_some(ListCaps { list_changed: true });
         Summary {
             tools: list("tools"),
             prompts: list("prompts"),
@@ -1059,14 +1069,6 @@ impl Backend for GatewayBackend {
         self.0.catalog().param_headers(tool).to_vec()
     }
 
-    async fn ready(&self) {
-        self.0.settled().await;
-    }
-
-    fn is_ready(&self) -> bool {
-        self.0.settled.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     fn summary(&self) -> Summary {
         GatewayBackend::summary_of(&self.0)
     }
@@ -1119,7 +1121,11 @@ impl Backend for GatewayBackend {
                         "resources/list" => ListKind::Resources,
                         _ => ListKind::Templates,
                     };
-                    // Boxed: lazy upstreams are the exception.
+                    // A full first list: it waits for the eager upstreams' first
+                    // starts, and lazy ones start (boxed: both are the exception).
+                    if !gw.is_settled() {
+                        Box::pin(gw.settled()).await;
+                    }
                     Box::pin(gw.list_lazy()).await;
                     gw.list(&call, kind)
                 }
@@ -1161,7 +1167,7 @@ impl Backend for GatewayBackend {
                             fault(INVALID_PARAMS, "params.uri is required".into(), call.host)
                         })?
                         .to_owned();
-                    let (up, theirs) = gw.route_uri(&call, &uri)?;
+                    let (up, theirs) = Box::pin(gw.route_uri_once_settled(&call, &uri)).await?;
                     if theirs != uri {
                         params["uri"] = json!(theirs);
                     }
@@ -1210,7 +1216,8 @@ impl Backend for GatewayBackend {
                                 .and_then(Value::as_str)
                                 .unwrap_or_default()
                                 .to_owned();
-                            let (up, theirs) = gw.route_uri(&call, &uri)?;
+                            let (up, theirs) =
+                                Box::pin(gw.route_uri_once_settled(&call, &uri)).await?;
                             params["ref"]["uri"] = json!(theirs);
                             up
                         }

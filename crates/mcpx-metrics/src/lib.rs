@@ -476,8 +476,8 @@ impl Metrics {
     }
 
     /// [`Metrics::host_request`] for a request that arrived at `started`: the tool is
-    /// looked up now, among the tools the catalog lists now (so after the wait for
-    /// upstreams still starting, whose tools are not listed before).
+    /// looked up now, among the tools the catalog lists now (a call that comes before
+    /// its upstream's tools are listed, during a start, counts as another tool).
     pub fn host_request_since(
         &self,
         method: &str,

@@ -40,6 +40,12 @@ pub const INPUT_KEY: &str = "mcpx/inputKey";
 /// carries it to that request.
 pub const RELATED_REQUEST: &str = "mcpx/relatedRequestId";
 
+/// mcpx's own extension key, on a list result (`tools/list`, `prompts/list`,
+/// `resources/list`, `resources/templates/list`): the names of the upstreams still
+/// making their first start when the list was answered, whose items it lacks. Each
+/// joins the list later, announced with `list_changed`.
+pub const STARTING: &str = "mcpx/starting";
+
 /// The `_meta` keys a 2026-07-28 request must carry (basic/index §_meta).
 pub const MODERN_REQUIRED_REQUEST_KEYS: &[&str] = &[PROTOCOL_VERSION, CLIENT_CAPABILITIES];
 

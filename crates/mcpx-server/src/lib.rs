@@ -351,20 +351,6 @@ pub trait Backend: Send + Sync + 'static {
     /// Answers a feature request.
     fn call(&self, call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send;
 
-    /// Resolves when the backend is ready to answer a host's requests: awaited before
-    /// every request, so it must be cheap once ready (a gateway waits, briefly and
-    /// boundedly, for upstreams still starting, so its first answers offer what they
-    /// offer). Default: at once.
-    fn ready(&self) -> impl Future<Output = ()> + Send {
-        async {}
-    }
-
-    /// Whether [`Backend::ready`] would resolve at once: checked first on every
-    /// request, so that the common case awaits nothing. Default: true.
-    fn is_ready(&self) -> bool {
-        true
-    }
-
     /// A legacy host asked for log messages at `level` and above (`logging/setLevel`).
     /// The backend arranges for its sources to produce them. Default: nothing.
     fn log_level_requested(&self, _level: Level) -> impl Future<Output = ()> + Send {
@@ -532,12 +518,8 @@ impl<B: Backend> Seam<B> {
                 |p| p.client_capabilities().clone(),
             )
         };
-        // What is offered depends on upstreams that may still be starting: the first
-        // requests wait for them, briefly (a modern host's first request may be any).
-        if !self.backend.is_ready() {
-            // Boxed: only the first requests wait.
-            Box::pin(self.backend.ready()).await;
-        }
+        // Nothing here waits for upstreams still starting: what is offered is declared
+        // from the configuration, and the backend's lists wait for first starts.
         match method {
             "initialize" => {
                 let summary = self.backend.summary();
@@ -765,11 +747,6 @@ impl<B: Backend> Service for Seam<B> {
             Some(m) => {
                 let started = std::time::Instant::now();
                 m.host_received(req.frame.as_str().len());
-                // The catalog's tools are known once the backend is ready (as `answer`
-                // waits for it first, this wait is only moved earlier).
-                if !self.backend.is_ready() {
-                    Box::pin(self.backend.ready()).await;
-                }
                 let method = req.frame.method().unwrap_or_default();
                 let tool = (method == "tools/call")
                     .then(|| req.frame.params_name())

@@ -101,13 +101,16 @@ type Failure = String;
 /// `mcpx tools`: the tools a host sees, every page.
 pub fn tools(source: &Source) -> ExitCode {
     run("tools", source, async |gw| {
-        let tools = gw.list("tools/list", "tools").await?;
+        let (tools, starting) = gw.list("tools/list", "tools").await?;
         if source.json {
             print_json(&Value::Array(tools));
         } else {
             print_named(&tools, "description");
         }
-        Ok(true)
+        if starting.is_empty() {
+            return Ok(true);
+        }
+        Err(still_starting(&starting, source.timeout))
     })
 }
 
@@ -734,6 +737,10 @@ impl Gateway {
         // A person is at the keyboard: an upstream that needs authorization gets the
         // flow (its URL on this command's stderr, through the gateway's).
         let mut args = vec!["serve".to_owned(), "--interactive-auth".to_owned()];
+        // The gateway's first list, or a call, waits for upstreams still starting, a
+        // little less than this command's own limit: an upstream that is still
+        // starting then is named, instead of the request timing out.
+        args.push(format!("--startup-wait-ms={}", startup_wait(limit).as_millis()));
         if source.demo {
             args.push("--demo".to_owned());
         } else {
@@ -846,17 +853,20 @@ impl Gateway {
         Ok(result)
     }
 
-    /// Every item of a paginated list (`key` in each page).
-    async fn list(&self, method: &str, key: &str) -> Result<Vec<Value>, Failure> {
+    /// Every item of a paginated list (`key` in each page), and the upstreams still
+    /// starting whose items it lacks (the first page's `_meta`, from a gateway of this
+    /// command's own).
+    async fn list(&self, method: &str, key: &str) -> Result<(Vec<Value>, Vec<String>), Failure> {
         if let Gateway::Daemon { client, limit } = self {
             // The daemon follows every page itself.
             let mut all = Gateway::ask_daemon(client, *limit, method, &json!({})).await?;
             return match all.get_mut(key).map(Value::take) {
-                Some(Value::Array(items)) => Ok(items),
+                Some(Value::Array(items)) => Ok((items, Vec::new())),
                 _ => Err(format!("{method}: the daemon's answer has no {key}")),
             };
         }
         let mut items = Vec::new();
+        let mut starting = None;
         let mut params = json!({});
         // Bounded: a server that hands out cursors forever is not followed forever.
         for _ in 0..10_000 {
@@ -864,13 +874,37 @@ impl Gateway {
             if let Some(Value::Array(more)) = page.get_mut(key).map(Value::take) {
                 items.extend(more);
             }
+            starting.get_or_insert_with(|| {
+                page.pointer(&format!("/_meta/{}", mcpx_protocol::meta::STARTING.replace('/', "~1")))
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .unwrap_or_default()
+            });
             match page.get("nextCursor").and_then(Value::as_str) {
                 Some(c) => params = json!({"cursor": c}),
-                None => return Ok(items),
+                None => return Ok((items, starting.unwrap_or_default())),
             }
         }
         Err(format!("{method}: more than 10000 pages"))
     }
+}
+
+/// How long a gateway of this command's own waits for first starts, within the
+/// command's `limit`: a tenth less (at least a quarter second, for the answer to come
+/// back), so that the answer names what is still starting.
+fn startup_wait(limit: Duration) -> Duration {
+    limit.saturating_sub((limit / 10).max(Duration::from_millis(250)))
+}
+
+/// What `mcpx tools` fails with when upstreams were still starting at its limit.
+fn still_starting(starting: &[String], secs: u64) -> Failure {
+    let (who, verb) = match starting {
+        [one] => (format!("upstream {one}"), "is"),
+        more => (format!("upstreams {}", more.join(", ")), "are"),
+    };
+    format!(
+        "{who} {verb} still starting after {secs} s, and not listed above (a longer --timeout waits for it)"
+    )
 }
 
 /// Runs `work` against a started gateway: `Ok(true)` is success, `Ok(false)` a result

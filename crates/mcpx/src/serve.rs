@@ -71,6 +71,11 @@ pub struct Args {
     /// instead of the one found from the configuration; no daemon is started.
     #[arg(long, value_name = "PATH", requires = "attach")]
     socket: Option<PathBuf>,
+    /// Overrides `limits.startupWaitMs`: how long a host's first list (and a call)
+    /// waits, at most, for upstreams still making their first start. `mcpx tools|call|
+    /// read|prompt` set it from their `--timeout`.
+    #[arg(long, value_name = "MS")]
+    startup_wait_ms: Option<u64>,
     /// Worker threads of the runtime: 1 runs every task on one thread (no cross-thread
     /// wake-ups: the lowest latency and CPU per call, measured in docs/performance.md);
     /// 0 is one per core, for many busy HTTP sessions on a many-core machine. Default:
@@ -150,13 +155,21 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // `--mcp-spec`, applied to this configuration and to every reload.
-    let adjust: Option<Adjust> = args.mcp_spec.clone().map(|rev| {
-        Arc::new(move |c: &mut Config| {
-            c.spec = c.spec.clone().with_front(&rev).map_err(|e| e.to_string())?;
-            Ok(())
-        }) as Adjust
-    });
+    // `--mcp-spec` and `--startup-wait-ms`, applied to this configuration and to
+    // every reload.
+    let adjust: Option<Adjust> = (args.mcp_spec.is_some() || args.startup_wait_ms.is_some())
+        .then(|| {
+            let (front, wait) = (args.mcp_spec.clone(), args.startup_wait_ms);
+            Arc::new(move |c: &mut Config| {
+                if let Some(rev) = &front {
+                    c.spec = c.spec.clone().with_front(rev).map_err(|e| e.to_string())?;
+                }
+                if let Some(ms) = wait {
+                    c.global.startup_wait = std::time::Duration::from_millis(ms);
+                }
+                Ok(())
+            }) as Adjust
+        });
     if let Some(adjust) = &adjust
         && let Err(e) = adjust(&mut config)
     {
@@ -200,7 +213,7 @@ pub fn run(args: &Args) -> ExitCode {
             serve_metrics(bind, metrics.clone(), shutdown.clone()).await?;
         }
         // Upstreams start in the background: the listener is up at once, and a host's
-        // first request waits at most `startupWaitMs` for them.
+        // first list waits at most `startupWaitMs` for them.
         let app =
             App::start_with_metrics(config, path, adjust, EraCache::default_location(), metrics);
         report_first_failures(&app);

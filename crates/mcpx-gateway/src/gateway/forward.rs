@@ -75,6 +75,10 @@ impl Gateway {
         if end < all.len() {
             result["nextCursor"] = json!(format!("mcpx:{end}"));
         }
+        let starting = self.starting();
+        if !starting.is_empty() {
+            result["_meta"] = json!({ mcpx_protocol::meta::STARTING: starting });
+        }
         Ok(Reply {
             result: Json::of_value(&result),
             revision: Revision::NEWEST,
@@ -187,6 +191,23 @@ impl Gateway {
             from: call.host,
             input_validation: false,
         })
+    }
+
+    /// [`Gateway::route_uri`], and when the URI is not known while upstreams are
+    /// still making their first start, again once they have (up to `startupWaitMs`):
+    /// its upstream may not be listed yet.
+    pub(super) async fn route_uri_once_settled(
+        &self,
+        call: &Call,
+        uri: &str,
+    ) -> Result<(Arc<Upstream>, String), Fault> {
+        match self.route_uri(call, uri) {
+            Err(_) if !self.is_settled() => {
+                self.settled().await;
+                self.route_uri(call, uri)
+            }
+            routed => routed,
+        }
     }
 
     /// Sends `method` with `params` to upstream `up` for `call`, relaying events.
@@ -514,6 +535,11 @@ impl Gateway {
         };
         let owner = self.catalog().owner_of_name(&name).cloned();
         let Some(up) = owner.and_then(|id| self.upstream(id.as_str())) else {
+            // No upstream's namespace: known, perhaps, once the first starts end.
+            if !self.is_settled() {
+                self.settled().await;
+                return self.route_name(call, prompts);
+            }
             return Err(refused);
         };
         let listed = self.listed.lock().is_ok_and(|l| l.contains(&up.id));
@@ -527,6 +553,21 @@ impl Gateway {
         }
         self.wait_listed(&up, up.config.mcpx.connect_timeout).await;
         self.route_name(call, prompts)
+    }
+
+    /// The upstreams still making their first start, or up but not yet listed: what
+    /// a list answered now lacks (`_meta` [`mcpx_protocol::meta::STARTING`]).
+    fn starting(&self) -> Vec<String> {
+        let listed = self.listed.lock().map(|l| l.clone()).unwrap_or_default();
+        self.upstreams()
+            .iter()
+            .filter(|u| !listed.contains(&u.id))
+            .filter(|u| {
+                let s = u.status();
+                !s.settled || s.state == State::Ready
+            })
+            .map(|u| u.id.as_str().to_owned())
+            .collect()
     }
 
     /// Waits until `up`'s lists are in the catalog, up to `within`.
