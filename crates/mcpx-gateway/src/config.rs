@@ -437,6 +437,11 @@ pub struct Global {
     /// start (`startupWaitMs`; default: the longest `connectTimeoutMs` of the eager
     /// servers, the time a start may take, or 30 s without one).
     pub startup_wait: Duration,
+    /// How long a host's `initialize` or `server/discover` waits, at most, for
+    /// upstreams on their first start whose capabilities are not known yet
+    /// (`capabilityWaitMs`, default 1 s): what they declare besides the lists
+    /// (logging, completions, subscriptions, tasks, instructions) comes from them.
+    pub capability_wait: Duration,
     /// How long calls in flight on an upstream that a reload changes or removes may
     /// take to finish before it is stopped (`drainMs`, default 10 s).
     pub drain_timeout: Duration,
@@ -477,6 +482,7 @@ impl Default for Global {
             task_ttl: Duration::from_secs(3600),
             task_poll_interval: Duration::from_millis(500),
             startup_wait: Duration::from_secs(30),
+            capability_wait: Duration::from_millis(1000),
             drain_timeout: Duration::from_millis(10_000),
             list_changed_window: Duration::from_millis(150),
             reload_debounce: Duration::from_millis(300),
@@ -623,6 +629,7 @@ struct FileLimits {
     task_ttl_ms: Option<u64>,
     task_poll_interval_ms: Option<u64>,
     startup_wait_ms: Option<u64>,
+    capability_wait_ms: Option<u64>,
     drain_ms: Option<u64>,
     list_changed_window_ms: Option<u64>,
     reload_debounce_ms: Option<u64>,
@@ -777,6 +784,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             .max(Duration::from_millis(10)),
         // Filled in below from the servers' connect timeouts when not set.
         startup_wait: ms(limits.startup_wait_ms, defaults.startup_wait),
+        capability_wait: ms(limits.capability_wait_ms, defaults.capability_wait),
         drain_timeout: ms(limits.drain_ms, defaults.drain_timeout),
         list_changed_window: ms(limits.list_changed_window_ms, defaults.list_changed_window),
         reload_debounce: ms(limits.reload_debounce_ms, defaults.reload_debounce),

@@ -154,6 +154,9 @@ pub struct Gateway {
     /// Every upstream settled its first start, or `startupWaitMs` passed: requests no
     /// longer wait.
     settled: std::sync::atomic::AtomicBool,
+    /// Every upstream's capabilities are known (or it settled its first start), or
+    /// `capabilityWaitMs` passed: `initialize` and `server/discover` no longer wait.
+    described: std::sync::atomic::AtomicBool,
     /// The supervisors' tasks, for shutdown.
     supervisors: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// The capabilities offered, kept current as upstreams connect (read per request).
@@ -404,6 +407,7 @@ impl Gateway {
             listed: Mutex::new(std::collections::HashSet::new()),
             progress: tokio::sync::Notify::new(),
             settled: std::sync::atomic::AtomicBool::new(false),
+            described: std::sync::atomic::AtomicBool::new(false),
             supervisors: Mutex::new(Vec::new()),
             stopping: tokio_util::sync::CancellationToken::new(),
             offered: Mutex::new(Offered::default()),
@@ -525,6 +529,35 @@ impl Gateway {
             t.push(task);
         }
         up
+    }
+
+    /// Whether what the gateway declares is known: every upstream connected or
+    /// settled its first start, or one wait for that took `capabilityWaitMs`.
+    pub fn is_described(&self) -> bool {
+        self.described.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits, up to `capabilityWaitMs`, until every upstream on its first start has
+    /// connected (its capabilities are known) or settled: what `initialize` and
+    /// `server/discover` wait for, briefly, so that they declare what the upstreams
+    /// declare (logging, completions, subscriptions, tasks, instructions). The lists
+    /// are declared whatever comes of it; a slower upstream joins them later.
+    pub async fn described(&self) {
+        let deadline = tokio::time::Instant::now() + self.config().global.capability_wait;
+        loop {
+            let notified = self.progress.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let pending = self
+                .upstreams()
+                .iter()
+                .any(|u| u.facts().is_none() && !u.status().settled);
+            if !pending || tokio::time::timeout_at(deadline, notified).await.is_err() {
+                self.described
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+        }
     }
 
     /// Whether every upstream has settled its first start (or one wait for that
@@ -1047,6 +1080,20 @@ impl Backend for GatewayBackend {
         self.0.offered.lock().map(|o| *o).unwrap_or_default()
     }
 
+    async fn described(&self) {
+        self.0.described().await;
+    }
+
+    fn is_described(&self) -> bool {
+        self.0.is_described()
+    }
+
+    fn session_opened(&self, peer: &Peer) {
+        // Told of list changes from its start: an upstream may join before the
+        // session's first request.
+        self.0.remember_peer(&Some(peer.clone()));
+    }
+
     async fn log_level_requested(&self, level: Level) {
         self.0.lower_upstream_log_level(level).await;
     }
@@ -1197,6 +1244,10 @@ impl Backend for GatewayBackend {
                     let up = match r.get("type").and_then(Value::as_str) {
                         Some("ref/prompt") => {
                             let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
+                            if gw.catalog().prompt(name).is_none() && !gw.is_settled() {
+                                // Its upstream may not be listed yet (boxed: rare).
+                                Box::pin(gw.settled()).await;
+                            }
                             let catalog = gw.catalog();
                             let found = catalog.prompt(name).ok_or_else(|| {
                                 fault(INVALID_PARAMS, format!("unknown prompt: {name}"), call.host)

@@ -165,7 +165,9 @@ fn supervision_settings_default_when_absent() {
     assert_eq!(s.idle_timeout, None);
     assert_eq!(s.health_check, None);
     let g = config::parse("{}", Path::new("cfg")).unwrap().global;
-    assert_eq!(g.startup_wait, ms(1000));
+    // No server: the default connect timeout.
+    assert_eq!(g.startup_wait, ms(30_000));
+    assert_eq!(g.capability_wait, ms(1000));
     assert_eq!(g.drain_timeout, ms(10_000));
     assert_eq!(g.list_changed_window, ms(150));
     assert_eq!(g.reload_debounce, ms(300));
@@ -374,4 +376,22 @@ fn the_example_in_docs_config_md_parses() {
     assert_eq!(files.restart.on_exit, OnExit::OnFailure);
     assert!(c.servers["remote"].mcpx.health_check.is_some());
     assert_eq!(c.global.drain_timeout, Duration::from_millis(5000));
+}
+
+/// `startupWaitMs` defaults to the time a start may take: the longest
+/// `connectTimeoutMs` of the eager servers (a lazy or disabled one's does not count).
+#[test]
+fn the_startup_wait_defaults_to_the_longest_eager_connect_timeout() {
+    let text = r#"{"mcpServers": {
+        "a": {"command": "a", "mcpx": {"connectTimeoutMs": 45000}},
+        "b": {"command": "b"},
+        "c": {"command": "c", "mcpx": {"connectTimeoutMs": 90000, "start": "lazy"}},
+        "d": {"command": "d", "disabled": true, "mcpx": {"connectTimeoutMs": 99000}}
+    }}"#;
+    let g = config::parse(text, Path::new("cfg")).unwrap().global;
+    assert_eq!(g.startup_wait, Duration::from_millis(45_000));
+    let set = r#"{"mcpx": {"limits": {"startupWaitMs": 5000}},
+                  "mcpServers": {"a": {"command": "a", "mcpx": {"connectTimeoutMs": 45000}}}}"#;
+    let g = config::parse(set, Path::new("cfg")).unwrap().global;
+    assert_eq!(g.startup_wait, Duration::from_millis(5000));
 }

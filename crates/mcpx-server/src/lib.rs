@@ -351,6 +351,24 @@ pub trait Backend: Send + Sync + 'static {
     /// Answers a feature request.
     fn call(&self, call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send;
 
+    /// Resolves when what the backend declares is known well enough to answer
+    /// `initialize` or `server/discover`: awaited before those, so it must be cheap once
+    /// resolved (a gateway waits, briefly and boundedly, for upstreams still starting,
+    /// so that it declares what they declare). Default: at once.
+    fn described(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// Whether [`Backend::described`] would resolve at once: checked first, so that
+    /// the common case awaits nothing. Default: true.
+    fn is_described(&self) -> bool {
+        true
+    }
+
+    /// A legacy session began (its `initialize` succeeded): from now on it is told
+    /// of list changes, whether or not it has made another request. Default: nothing.
+    fn session_opened(&self, _peer: &Peer) {}
+
     /// A legacy host asked for log messages at `level` and above (`logging/setLevel`).
     /// The backend arranges for its sources to produce them. Default: nothing.
     fn log_level_requested(&self, _level: Level) -> impl Future<Output = ()> + Send {
@@ -416,6 +434,15 @@ impl<B: Backend> Seam<B> {
     pub fn with_metrics(mut self, metrics: Option<Arc<mcpx_metrics::Metrics>>) -> Self {
         self.metrics = metrics;
         self
+    }
+
+    /// What is offered, once the backend has described itself (it waits, briefly,
+    /// during the first requests only).
+    async fn offered_once_described(&self) -> Offered {
+        if !self.backend.is_described() {
+            self.backend.described().await;
+        }
+        self.backend.offered()
     }
 
     /// The value of a 2026-07-28 request's `clientCapabilities` text (`null` when it is
@@ -518,8 +545,14 @@ impl<B: Backend> Seam<B> {
                 |p| p.client_capabilities().clone(),
             )
         };
-        // Nothing here waits for upstreams still starting: what is offered is declared
-        // from the configuration, and the backend's lists wait for first starts.
+        // What is declared depends on upstreams that may still be starting: the
+        // handshakes wait for them, briefly (the lists are declared from the
+        // configuration whatever comes of it, and the backend's lists wait for
+        // first starts themselves).
+        if matches!(method, "initialize" | "server/discover") && !self.backend.is_described() {
+            // Boxed: only the first handshakes wait.
+            Box::pin(self.backend.described()).await;
+        }
         match method {
             "initialize" => {
                 let summary = self.backend.summary();
@@ -549,7 +582,7 @@ impl<B: Backend> Seam<B> {
                 return self.ok(&id, method, &result, host);
             }
             "ping" => return self.ok(&id, method, &json!({}), host),
-            "logging/setLevel" if !self.backend.offered().logging => {
+            "logging/setLevel" if !Box::pin(self.offered_once_described()).await.logging => {
                 return Frame::error_response(
                     Some(&id),
                     METHOD_NOT_FOUND,
@@ -586,8 +619,8 @@ impl<B: Backend> Seam<B> {
         // A-C7 (2026-07-28 schema MethodNotFoundError: "or one gated behind a server
         // capability the server did not advertise"): in every era, a method whose
         // capability mcpx does not offer is -32601 (404 on modern HTTP).
-        let o = self.backend.offered();
-        let offered = match method {
+        let mut o = self.backend.offered();
+        let gated = |o: &Offered| match method {
             "tools/list" | "tools/call" => o.tools,
             "prompts/list" | "prompts/get" => o.prompts,
             "resources/list" | "resources/read" | "resources/templates/list" => o.resources,
@@ -598,6 +631,12 @@ impl<B: Backend> Seam<B> {
             }
             _ => true,
         };
+        if !gated(&o) && !self.backend.is_described() {
+            // A modern host's first request may be any: before refusing it, what the
+            // upstreams still starting offer is waited for, briefly (boxed: rare).
+            o = Box::pin(self.offered_once_described()).await;
+        }
+        let offered = gated(&o);
         if !offered {
             return Frame::error_response(
                 Some(&id),
@@ -783,10 +822,11 @@ impl<B: Backend> Service for Seam<B> {
         self.backend.param_headers(tool)
     }
 
-    fn session_opened(&self, _peer: &Peer) {
+    fn session_opened(&self, peer: &Peer) {
         if let Some(m) = &self.metrics {
             m.session_opened();
         }
+        self.backend.session_opened(peer);
     }
 
     fn session_closed(&self, peer: &Peer) {

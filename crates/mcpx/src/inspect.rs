@@ -57,7 +57,8 @@ pub struct Source {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-    /// How long to wait for the gateway and the request, in seconds.
+    /// How long to wait for the gateway and the request, in seconds. Upstreams still
+    /// starting are waited for within it; one that is not up in time is named.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     timeout: u64,
     /// When no daemon serves the configuration, start one (`mcpx daemon`, detached;
@@ -740,7 +741,10 @@ impl Gateway {
         // The gateway's first list, or a call, waits for upstreams still starting, a
         // little less than this command's own limit: an upstream that is still
         // starting then is named, instead of the request timing out.
-        args.push(format!("--startup-wait-ms={}", startup_wait(limit).as_millis()));
+        args.push(format!(
+            "--startup-wait-ms={}",
+            startup_wait(limit).as_millis()
+        ));
         if source.demo {
             args.push("--demo".to_owned());
         } else {
@@ -875,10 +879,18 @@ impl Gateway {
                 items.extend(more);
             }
             starting.get_or_insert_with(|| {
-                page.pointer(&format!("/_meta/{}", mcpx_protocol::meta::STARTING.replace('/', "~1")))
-                    .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-                    .unwrap_or_default()
+                page.pointer(&format!(
+                    "/_meta/{}",
+                    mcpx_protocol::meta::STARTING.replace('/', "~1")
+                ))
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
             });
             match page.get("nextCursor").and_then(Value::as_str) {
                 Some(c) => params = json!({"cursor": c}),
@@ -903,7 +915,7 @@ fn still_starting(starting: &[String], secs: u64) -> Failure {
         more => (format!("upstreams {}", more.join(", ")), "are"),
     };
     format!(
-        "{who} {verb} still starting after {secs} s, and not listed above (a longer --timeout waits for it)"
+        "{who} {verb} still starting after {secs} s, and not listed above (a longer --timeout waits)"
     )
 }
 

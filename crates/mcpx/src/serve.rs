@@ -157,8 +157,8 @@ pub fn run(args: &Args) -> ExitCode {
     };
     // `--mcp-spec` and `--startup-wait-ms`, applied to this configuration and to
     // every reload.
-    let adjust: Option<Adjust> = (args.mcp_spec.is_some() || args.startup_wait_ms.is_some())
-        .then(|| {
+    let adjust: Option<Adjust> =
+        (args.mcp_spec.is_some() || args.startup_wait_ms.is_some()).then(|| {
             let (front, wait) = (args.mcp_spec.clone(), args.startup_wait_ms);
             Arc::new(move |c: &mut Config| {
                 if let Some(rev) = &front {

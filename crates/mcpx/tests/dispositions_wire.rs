@@ -840,8 +840,10 @@ async fn capabilities_follow_the_upstreams() {
 async fn list_changes_reach_each_host_era_its_own_way() {
     let config = json!({"mcpServers": {"up": {
         "command": env!("CARGO_BIN_EXE_mcpx"), "args": ["example-server"]}}});
-    // Modern: a listen stream for tools only.
+    // Modern: a listen stream for tools only, opened once the upstream is listed (its
+    // joining is a list change too, not the one this test makes).
     let mut h = Host::start("d-c6-modern", &config, R2026).await;
+    h.request("tools/list", json!({})).await;
     let mut listen = json!({"notifications": {"toolsListChanged": true}});
     for (k, v) in modern_meta(json!({})).as_object().unwrap() {
         listen["_meta"][k] = v.clone();

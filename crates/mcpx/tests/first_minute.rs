@@ -6,6 +6,7 @@
 //! * a host's first `tools/list` waits for every first start (up to `startupWaitMs`)
 //!   and holds every upstream's tools; an upstream still starting at the limit is
 //!   named in the list's `_meta` (`mcpx/starting`) and joins with `list_changed`;
+//! * a legacy session is told of list changes from its handshake on;
 //! * `mcpx tools` and `mcpx call` without a daemon list and call the slow upstream's
 //!   tools, and with a `--timeout` shorter than its start they name it.
 //!
@@ -238,7 +239,14 @@ async fn one_shot_commands_wait_for_a_slow_upstream_within_their_timeout() {
     );
     let out = mcpx(
         &dir,
-        &["call", "slow__test_simple_text", "--config", cfg, "--timeout", "2"],
+        &[
+            "call",
+            "slow__test_simple_text",
+            "--config",
+            cfg,
+            "--timeout",
+            "2",
+        ],
     )
     .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -246,5 +254,25 @@ async fn one_shot_commands_wait_for_a_slow_upstream_within_their_timeout() {
         !out.status.success() && stderr.contains("slow") && stderr.contains("starting"),
         "mcpx call --timeout 2: {}\nstderr:\n{stderr}",
         out.status
+    );
+}
+
+/// A legacy session that has made no request since its handshake is told when a
+/// slow upstream joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_without_requests_is_told_of_a_late_upstream() {
+    let config = json!({
+        "mcpx": {"limits": {"startupWaitMs": 100}},
+        "mcpServers": {
+            "late": slow_entry("late", 2),
+            "fast": example_entry("fast", &[]),
+        },
+    });
+    let mut gw = Gateway::start("fm-quiet", &config, R1125, &[]).await;
+    gw.initialize().await;
+    assert!(
+        gw.wait_note(LIST_CHANGED, Duration::from_secs(20)).await,
+        "no list_changed reached a session that made no request; stderr:\n{}",
+        gw.stderr()
     );
 }

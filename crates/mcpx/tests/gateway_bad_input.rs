@@ -196,9 +196,23 @@ impl Host {
     }
 
     /// The next frame from mcpx, validated against the host's schema (a response to a
-    /// request of ours also against that method's result type).
+    /// request of ours also against that method's result type). A list change (the
+    /// upstream's tools joining the catalog after the handshake) is skipped: these
+    /// tests are about requests.
     async fn recv(&mut self, within: Duration) -> Option<Value> {
-        let line = match tokio::time::timeout(within, self.lines.next_line()).await {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let v = self.recv_any(deadline).await?;
+            let method = v["method"].as_str().unwrap_or_default();
+            if !(method.starts_with("notifications/") && method.ends_with("/list_changed")) {
+                return Some(v);
+            }
+        }
+    }
+
+    /// [`Host::recv`], list changes included.
+    async fn recv_any(&mut self, deadline: tokio::time::Instant) -> Option<Value> {
+        let line = match tokio::time::timeout_at(deadline, self.lines.next_line()).await {
             Err(_) => return None,
             Ok(l) => l.unwrap().expect("mcpx closed stdout"),
         };

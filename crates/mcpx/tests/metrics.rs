@@ -105,21 +105,30 @@ fn calls(text: &str, leg: &str, tool: &str, error_type: &str) -> f64 {
 
 /// A 2026-07-28 `tools/call` over Streamable HTTP: its response.
 async fn modern_call(url: &str, id: i64, tool: &str) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-        "name": tool, "arguments": {},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let r = client()
+    modern_request(
+        url,
+        id,
+        "tools/call",
+        json!({"name": tool, "arguments": {}}),
+    )
+    .await
+}
+
+/// A 2026-07-28 request over Streamable HTTP: its response.
+async fn modern_request(url: &str, id: i64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut r = client()
         .post(url)
         .header("Accept", "application/json, text/event-stream")
         .header("Content-Type", "application/json")
         .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", tool)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
+        .header("Mcp-Method", method);
+    if let Some(name) = params["name"].as_str() {
+        r = r.header("Mcp-Name", name);
+    }
+    let r = r.body(body.to_string()).send().await.unwrap();
     let text = r.text().await.unwrap();
     runtime::frames(&text)
         .into_iter()
@@ -132,6 +141,9 @@ async fn a_scrape_after_traffic_counts_each_call_in_its_series() {
     let config = json!({"mcpServers": {"a": example_entry("a", &[])}});
     let gw = HttpGateway::start("metrics-scrape", &config, &["--metrics", "127.0.0.1:0"]).await;
     let metrics = metrics_url(|| gw.stderr()).await;
+    // Listed first: a call that comes before its tool is listed counts as `other`.
+    let list = modern_request(&gw.url(), 1000, "tools/list", json!({})).await;
+    assert!(list["result"]["tools"].is_array(), "{list}");
     let (ok, tool_errors) = (5, 3);
     for id in 0..ok {
         let r = modern_call(&gw.url(), id, "test_simple_text").await;

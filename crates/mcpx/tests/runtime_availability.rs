@@ -142,13 +142,16 @@ async fn a_down_upstream_keeps_its_tools_listed() {
 /// Two upstreams, one of which never answers `initialize` (a `sleep` reading nothing):
 /// a stdio host's `initialize` is answered within 2.5 s, the other upstream serves,
 /// and a call to the silent one's tool gets -32603 with `data.state` `starting` (or
-/// `backoff`).
+/// `backoff`) once `startupWaitMs` (1 s here; by default the connect timeout) passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_upstream_does_not_hold_up_a_stdio_host() {
-    let config = json!({"mcpServers": {
-        "mute": sh_entry("mute", "exec sleep 600"),
-        "ok": example_entry("ok", &[]),
-    }});
+    let config = json!({
+        "mcpx": {"limits": {"startupWaitMs": 1000}},
+        "mcpServers": {
+            "mute": sh_entry("mute", "exec sleep 600"),
+            "ok": example_entry("ok", &[]),
+        },
+    });
     let began = Instant::now();
     let mut gw = Gateway::start("silent-stdio", &config, R1125, &[]).await;
     let params = gw.init_params();
