@@ -847,6 +847,8 @@ async fn race(
     let mut held: Option<Result<Option<ServerFacts>, ClientError>> = None;
     loop {
         tokio::select! {
+            // Both answers at hand: the modern one wins, as it would have in time.
+            biased;
             outcome = awaited(&mut late) => {
                 late = None;
                 if let Some(facts) = late_discovered(target, outcome) {
@@ -1126,4 +1128,147 @@ pub fn requested_version(frame: &Frame) -> Option<String> {
         .params()
         .and_then(|p| member(p, "protocolVersion"))
         .and_then(|v| serde_json::from_str(v).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stdio target running `script` under `sh`, with a short probe timeout.
+    fn target(script: &str) -> Target {
+        let mut t = Target::new(
+            "up",
+            TargetTransport::Stdio {
+                command: "sh".to_owned(),
+                args: vec!["-c".to_owned(), script.to_owned()],
+                env: Vec::new(),
+                cwd: None,
+            },
+        );
+        t.probe_timeout = Duration::from_millis(100);
+        t.handshake_timeout = Duration::from_secs(20);
+        t
+    }
+
+    /// A script that logs every line it reads to `log`; `cases` answers them (`$id` is
+    /// the request's id).
+    fn script(log: &std::path::Path, cases: &str) -> String {
+        format!(
+            r#"while IFS= read -r line; do
+  printf '%s\n' "$line" >> '{}'
+  id=$(printf '%s' "$line" | grep -o '"id":[0-9][0-9]*' | head -n 1 | cut -d: -f2)
+  case "$line" in
+{cases}
+  esac
+done
+"#,
+            log.display()
+        )
+    }
+
+    const DISCOVER_RESULT: &str = r#"{"jsonrpc":"2.0","id":'"$d"',"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"private","resultType":"complete"}}"#;
+
+    /// A legacy era concluded only because `server/discover` had no answer within the
+    /// probe's wait is used, but not remembered: the next start probes again.
+    #[tokio::test]
+    async fn a_legacy_era_after_a_probe_timeout_is_not_cached() {
+        let d = mcpx_testkit::scratch::dir("probe-timeout-legacy");
+        let log = d.join("log");
+        let t = target(&script(
+            &log,
+            r#"    *'"method":"initialize"'*)
+      printf '%s\n' '{"jsonrpc":"2.0","id":'"$id"',"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"fake","version":"1"}}}' ;;"#,
+        ));
+        let cache = EraCache::at(d.join("eras.json"));
+        let conn = connect(&t, &cache).await.unwrap();
+        assert_eq!(conn.facts().era, Era::Legacy);
+        assert_eq!(conn.facts().revision, Revision::V2025_11_25);
+        conn.close().await;
+        assert_eq!(cache.get(&t.transport.identity()), None);
+        assert!(!d.join("eras.json").exists(), "nothing was written");
+        let sent = std::fs::read_to_string(&log).unwrap();
+        assert!(sent.contains("\"notifications/initialized\""), "{sent}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A modern server whose `server/discover` answer comes after the probe's wait, and
+    /// after it refused `initialize` (-32022), is modern: the refusal does not end the
+    /// start, nothing more is sent for `initialize`, and the era is remembered. The
+    /// script answers discover only once `initialize` came, so its answer is late
+    /// whatever the machine's speed.
+    #[tokio::test]
+    async fn a_late_discover_answer_wins_over_a_refused_initialize() {
+        let d = mcpx_testkit::scratch::dir("probe-late-modern");
+        let log = d.join("log");
+        let t = target(&script(
+            &log,
+            &format!(
+                r#"    *'"method":"server/discover"'*) d=$id ;;
+    *'"method":"initialize"'*)
+      printf '%s\n' '{{"jsonrpc":"2.0","id":'"$id"',"error":{{"code":-32022,"message":"Unsupported protocol version","data":{{"supported":["2026-07-28"],"requested":"2025-11-25"}}}}}}'
+      printf '%s\n' '{DISCOVER_RESULT}' ;;"#
+            ),
+        ));
+        let cache = EraCache::at(d.join("eras.json"));
+        let conn = connect(&t, &cache).await.unwrap();
+        assert_eq!(conn.facts().era, Era::Modern);
+        assert_eq!(conn.facts().revision, Revision::NEWEST);
+        conn.close().await;
+        assert_eq!(
+            cache.get(&t.transport.identity()),
+            Some((Era::Modern, Revision::NEWEST))
+        );
+        let text = std::fs::read_to_string(d.join("eras.json")).unwrap();
+        assert!(text.contains(r#""decidedBy": "discover""#), "{text}");
+        let sent = std::fs::read_to_string(&log).unwrap();
+        let methods: Vec<String> = sent
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| v["method"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(methods[..2], ["server/discover", "initialize"], "{sent}");
+        assert!(
+            !methods.iter().any(|m| m == "notifications/initialized"),
+            "{sent}"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Entries written before mcpx recorded what decided them: a legacy one may be a
+    /// timeout's fallback and is not trusted; a modern one only ever came from a
+    /// `DiscoverResult` and is.
+    #[test]
+    fn an_old_legacy_entry_is_not_trusted() {
+        let d = mcpx_testkit::scratch::dir("era-cache-old");
+        let path = d.join("eras.json");
+        std::fs::write(
+            &path,
+            r#"{"stdio:old-legacy": {"era": "legacy", "revision": "2025-11-25"},
+                "stdio:old-modern": {"era": "modern", "revision": "2026-07-28"},
+                "stdio:new-legacy": {"era": "legacy", "revision": "2025-06-18", "decidedBy": "discover"}}"#,
+        )
+        .unwrap();
+        let cache = EraCache::at(path);
+        assert_eq!(cache.get("stdio:old-legacy"), None);
+        assert_eq!(
+            cache.get("stdio:old-modern"),
+            Some((Era::Modern, Revision::V2026_07_28))
+        );
+        assert_eq!(
+            cache.get("stdio:new-legacy"),
+            Some((Era::Legacy, Revision::V2025_06_18))
+        );
+        // A handshake's answer replaces the untrusted entry.
+        cache.put(
+            "stdio:old-legacy",
+            Era::Modern,
+            Revision::V2026_07_28,
+            DecidedBy::Discover,
+        );
+        assert_eq!(
+            cache.get("stdio:old-legacy"),
+            Some((Era::Modern, Revision::V2026_07_28))
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }
