@@ -1368,6 +1368,26 @@ mod tests {
     }
 
     #[test]
+    fn the_probe_timeout_is_ten_seconds_unless_set_and_at_least_one_ms() {
+        let with = |mcpx: &str| {
+            parse(
+                &format!(r#"{{"mcpServers": {{"up": {{"command": "x"{mcpx}}}}}}}"#),
+                Path::new("mcpx.json"),
+            )
+            .map(|c| c.servers["up"].mcpx.probe_timeout)
+        };
+        assert_eq!(with("").unwrap(), Duration::from_secs(10));
+        assert_eq!(
+            with(r#", "mcpx": {"probeTimeoutMs": 300}"#).unwrap(),
+            Duration::from_millis(300)
+        );
+        let e = with(r#", "mcpx": {"probeTimeoutMs": 0}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mcpx.probeTimeoutMs must be at least 1"), "{e}");
+    }
+
+    #[test]
     fn an_upstreams_proxy_is_the_environment_none_or_an_http_url() {
         let with = |proxy: &str| {
             let mcpx = if proxy.is_empty() {

@@ -293,6 +293,8 @@ async fn a_late_discover_answer_is_used() {
     assert!(tools.iter().any(|t| t == "test_simple_text"), "{tools:?}");
     let m = methods(&wire);
     assert_eq!(m[0], "server/discover", "{m:?}");
+    // The probe's wait passed: initialize went out too, and its refusal was not the end.
+    assert!(m.contains(&"initialize".to_owned()), "{m:?}");
     assert!(
         !m.contains(&"notifications/initialized".to_owned()),
         "{m:?}"
