@@ -24,5 +24,6 @@ pub use connection::{CallEvent, CallOptions, Connection, ServerFacts, TaskAsks};
 pub use error::{AskRefusal, ClientError};
 pub use mcpx_transport::oauth::code::UserAuth;
 pub use probe::{
-    ClientCredentials, EraCache, ProtocolPreference, Proxy, Target, TargetTransport, connect,
+    ClientCredentials, DecidedBy, EraCache, ProtocolPreference, Proxy, Target, TargetTransport,
+    connect,
 };

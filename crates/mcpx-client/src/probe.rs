@@ -6,18 +6,26 @@
 //! * a `DiscoverResult` listing 2026-07-28 means modern;
 //! * on HTTP, a 4xx whose body is a recognised modern JSON-RPC error (-32020, -32021,
 //!   -32022, or -32601 with 404) also means modern (A-C14, B-C9);
-//! * any other error, any other 4xx (except 401 and 403, which are reported, not
-//!   probed past), or no answer within the probe timeout means legacy: `initialize`,
-//!   offering the newest legacy revision and accepting the server's counter-offer when
-//!   mcpx supports it (A-C6: otherwise mcpx disconnects and says why);
+//! * any other error, or any other 4xx (except 401 and 403, which are reported, not
+//!   probed past), means legacy: `initialize`, offering the newest legacy revision and
+//!   accepting the server's counter-offer when mcpx supports it (A-C6: otherwise mcpx
+//!   disconnects and says why);
+//! * no answer within the probe timeout proves nothing (a loaded modern server answers
+//!   late): the discover request stays awaited, `initialize` goes out on the same
+//!   connection, and the first conclusive answer within the handshake timeout decides.
+//!   A modern `DiscoverResult` wins, and the `initialize` answer is then ignored; a
+//!   successful `InitializeResult` means legacy; an `initialize` error waits for the
+//!   discover answer (`race`);
 //! * on HTTP, an `initialize` POST answered 400, 404 or 405 falls back to the
 //!   2024-11-05 HTTP+SSE transport at the same URL (B-C9).
 //!
-//! The era found is remembered per server identity ([`EraCache`]); a cached era is
-//! tried first and, if it fails, the upstream is probed afresh.
+//! The era found is remembered per server identity ([`EraCache`]) when a completed
+//! handshake established it, never when a legacy era only followed a probe timeout; a
+//! cached era is tried first and, if it fails, the upstream is probed afresh.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::time::Duration;
 
 use mcpx_protocol::jsonrpc::{Kind, member};
@@ -168,15 +176,43 @@ impl Target {
 
 /// The era of each server identity, remembered on disk (`$XDG_CACHE_HOME/mcpx/eras.json`
 /// or `~/.cache/mcpx/eras.json`).
+///
+/// Only what a completed handshake established is remembered ([`DecidedBy`]): a legacy
+/// era that merely followed a probe timeout is not, since a loaded modern server looks
+/// the same. A legacy entry written before mcpx recorded how it was decided may be such
+/// a fallback, so it is not trusted: the server is probed afresh.
 #[derive(Debug, Clone, Default)]
 pub struct EraCache {
     path: Option<PathBuf>,
+}
+
+/// What established a cached era.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecidedBy {
+    /// The server's answer to `server/discover`: a `DiscoverResult` (modern), or an
+    /// answer saying it is not modern, with `initialize` then accepted (legacy).
+    Discover,
+    /// `initialize`, tried first and accepted (a legacy or prefer-legacy preference, or
+    /// a legacy era cached before).
+    Initialize,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 struct CachedEra {
     era: Era,
     revision: Revision,
+    /// Absent in entries written before mcpx recorded it.
+    #[serde(default, rename = "decidedBy", skip_serializing_if = "Option::is_none")]
+    decided_by: Option<DecidedBy>,
+}
+
+impl CachedEra {
+    /// Whether the entry can be tried first: a modern era only ever came from a
+    /// `DiscoverResult`, a legacy one only counts when a handshake decided it.
+    fn trusted(&self) -> bool {
+        self.era == Era::Modern || self.decided_by.is_some()
+    }
 }
 
 impl EraCache {
@@ -208,19 +244,29 @@ impl EraCache {
             .unwrap_or_default()
     }
 
-    /// The cached era of `identity`.
+    /// The cached era of `identity`, when it can be trusted (a legacy entry that does
+    /// not say how it was decided cannot).
     pub fn get(&self, identity: &str) -> Option<(Era, Revision)> {
-        self.read().get(identity).map(|c| (c.era, c.revision))
+        self.read()
+            .get(identity)
+            .filter(|c| c.trusted())
+            .map(|c| (c.era, c.revision))
     }
 
-    /// Remembers the era of `identity`. Failures are logged, never fatal.
-    pub fn put(&self, identity: &str, era: Era, revision: Revision) {
+    /// Remembers the era of `identity`, as `decided_by` established it. Failures are
+    /// logged, never fatal.
+    pub fn put(&self, identity: &str, era: Era, revision: Revision, decided_by: DecidedBy) {
         let Some(path) = &self.path else { return };
         let mut all = self.read();
-        if all.get(identity) == Some(&CachedEra { era, revision }) {
+        let entry = CachedEra {
+            era,
+            revision,
+            decided_by: Some(decided_by),
+        };
+        if all.get(identity) == Some(&entry) {
             return;
         }
-        all.insert(identity.to_owned(), CachedEra { era, revision });
+        all.insert(identity.to_owned(), entry);
         let write = || -> std::io::Result<()> {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
@@ -317,6 +363,26 @@ async fn open_sse(
         .map_err(|e| transport_err(target, e))
 }
 
+/// A handshake request's answer, still to come.
+type Answer<'a> = Pin<Box<dyn Future<Output = Result<Frame, Probe>> + Send + 'a>>;
+
+/// Sends one handshake request; its answer is the returned future's.
+fn ask<'a>(
+    up: &'a AnyUpstream,
+    id: i64,
+    method: &str,
+    params: &Value,
+) -> Result<Answer<'a>, Probe> {
+    let raw = RawValue::from_string(params.to_string()).map_err(|e| Probe::Fatal(e.to_string()))?;
+    let frame = Frame::request(&Id::Number(id), method, Some(&raw));
+    Ok(Box::pin(async move {
+        let x = up.request(frame).await.map_err(Probe::Transport)?;
+        x.response(|f| tracing::debug!(frame = %f, "ignored during the handshake"))
+            .await
+            .map_err(Probe::Transport)
+    }))
+}
+
 /// One handshake request/response, bounded by `timeout`.
 async fn exchange(
     up: &AnyUpstream,
@@ -325,18 +391,10 @@ async fn exchange(
     params: &Value,
     timeout: Duration,
 ) -> Result<Frame, Probe> {
-    let raw = RawValue::from_string(params.to_string()).map_err(|e| Probe::Fatal(e.to_string()))?;
-    let frame = Frame::request(&Id::Number(id), method, Some(&raw));
-    let work = async {
-        let x = up.request(frame).await?;
-        x.response(|f| tracing::debug!(frame = %f, "ignored during the handshake"))
-            .await
-    };
-    match tokio::time::timeout(timeout, work).await {
-        Err(_) => Err(Probe::Timeout),
-        Ok(Err(e)) => Err(Probe::Transport(e)),
-        Ok(Ok(f)) => Ok(f),
-    }
+    let answer = ask(up, id, method, params)?;
+    tokio::time::timeout(timeout, answer)
+        .await
+        .unwrap_or(Err(Probe::Timeout))
 }
 
 #[derive(Debug)]
@@ -347,9 +405,19 @@ enum Probe {
 }
 
 /// What a `server/discover` probe concluded.
-enum Discovered {
+enum Discovered<'a> {
     Modern(ServerFacts),
+    /// The server answered, and not as a modern server.
     Legacy,
+    /// No answer within the probe timeout: the answer, still awaited. That proves
+    /// nothing: a modern server under load answers late.
+    Late(Answer<'a>),
+}
+
+/// One `server/discover` request's outcome within the probe timeout.
+enum Asked<'a> {
+    Answered(Result<Frame, Probe>),
+    Late(Answer<'a>),
 }
 
 /// What a `server/discover` answer refusing the version asked for (-32022) lists as
@@ -394,16 +462,20 @@ fn refused_version(outcome: &Result<Frame, Probe>) -> Option<Vec<String>> {
 /// Version Negotiation says, by retrying with a mutually supported version: once, with
 /// the newest modern revision the refusal lists; a refusal listing only legacy
 /// revisions means legacy; one listing none mcpx speaks ends the connection.
-async fn discover(
+async fn discover<'a>(
     target: &Target,
-    up: &AnyUpstream,
+    up: &'a AnyUpstream,
     ids: &mut i64,
-) -> Result<Discovered, ClientError> {
+) -> Result<Discovered<'a>, ClientError> {
     let mut version = Revision::NEWEST;
     let mut retried = false;
     loop {
-        let outcome = discover_as(target, up, *ids, version).await;
+        let asked = discover_as(target, up, *ids, version).await;
         *ids += 1;
+        let outcome = match asked {
+            Asked::Answered(outcome) => outcome,
+            Asked::Late(answer) => return Ok(Discovered::Late(answer)),
+        };
         let Some(supported) = refused_version(&outcome) else {
             return discovered(target, outcome);
         };
@@ -474,13 +546,13 @@ pub(crate) fn declare_extensions(capabilities: &mut Value, ours: &Map<String, Va
     }
 }
 
-/// One `server/discover` request asking for `version`.
-async fn discover_as(
+/// One `server/discover` request asking for `version`, awaited for the probe timeout.
+async fn discover_as<'a>(
     target: &Target,
-    up: &AnyUpstream,
+    up: &'a AnyUpstream,
     id: i64,
     version: Revision,
-) -> Result<Frame, Probe> {
+) -> Asked<'a> {
     let mut capabilities = json!({});
     if let Some(ours) = client_extensions(target) {
         declare_extensions(&mut capabilities, &ours);
@@ -490,11 +562,62 @@ async fn discover_as(
         meta::CLIENT_CAPABILITIES: capabilities,
         meta::CLIENT_INFO: target.client_info,
     }});
-    exchange(up, id, "server/discover", &params, target.probe_timeout).await
+    let mut answer = match ask(up, id, "server/discover", &params) {
+        Ok(a) => a,
+        Err(e) => return Asked::Answered(Err(e)),
+    };
+    match tokio::time::timeout(target.probe_timeout, &mut answer).await {
+        Ok(outcome) => Asked::Answered(outcome),
+        Err(_) => {
+            tracing::debug!(
+                upstream = %target.name,
+                "no answer to server/discover within {:?}; still awaiting it",
+                target.probe_timeout
+            );
+            Asked::Late(answer)
+        }
+    }
+}
+
+/// The modern facts a late `server/discover` answer gives, or `None` when it does not
+/// show a modern server (a refusal among them: by then `initialize` is on its way, so
+/// the version is not retried).
+fn late_discovered(target: &Target, outcome: Result<Frame, Probe>) -> Option<ServerFacts> {
+    if refused_version(&outcome).is_some() {
+        tracing::debug!(upstream = %target.name, "server/discover refused the version, late");
+        return None;
+    }
+    match discovered(target, outcome) {
+        Ok(Discovered::Modern(facts)) => Some(facts),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::debug!(upstream = %target.name, "server/discover, late: {e}");
+            None
+        }
+    }
+}
+
+/// Waits for a late `server/discover` answer, up to the handshake timeout, where
+/// nothing else is to be tried (a modern preference, or `initialize` already refused):
+/// the modern facts it gives, or `None` when it does not show a modern server.
+async fn settle(target: &Target, late: Answer<'_>) -> Result<Option<ServerFacts>, ClientError> {
+    match tokio::time::timeout(target.handshake_timeout, late).await {
+        Ok(outcome) => Ok(late_discovered(target, outcome)),
+        Err(_) => Err(handshake_err(
+            target,
+            format!(
+                "no answer to server/discover within {:?}",
+                target.probe_timeout + target.handshake_timeout
+            ),
+        )),
+    }
 }
 
 /// What a `server/discover` answer (other than a version refusal) says of the server.
-fn discovered(target: &Target, outcome: Result<Frame, Probe>) -> Result<Discovered, ClientError> {
+fn discovered<'a>(
+    target: &Target,
+    outcome: Result<Frame, Probe>,
+) -> Result<Discovered<'a>, ClientError> {
     match outcome {
         Ok(f) if f.kind() == Kind::Result => {
             let r: Value = f
@@ -536,8 +659,9 @@ fn discovered(target: &Target, outcome: Result<Frame, Probe>) -> Result<Discover
                 )),
             }
         }
-        // Any other error, or no answer: legacy (2026-07-28 basic/versioning: "Do not
-        // key on one error code").
+        // Any other error: legacy (2026-07-28 basic/versioning: "Do not key on one
+        // error code"). No answer at all is a late answer (`discover_as`); here it is
+        // one that never came.
         Ok(_) | Err(Probe::Timeout) => Ok(Discovered::Legacy),
         Err(Probe::Transport(e)) if e.is_recognised_modern_error() => {
             Ok(Discovered::Modern(ServerFacts {
@@ -560,6 +684,27 @@ fn discovered(target: &Target, outcome: Result<Frame, Probe>) -> Result<Discover
 /// Runs the legacy handshake on `up`. `Ok(None)` means the transport refused the POST in
 /// a way that calls for the HTTP+SSE fallback.
 async fn initialize(
+    target: &Target,
+    up: &AnyUpstream,
+    id: i64,
+) -> Result<Option<ServerFacts>, ClientError> {
+    let facts = initialize_answer(target, up, id).await?;
+    if facts.is_some() {
+        initialized(target, up).await?;
+    }
+    Ok(facts)
+}
+
+/// Sends `notifications/initialized`, which ends the legacy handshake.
+async fn initialized(target: &Target, up: &AnyUpstream) -> Result<(), ClientError> {
+    up.send(Frame::notification("notifications/initialized", None))
+        .await
+        .map_err(|e| transport_err(target, e))
+}
+
+/// `initialize` and what its answer says, without `notifications/initialized`: when
+/// `server/discover` may still answer, the handshake is ended only once legacy won.
+async fn initialize_answer(
     target: &Target,
     up: &AnyUpstream,
     id: i64,
@@ -610,9 +755,6 @@ async fn initialize(
             ),
         ));
     };
-    up.send(Frame::notification("notifications/initialized", None))
-        .await
-        .map_err(|e| transport_err(target, e))?;
     Ok(Some(ServerFacts {
         era: Era::Legacy,
         revision,
@@ -632,7 +774,20 @@ async fn legacy(
     rx: Unsolicited,
     id: i64,
 ) -> Result<(AnyUpstream, Unsolicited, ServerFacts), ClientError> {
-    if let Some(facts) = initialize(target, &up, id).await? {
+    let answer = initialize(target, &up, id).await?;
+    legacy_after(target, up, rx, id, answer).await
+}
+
+/// Legacy over `up`, `initialize` having been answered (`answer`, with the handshake
+/// ended), or, on HTTP, over HTTP+SSE when the POST was refused (`None`).
+async fn legacy_after(
+    target: &Target,
+    up: AnyUpstream,
+    rx: Unsolicited,
+    id: i64,
+    answer: Option<ServerFacts>,
+) -> Result<(AnyUpstream, Unsolicited, ServerFacts), ClientError> {
+    if let Some(facts) = answer {
         if let AnyUpstream::Http(h) = &up {
             // The session's GET stream carries server notifications and requests.
             if let Err(e) = h.open_server_stream().await {
@@ -657,6 +812,94 @@ async fn legacy(
             target,
             "neither Streamable HTTP nor HTTP+SSE accepted initialize",
         )),
+    }
+}
+
+/// How a start that outlived the probe's wait ended.
+enum Raced {
+    /// The late `DiscoverResult` came first.
+    Modern(ServerFacts),
+    /// `initialize` was accepted (the handshake not yet ended), or, `None`, refused by
+    /// the transport in a way that calls for the HTTP+SSE fallback; `server/discover`
+    /// gave nothing conclusive.
+    Legacy(Option<ServerFacts>),
+}
+
+/// The probe's wait passed with `late`, the `server/discover` answer, still awaited:
+/// `initialize` (id `id`) goes out on the same connection, and the first conclusive
+/// answer decides. A modern `DiscoverResult` wins outright: the `initialize` answer,
+/// whatever it is, is then ignored, and nothing more is sent for it. A successful
+/// `InitializeResult` means legacy. An `initialize` error (a modern-only server's
+/// -32022, say) does not end the start: the discover answer is awaited until the
+/// handshake timeout, and only then is that error the start's.
+async fn race(
+    target: &Target,
+    up: &AnyUpstream,
+    late: Answer<'_>,
+    id: i64,
+) -> Result<Raced, ClientError> {
+    let deadline = tokio::time::Instant::now() + target.handshake_timeout;
+    let init = initialize_answer(target, up, id);
+    tokio::pin!(init);
+    let mut late = Some(late);
+    let mut init_done = false;
+    // An inconclusive `initialize` outcome, held while discover may still answer.
+    let mut held: Option<Result<Option<ServerFacts>, ClientError>> = None;
+    loop {
+        tokio::select! {
+            // Both answers at hand: the modern one wins, as it would have in time.
+            biased;
+            outcome = awaited(&mut late) => {
+                late = None;
+                if let Some(facts) = late_discovered(target, outcome) {
+                    tracing::info!(
+                        upstream = %target.name,
+                        "server/discover answered late: a modern server"
+                    );
+                    return Ok(Raced::Modern(facts));
+                }
+                if let Some(r) = held.take() {
+                    return r.map(Raced::Legacy);
+                }
+            }
+            answer = &mut init, if !init_done => {
+                init_done = true;
+                match answer {
+                    Ok(Some(facts)) => return Ok(Raced::Legacy(Some(facts))),
+                    other if late.is_none() => return other.map(Raced::Legacy),
+                    other => held = Some(other),
+                }
+            }
+            () = tokio::time::sleep_until(deadline), if late.is_some() => {
+                late = None;
+                if let Some(r) = held.take() {
+                    return r.map(Raced::Legacy).map_err(|e| no_discover_either(target, e));
+                }
+            }
+        }
+    }
+}
+
+/// The late discover answer, or never when there is none to await.
+async fn awaited(late: &mut Option<Answer<'_>>) -> Result<Frame, Probe> {
+    match late {
+        Some(answer) => answer.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `initialize` was refused, and `server/discover` never answered either: the refusal,
+/// saying so.
+fn no_discover_either(target: &Target, e: ClientError) -> ClientError {
+    match e {
+        ClientError::Handshake { message, .. } => handshake_err(
+            target,
+            format!(
+                "{message}, and server/discover had no answer within {:?}",
+                target.probe_timeout + target.handshake_timeout
+            ),
+        ),
+        other => other,
     }
 }
 
@@ -730,7 +973,7 @@ async fn connect_to(target: &Target, cache: &EraCache) -> Result<Connection, Cli
         (ProtocolPreference::PreferLegacy, None) => Era::Legacy,
     };
     let attempt = try_era(target, first).await;
-    let (up, rx, facts) = match attempt {
+    let (up, rx, facts, decided_by) = match attempt {
         Ok(x) => x,
         Err(e)
             if cached.is_some()
@@ -751,41 +994,89 @@ async fn connect_to(target: &Target, cache: &EraCache) -> Result<Connection, Cli
         }
         Err(e) => return Err(e),
     };
-    cache.put(&identity, facts.era, facts.revision);
+    match decided_by {
+        Some(by) => cache.put(&identity, facts.era, facts.revision, by),
+        None => tracing::debug!(
+            upstream = %target.name,
+            "legacy after a probe timeout: not remembered, the next start probes again"
+        ),
+    }
     Ok(Connection::new(target, up, rx, facts))
+}
+
+/// A connection, its era and what established it (`None`: a legacy era that only
+/// followed a probe timeout, not to be remembered).
+type Connected = (AnyUpstream, Unsolicited, ServerFacts, Option<DecidedBy>);
+
+/// What the probe of a connection found, its borrow of the connection ended.
+enum Found {
+    Modern(ServerFacts),
+    /// `server/discover` was answered, not as a modern server.
+    Legacy,
+    /// Legacy after a probe timeout: the race's `initialize` outcome (see [`Raced`]).
+    LegacyAfterTimeout(Option<ServerFacts>),
 }
 
 /// Opens the transport and tries `era` first; under a "prefer" preference the other
 /// era follows when the probe says so.
-async fn try_era(
-    target: &Target,
-    era: Era,
-) -> Result<(AnyUpstream, Unsolicited, ServerFacts), ClientError> {
+async fn try_era(target: &Target, era: Era) -> Result<Connected, ClientError> {
     let (up, rx) = open(target).await?;
     match era {
         Era::Modern => {
             let mut ids = 1;
-            match discover(target, &up, &mut ids).await? {
-                Discovered::Modern(facts) => Ok((up, rx, facts)),
-                Discovered::Legacy if target.preference == ProtocolPreference::Modern => {
+            let found = match discover(target, &up, &mut ids).await? {
+                Discovered::Modern(facts) => Found::Modern(facts),
+                Discovered::Legacy => Found::Legacy,
+                // Only discover is to be tried: its answer is awaited the longer.
+                Discovered::Late(late) if target.preference == ProtocolPreference::Modern => {
+                    match settle(target, late).await? {
+                        Some(facts) => Found::Modern(facts),
+                        None => Found::Legacy,
+                    }
+                }
+                Discovered::Late(late) => match race(target, &up, late, ids).await? {
+                    Raced::Modern(facts) => Found::Modern(facts),
+                    Raced::Legacy(answer) => Found::LegacyAfterTimeout(answer),
+                },
+            };
+            match found {
+                Found::Modern(facts) => Ok((up, rx, facts, Some(DecidedBy::Discover))),
+                Found::Legacy if target.preference == ProtocolPreference::Modern => {
                     up.close().await;
                     Err(handshake_err(
                         target,
                         "the server is not a modern (2026-07-28) server, and protocol is \"modern\"",
                     ))
                 }
-                Discovered::Legacy => legacy(target, up, rx, ids).await,
+                Found::Legacy => legacy(target, up, rx, ids)
+                    .await
+                    .map(|(up, rx, facts)| (up, rx, facts, Some(DecidedBy::Discover))),
+                Found::LegacyAfterTimeout(answer) => {
+                    if answer.is_some() {
+                        initialized(target, &up).await?;
+                    }
+                    // Legacy, but only because discover was late: not remembered.
+                    legacy_after(target, up, rx, ids, answer)
+                        .await
+                        .map(|(up, rx, facts)| (up, rx, facts, None))
+                }
             }
         }
         Era::Legacy => match legacy(target, up, rx, 1).await {
-            Ok(x) => Ok(x),
+            Ok((up, rx, facts)) => Ok((up, rx, facts, Some(DecidedBy::Initialize))),
             Err(e) if target.preference == ProtocolPreference::Legacy => Err(e),
             Err(_) => {
                 // PreferLegacy: initialize failed; a modern-only server refuses it.
                 let (up, rx) = open(target).await?;
-                match discover(target, &up, &mut 1).await? {
-                    Discovered::Modern(facts) => Ok((up, rx, facts)),
-                    Discovered::Legacy => {
+                let found = match discover(target, &up, &mut 1).await? {
+                    Discovered::Modern(facts) => Some(facts),
+                    Discovered::Legacy => None,
+                    // initialize was refused already: only discover is left to wait for.
+                    Discovered::Late(late) => settle(target, late).await?,
+                };
+                match found {
+                    Some(facts) => Ok((up, rx, facts, Some(DecidedBy::Discover))),
+                    None => {
                         up.close().await;
                         Err(handshake_err(
                             target,
@@ -837,4 +1128,147 @@ pub fn requested_version(frame: &Frame) -> Option<String> {
         .params()
         .and_then(|p| member(p, "protocolVersion"))
         .and_then(|v| serde_json::from_str(v).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stdio target running `script` under `sh`, with a short probe timeout.
+    fn target(script: &str) -> Target {
+        let mut t = Target::new(
+            "up",
+            TargetTransport::Stdio {
+                command: "sh".to_owned(),
+                args: vec!["-c".to_owned(), script.to_owned()],
+                env: Vec::new(),
+                cwd: None,
+            },
+        );
+        t.probe_timeout = Duration::from_millis(100);
+        t.handshake_timeout = Duration::from_secs(20);
+        t
+    }
+
+    /// A script that logs every line it reads to `log`; `cases` answers them (`$id` is
+    /// the request's id).
+    fn script(log: &std::path::Path, cases: &str) -> String {
+        format!(
+            r#"while IFS= read -r line; do
+  printf '%s\n' "$line" >> '{}'
+  id=$(printf '%s' "$line" | grep -o '"id":[0-9][0-9]*' | head -n 1 | cut -d: -f2)
+  case "$line" in
+{cases}
+  esac
+done
+"#,
+            log.display()
+        )
+    }
+
+    const DISCOVER_RESULT: &str = r#"{"jsonrpc":"2.0","id":'"$d"',"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"private","resultType":"complete"}}"#;
+
+    /// A legacy era concluded only because `server/discover` had no answer within the
+    /// probe's wait is used, but not remembered: the next start probes again.
+    #[tokio::test]
+    async fn a_legacy_era_after_a_probe_timeout_is_not_cached() {
+        let d = mcpx_testkit::scratch::dir("probe-timeout-legacy");
+        let log = d.join("log");
+        let t = target(&script(
+            &log,
+            r#"    *'"method":"initialize"'*)
+      printf '%s\n' '{"jsonrpc":"2.0","id":'"$id"',"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"fake","version":"1"}}}' ;;"#,
+        ));
+        let cache = EraCache::at(d.join("eras.json"));
+        let conn = connect(&t, &cache).await.unwrap();
+        assert_eq!(conn.facts().era, Era::Legacy);
+        assert_eq!(conn.facts().revision, Revision::V2025_11_25);
+        conn.close().await;
+        assert_eq!(cache.get(&t.transport.identity()), None);
+        assert!(!d.join("eras.json").exists(), "nothing was written");
+        let sent = std::fs::read_to_string(&log).unwrap();
+        assert!(sent.contains("\"notifications/initialized\""), "{sent}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A modern server whose `server/discover` answer comes after the probe's wait, and
+    /// after it refused `initialize` (-32022), is modern: the refusal does not end the
+    /// start, nothing more is sent for `initialize`, and the era is remembered. The
+    /// script answers discover only once `initialize` came, so its answer is late
+    /// whatever the machine's speed.
+    #[tokio::test]
+    async fn a_late_discover_answer_wins_over_a_refused_initialize() {
+        let d = mcpx_testkit::scratch::dir("probe-late-modern");
+        let log = d.join("log");
+        let t = target(&script(
+            &log,
+            &format!(
+                r#"    *'"method":"server/discover"'*) d=$id ;;
+    *'"method":"initialize"'*)
+      printf '%s\n' '{{"jsonrpc":"2.0","id":'"$id"',"error":{{"code":-32022,"message":"Unsupported protocol version","data":{{"supported":["2026-07-28"],"requested":"2025-11-25"}}}}}}'
+      printf '%s\n' '{DISCOVER_RESULT}' ;;"#
+            ),
+        ));
+        let cache = EraCache::at(d.join("eras.json"));
+        let conn = connect(&t, &cache).await.unwrap();
+        assert_eq!(conn.facts().era, Era::Modern);
+        assert_eq!(conn.facts().revision, Revision::NEWEST);
+        conn.close().await;
+        assert_eq!(
+            cache.get(&t.transport.identity()),
+            Some((Era::Modern, Revision::NEWEST))
+        );
+        let text = std::fs::read_to_string(d.join("eras.json")).unwrap();
+        assert!(text.contains(r#""decidedBy": "discover""#), "{text}");
+        let sent = std::fs::read_to_string(&log).unwrap();
+        let methods: Vec<String> = sent
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| v["method"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(methods[..2], ["server/discover", "initialize"], "{sent}");
+        assert!(
+            !methods.iter().any(|m| m == "notifications/initialized"),
+            "{sent}"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Entries written before mcpx recorded what decided them: a legacy one may be a
+    /// timeout's fallback and is not trusted; a modern one only ever came from a
+    /// `DiscoverResult` and is.
+    #[test]
+    fn an_old_legacy_entry_is_not_trusted() {
+        let d = mcpx_testkit::scratch::dir("era-cache-old");
+        let path = d.join("eras.json");
+        std::fs::write(
+            &path,
+            r#"{"stdio:old-legacy": {"era": "legacy", "revision": "2025-11-25"},
+                "stdio:old-modern": {"era": "modern", "revision": "2026-07-28"},
+                "stdio:new-legacy": {"era": "legacy", "revision": "2025-06-18", "decidedBy": "discover"}}"#,
+        )
+        .unwrap();
+        let cache = EraCache::at(path);
+        assert_eq!(cache.get("stdio:old-legacy"), None);
+        assert_eq!(
+            cache.get("stdio:old-modern"),
+            Some((Era::Modern, Revision::V2026_07_28))
+        );
+        assert_eq!(
+            cache.get("stdio:new-legacy"),
+            Some((Era::Legacy, Revision::V2025_06_18))
+        );
+        // A handshake's answer replaces the untrusted entry.
+        cache.put(
+            "stdio:old-legacy",
+            Era::Modern,
+            Revision::V2026_07_28,
+            DecidedBy::Discover,
+        );
+        assert_eq!(
+            cache.get("stdio:old-legacy"),
+            Some((Era::Modern, Revision::V2026_07_28))
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

@@ -145,6 +145,8 @@ pub struct ExampleServer {
     dynamic_resource: AtomicBool,
     /// Tasks (2025-11-25 core and the 2026-07-28 extension), bounded.
     tasks: std::sync::Arc<tasks::Tasks>,
+    /// How long each `server/discover` answer waits (for tests: a server under load).
+    discover_delay: Duration,
 }
 
 impl Default for ExampleServer {
@@ -224,7 +226,15 @@ impl ExampleServer {
             dynamic_prompt: AtomicBool::new(false),
             dynamic_resource: AtomicBool::new(false),
             tasks: std::sync::Arc::default(),
+            discover_delay: Duration::ZERO,
         }
+    }
+
+    /// The same server, answering each `server/discover` `delay` late (for tests: a
+    /// server under load, whose answer comes after a client's probe gave up waiting).
+    pub fn with_discover_delay(mut self, delay: Duration) -> Self {
+        self.discover_delay = delay;
+        self
     }
 
     /// The mode.
@@ -347,6 +357,9 @@ impl ExampleServer {
             caps,
             ctx,
         };
+        if method == "server/discover" && !self.discover_delay.is_zero() {
+            tokio::time::sleep(self.discover_delay).await;
+        }
         let result = match method {
             "initialize" => Ok(self.initialize(rev)),
             "ping" => Ok(json!({})),

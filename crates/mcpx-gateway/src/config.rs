@@ -294,6 +294,9 @@ pub struct ServerSettings {
     pub call_timeout: Duration,
     /// How long connecting and probing may take (default 30 s).
     pub connect_timeout: Duration,
+    /// How long the `server/discover` probe waits before `initialize` goes out too
+    /// (`probeTimeoutMs`, default 10 s; a later discover answer still counts).
+    pub probe_timeout: Duration,
     /// How an HTTP upstream's connections go: the environment's proxy (default),
     /// directly (`"proxy": "none"`), or through the `http://` proxy named.
     pub proxy: Proxy,
@@ -380,6 +383,7 @@ impl Default for ServerSettings {
             protocol: ProtocolPreference::default(),
             call_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(30),
+            probe_timeout: Duration::from_secs(10),
             proxy: Proxy::default(),
             oauth: None,
             user_auth: None,
@@ -535,6 +539,7 @@ struct FileServerMcpx {
     protocol: ProtocolPreference,
     call_timeout_ms: Option<u64>,
     connect_timeout_ms: Option<u64>,
+    probe_timeout_ms: Option<u64>,
     proxy: Option<String>,
     oauth: Option<FileOauth>,
     #[serde(default)]
@@ -898,6 +903,11 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                 .mcpx
                 .connect_timeout_ms
                 .map_or(d.connect_timeout, Duration::from_millis),
+            probe_timeout: match s.mcpx.probe_timeout_ms {
+                None => d.probe_timeout,
+                Some(0) => return Err(err("mcpx.probeTimeoutMs must be at least 1")),
+                Some(ms) => Duration::from_millis(ms),
+            },
             max_in_flight: match s.mcpx.max_in_flight {
                 None => d.max_in_flight,
                 Some(0) => return Err(err("mcpx.maxInFlight must be at least 1")),
@@ -1381,6 +1391,26 @@ mod tests {
         assert!(p("/^[^x]+$/").matches("abc") && !p("/^[^x]+$/").matches("axc"));
         assert!(p("/^(read|list)_/").matches("list_dir"));
         assert!(Pattern::parse("/(a/").is_err());
+    }
+
+    #[test]
+    fn the_probe_timeout_is_ten_seconds_unless_set_and_at_least_one_ms() {
+        let with = |mcpx: &str| {
+            parse(
+                &format!(r#"{{"mcpServers": {{"up": {{"command": "x"{mcpx}}}}}}}"#),
+                Path::new("mcpx.json"),
+            )
+            .map(|c| c.servers["up"].mcpx.probe_timeout)
+        };
+        assert_eq!(with("").unwrap(), Duration::from_secs(10));
+        assert_eq!(
+            with(r#", "mcpx": {"probeTimeoutMs": 300}"#).unwrap(),
+            Duration::from_millis(300)
+        );
+        let e = with(r#", "mcpx": {"probeTimeoutMs": 0}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mcpx.probeTimeoutMs must be at least 1"), "{e}");
     }
 
     #[test]

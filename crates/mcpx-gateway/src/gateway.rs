@@ -354,6 +354,7 @@ pub fn upstream_target(config: &Config, name: &str, s: &ServerConfig) -> Target 
     }
     target.preference = s.mcpx.protocol;
     target.handshake_timeout = s.mcpx.connect_timeout;
+    target.probe_timeout = s.mcpx.probe_timeout;
     target.proxy = s.mcpx.proxy.clone();
     target.oauth = s.mcpx.oauth.clone();
     target.user_auth = s.mcpx.user_auth.clone();

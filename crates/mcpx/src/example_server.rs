@@ -31,6 +31,10 @@ pub struct Args {
     /// default unless `$MCPX_THREADS` says otherwise) or 0 (one per core).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// For testing: answer each `server/discover` this many milliseconds late, as a
+    /// server under load does.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    discover_delay_ms: u64,
 }
 
 impl Args {
@@ -45,7 +49,10 @@ impl Args {
 /// Serves the example server until EOF (stdio) or Ctrl-C. Logs go to stderr.
 pub fn run(args: &Args) -> ExitCode {
     let mode = args.mode();
-    let server = Arc::new(ExampleServer::new(mode));
+    let server = Arc::new(
+        ExampleServer::new(mode)
+            .with_discover_delay(std::time::Duration::from_millis(args.discover_delay_ms)),
+    );
     let http = args.http.or(args.sse);
     crate::runtime::run("example-server", args.threads, |shutdown| async move {
         match http {

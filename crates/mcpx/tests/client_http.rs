@@ -57,6 +57,41 @@ async fn probing_finds_each_era_over_http() {
     assert_eq!(conn.facts().era, Era::Modern);
 }
 
+/// Issue #32 over HTTP: a 2026-07-28 server whose `server/discover` answer comes after
+/// the probe's wait is modern, though its refusal of the `initialize` POST (400) came
+/// first, and the era cache says so. A dual server, answering `initialize`, is legacy
+/// then, and that era is not cached: it only followed a timeout.
+#[tokio::test]
+async fn a_late_discover_answer_is_used_over_http() {
+    let dir = mcpx_testkit::scratch::dir("client-http-late-discover");
+    let cache = EraCache::at(dir.join("eras.json"));
+    let late = ["--discover-delay-ms", "1500"];
+    let (_modern, port) =
+        common::example_http(&[&["--revision", "2026-07-28"][..], &late[..]].concat()).await;
+    let mut t = target(port);
+    t.probe_timeout = std::time::Duration::from_millis(300);
+    let conn = connect(&t, &cache).await.unwrap();
+    assert_eq!(
+        (conn.facts().era, conn.facts().revision),
+        (Era::Modern, Revision::V2026_07_28)
+    );
+    conn.close().await;
+    assert_eq!(
+        cache.get(&t.transport.identity()),
+        Some((Era::Modern, Revision::V2026_07_28))
+    );
+
+    // Discover answers long after initialize, whatever the machine's speed.
+    let (_dual, port) = common::example_http(&["--discover-delay-ms", "60000"]).await;
+    let mut t = target(port);
+    t.probe_timeout = std::time::Duration::from_millis(300);
+    let conn = connect(&t, &cache).await.unwrap();
+    assert_eq!(conn.facts().era, Era::Legacy);
+    conn.close().await;
+    assert_eq!(cache.get(&t.transport.identity()), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// B-C9, A-C14: an HTTP URL where only the 2024-11-05 transport answers (the example
 /// server's `/sse`: POST is refused) is reached by falling back to HTTP+SSE after the
 /// modern probe and `initialize` over POST both fail with a 4xx.

@@ -266,3 +266,77 @@ done
     assert!(listens.is_ok(), "the listen was not opened again");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Issue #32: a 2026-07-28 stdio upstream (`mcpx example-server --revision 2026-07-28`,
+/// which refuses `initialize` with -32022) whose `server/discover` answer comes after
+/// the probe's wait (`probeTimeoutMs` 300, the answer 1500 ms late) is used as modern,
+/// started once, and cached as modern; `mcpx probe` reports it 2026-07-28.
+#[tokio::test]
+async fn a_late_discover_answer_is_used() {
+    let d = dir("late-discover");
+    let starts = d.join("starts");
+    let command = format!(
+        "echo started >> '{}'; exec '{}' example-server --revision 2026-07-28 --discover-delay-ms 1500",
+        starts.display(),
+        env!("CARGO_BIN_EXE_mcpx")
+    );
+    let config = json!({
+        "mcpx": {"limits": {"startupWaitMs": 30000}},
+        "mcpServers": {"up": {
+            "command": "sh",
+            "args": ["-c", command],
+            "mcpx": {"probeTimeoutMs": 300},
+        }},
+    });
+    let cache = d.join("cache");
+    let (tools, wire) = run(&d, &config, &cache).await;
+    assert!(tools.iter().any(|t| t == "test_simple_text"), "{tools:?}");
+    let m = methods(&wire);
+    assert_eq!(m[0], "server/discover", "{m:?}");
+    // The probe's wait passed: initialize went out too, and its refusal was not the end.
+    assert!(m.contains(&"initialize".to_owned()), "{m:?}");
+    assert!(
+        !m.contains(&"notifications/initialized".to_owned()),
+        "{m:?}"
+    );
+    // The upstream's lists went out in 2026-07-28.
+    let list = wire
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["method"] == "tools/list")
+        .expect("tools/list was sent");
+    assert_eq!(
+        list["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    let started = std::fs::read_to_string(&starts).unwrap();
+    assert_eq!(started.lines().count(), 1, "started more than once");
+    let eras: Value =
+        serde_json::from_str(&std::fs::read_to_string(cache.join("mcpx/eras.json")).unwrap())
+            .unwrap();
+    let entry = &eras[format!("stdio:sh -c {command}")];
+    assert_eq!(entry["era"], "modern", "{eras}");
+    assert_eq!(entry["revision"], "2026-07-28", "{eras}");
+
+    // `mcpx probe` (no era cache) finds it modern too.
+    let cfg = d.join("mcpx.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpx"))
+        .args(["probe", "--json", "--config"])
+        .arg(&cfg)
+        .env("HOME", &d)
+        .env("XDG_CACHE_HOME", &cache)
+        .env("XDG_RUNTIME_DIR", d.join("run"))
+        .env_remove("MCPX_AUTOSTART")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reports: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(reports[0]["era"], "modern", "{reports}");
+    assert_eq!(reports[0]["revision"], "2026-07-28", "{reports}");
+    let _ = std::fs::remove_dir_all(&d);
+}
