@@ -62,7 +62,7 @@ use serde_json::{Value, json};
 
 use crate::config::ToolFilter;
 use crate::id::UpstreamId;
-use crate::naming::{NameMap, NameRules, sanitize};
+use crate::naming::{NameMap, NameRules};
 
 /// The start of a URI that names its upstream (see the module doc).
 pub const URI_SCHEME: &str = "mcpx://";
@@ -318,8 +318,8 @@ pub struct Resolved<'a> {
 #[derive(Debug)]
 struct Upstream {
     id: UpstreamId,
-    /// What its names start with when names are prefixed: the namespace and the
-    /// separator, sanitised.
+    /// What its names start with when names are prefixed
+    /// ([`NameRules::prefix_of`]).
     name_prefix: String,
     /// The authority of its `mcpx://` URIs.
     authority: String,
@@ -394,9 +394,10 @@ impl Catalog {
     }
 
     /// The upstream a name of a tool or prompt the catalog does not list would belong
-    /// to. With namespaces in use: the upstream whose sanitised `namespace +
-    /// separator` starts `exposed` (the longest such; a namespace shortened to fit the
-    /// length limit is not recognised). With one configured upstream: that one.
+    /// to. With namespaces in use: the upstream whose prefix
+    /// ([`NameRules::prefix_of`]: its sanitised namespace and separator, or the
+    /// namespace shortened once) starts `exposed`, the longest such. With one
+    /// configured upstream: that one.
     ///
     /// So a call to a tool of an upstream that is down can be answered with the
     /// upstream's state, not "unknown tool".
@@ -514,14 +515,13 @@ pub fn build(rules: &NameRules, sources: &[Source<'_>]) -> Built {
     let namespaces = namespaces(sources, &mut built.warnings);
     let c = &mut built.catalog;
     c.prefixed = rules.prefix;
-    let separator = sanitize(&rules.separator);
     for (i, (s, ns)) in sources.iter().zip(&namespaces).enumerate() {
         let authority = authority(ns);
         c.authorities.entry(authority.clone()).or_insert(i);
         c.index.entry(s.id.clone()).or_insert(i);
         c.upstreams.push(Upstream {
             id: s.id.clone(),
-            name_prefix: format!("{}{separator}", sanitize(ns)),
+            name_prefix: rules.prefix_of(ns),
             authority,
         });
     }
@@ -1106,6 +1106,33 @@ mod tests {
         assert_eq!(
             b.catalog.owner_of_name("fetch").map(UpstreamId::as_str),
             Some("web")
+        );
+    }
+
+    /// Issue #32: every tool of an upstream with a long namespace has the one
+    /// shortened prefix, and a name with it is known to be that upstream's.
+    #[test]
+    fn a_long_namespace_gives_all_its_tools_one_prefix() {
+        let long = "a_rather_long_upstream_namespace_for_tests";
+        let tools = tools(&[
+            "t",
+            "search_the_issue_tracker",
+            "x_very_long_tool_name_indeed",
+        ]);
+        let b = run(&[up(long, tools), up("web", Lists::default())]);
+        let c = &b.catalog;
+        let prefix = rules(true).prefix_of(long);
+        assert!(prefix.len() < long.len(), "{prefix}");
+        let listed = names(c, ListKind::Tools, "name");
+        assert_eq!(listed.len(), 3);
+        for n in &listed {
+            assert!(n.starts_with(&prefix), "{n}");
+            assert_eq!(c.tool(n).map(|r| r.upstream.as_str()), Some(long));
+        }
+        let unlisted = format!("{prefix}not_listed");
+        assert_eq!(
+            c.owner_of_name(&unlisted).map(UpstreamId::as_str),
+            Some(long)
         );
     }
 

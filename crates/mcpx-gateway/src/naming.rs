@@ -16,17 +16,22 @@
 //!
 //! # Shortening
 //!
-//! The hash stands where the cut is. The namespace is cut first, since the tool's own
-//! name is what a model reads:
+//! Every name of one upstream starts with the same prefix, whatever the length of the
+//! name after it ([`NameRules::prefix_of`]): a host, and a person reading its list,
+//! sees one prefix per upstream. The prefix depends on the namespace, the separator
+//! and the limit only, never on the upstream's list, so a tool added or removed does
+//! not rename the others.
 //!
-//! 1. `<namespace head>_<hash><separator><name>`, the namespace cut to fit but kept to
-//!    at least 4 characters. The name is whole.
-//! 2. Failing that, the namespace is cut to 4 characters and the name loses its middle:
-//!    `<namespace head><separator><name head>_<hash>_<name tail>`. The name's start and
-//!    end stay readable.
+//! 1. The prefix is `<namespace><separator>` when that takes at most half the limit.
+//!    A longer namespace is shortened once, for all its names:
+//!    `<namespace head>_<hash of the namespace><separator>`, exactly half the limit
+//!    long (the hash keeps two long namespaces with the same head apart).
+//! 2. A name too long for the room left after the prefix loses its middle:
+//!    `<prefix><name head>_<hash>_<name tail>`. The name's start and end stay
+//!    readable.
 //!
-//! A single upstream's name (no namespace) goes straight to the second form. A limit
-//! too small for either keeps the start of the whole name and appends `_<hash>`.
+//! A single upstream's names have no prefix and go straight to the second form. A
+//! limit too small for it keeps the start of the whole name and appends `_<hash>`.
 
 use std::collections::HashMap;
 
@@ -85,42 +90,29 @@ pub(crate) fn sanitize(s: &str) -> String {
         .collect()
 }
 
-/// The fewest characters of a namespace kept when a name is shortened.
-const MIN_NAMESPACE: usize = 4;
+/// The 8-hex-digit hash of `s`.
+fn hash_of(s: &str) -> String {
+    format!("{:08x}", stable_hash(s) as u32)
+}
 
 /// The 8-hex-digit hash of an upstream's (namespace, name).
 fn hash8(namespace: &str, name: &str) -> String {
-    format!(
-        "{:08x}",
-        stable_hash(&format!("{namespace}\u{0}{name}")) as u32
-    )
+    hash_of(&format!("{namespace}\u{0}{name}"))
 }
 
-/// `ns` (empty when names are not prefixed), `sep` and `name`, all sanitised (so
-/// ASCII: any byte index is a char boundary), made to fit `max_len` with `hash` in
-/// them (see the module doc, Shortening).
-fn shortened(ns: &str, sep: &str, name: &str, hash: &str, max_len: usize) -> String {
-    let sep = if ns.is_empty() { "" } else { sep };
-    // 1. The namespace cut, the name whole.
-    let floor = ns.len().min(MIN_NAMESPACE);
-    if !ns.is_empty() {
-        let room = max_len.checked_sub(1 + hash.len() + sep.len() + name.len());
-        if let Some(keep) = room.filter(|k| *k >= floor) {
-            let head = &ns[..ns.len().min(keep)];
-            return format!("{head}_{hash}{sep}{name}");
-        }
-    }
-    // 2. The namespace at its shortest, the name's middle cut.
-    let head = &ns[..floor];
-    let room = max_len.saturating_sub(head.len() + sep.len() + 2 + hash.len());
+/// `name` (sanitised, so ASCII: any byte index is a char boundary) after `prefix`,
+/// made to fit `max_len` with `hash` in it (see the module doc, Shortening).
+fn shortened(prefix: &str, name: &str, hash: &str, max_len: usize) -> String {
+    // The name's middle cut.
+    let room = max_len.saturating_sub(prefix.len() + 2 + hash.len());
     if room >= 2 && name.len() > room {
         let start = room / 2;
         let end = room - start;
         let (a, b) = (&name[..start], &name[name.len() - end..]);
-        return format!("{head}{sep}{a}_{hash}_{b}");
+        return format!("{prefix}{a}_{hash}_{b}");
     }
-    // A limit too small for either: the start of the whole, then the hash.
-    let whole = format!("{ns}{sep}{name}");
+    // A limit too small for it: the start of the whole, then the hash.
+    let whole = format!("{prefix}{name}");
     let keep = max_len.saturating_sub(1 + hash.len());
     let mut out = format!("{}_{hash}", &whole[..whole.len().min(keep)]);
     out.truncate(max_len);
@@ -133,30 +125,42 @@ impl NameRules {
         self.shape(namespace, name, false)
     }
 
+    /// What every exposed name of upstream `namespace` starts with: empty when names
+    /// are not prefixed, else `<namespace><separator>` sanitised, or, when that is
+    /// longer than half the limit, the namespace shortened once (see the module doc,
+    /// Shortening).
+    pub fn prefix_of(&self, namespace: &str) -> String {
+        if !self.prefix {
+            return String::new();
+        }
+        let (ns, sep) = (sanitize(namespace), sanitize(&self.separator));
+        let budget = self.max_len / 2;
+        if ns.len() + sep.len() <= budget {
+            return format!("{ns}{sep}");
+        }
+        let hash = hash_of(namespace);
+        let keep = budget.saturating_sub(sep.len() + 1 + hash.len());
+        match &ns[..ns.len().min(keep)] {
+            "" => format!("{hash}{sep}"),
+            head => format!("{head}_{hash}{sep}"),
+        }
+    }
+
     /// The exposed name, with the hash even when it fits (`hashed`: a collision's
     /// later name).
     fn shape(&self, namespace: &str, name: &str, hashed: bool) -> String {
-        let ns = if self.prefix {
-            sanitize(namespace)
-        } else {
-            String::new()
-        };
-        let sep = if self.prefix {
-            sanitize(&self.separator)
-        } else {
-            String::new()
-        };
+        let prefix = self.prefix_of(namespace);
         let clean = sanitize(name);
         // When sanitising changed a name, two originals may now look alike; the hash is
         // added only if they actually collide (see `NameMap::build`).
-        let len = ns.len() + sep.len() + clean.len();
+        let len = prefix.len() + clean.len();
         let hash = hash8(namespace, name);
         if hashed && len + 1 + hash.len() <= self.max_len {
-            format!("{ns}{sep}{clean}_{hash}")
+            format!("{prefix}{clean}_{hash}")
         } else if hashed || len > self.max_len {
-            shortened(&ns, &sep, &clean, &hash, self.max_len)
+            shortened(&prefix, &clean, &hash, self.max_len)
         } else {
-            format!("{ns}{sep}{clean}")
+            format!("{prefix}{clean}")
         }
     }
 }
@@ -258,23 +262,76 @@ mod tests {
             .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
     }
 
+    /// Issue #32: one upstream's shortened names carried as many prefixes as it had
+    /// long tools (each tool's namespace cut to a different length).
     #[test]
-    fn a_long_namespace_is_cut_before_the_name() {
+    fn one_upstream_has_one_prefix_whatever_its_names_lengths() {
+        let ns = "averyveryverylongnamespace_for_a_servers";
+        let tools: Vec<String> = (0..14)
+            .map(|i| format!("tool{i}_{}", "t".repeat(i * 3)))
+            .collect();
+        let entries = |tools: &[String]| -> Vec<(String, String)> {
+            tools.iter().map(|t| (ns.to_owned(), t.clone())).collect()
+        };
+        let owned = entries(&tools);
+        let m = NameMap::build(
+            &rules(true),
+            owned.iter().map(|(a, b)| (a.as_str(), b.as_str())),
+        );
+        let names: Vec<&str> = tools.iter().filter_map(|t| m.exposed(ns, t)).collect();
+        assert_eq!(names.len(), tools.len());
+        let prefixes: std::collections::BTreeSet<&str> = names
+            .iter()
+            .filter_map(|n| n.split_once("__").map(|(p, _)| p))
+            .collect();
+        assert_eq!(prefixes.len(), 1, "one prefix: {names:#?}");
+        let prefix = prefixes.iter().next().copied().unwrap_or_default();
+        assert!(prefix.starts_with("averyvery"), "{prefix}");
+        for (t, n) in tools.iter().zip(&names) {
+            assert!(n.len() <= 64 && valid(n), "{n}");
+            assert_eq!(m.resolve(n), Some((ns, t.as_str())));
+        }
+        let unique: std::collections::HashSet<&&str> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "unique");
+        assert!(m.collisions.is_empty());
+        // Stable: a tool more, or a tool fewer, renames none of the others.
+        let mut more = tools.clone();
+        more.push(format!("late_{}", "l".repeat(60)));
+        more.remove(0);
+        let owned = entries(&more);
+        let again = NameMap::build(
+            &rules(true),
+            owned.iter().map(|(a, b)| (a.as_str(), b.as_str())),
+        );
+        for t in &tools[1..] {
+            assert_eq!(again.exposed(ns, t), m.exposed(ns, t), "{t}");
+        }
+        // A namespace within half the limit is kept whole, whatever the name.
+        let long = "x".repeat(100);
+        assert!(rules(true).exposed("fs", &long).starts_with("fs__xx"));
+        assert_eq!(rules(true).exposed("fs", "read"), "fs__read");
+    }
+
+    #[test]
+    fn a_long_namespace_is_shortened_once() {
         let ns = "averyveryverylongnamespace_for_a_servers";
         assert_eq!(ns.len(), 40);
-        // 40 + 2 + 24 > 64. Cut from the end, the name kept 13 of its 24 characters.
+        // 40 + 2 is more than half of 64: the namespace is cut to fill half, with a
+        // hash of it; the name stays whole.
         let tool = "search_the_issue_tracker";
         let name = rules(true).exposed(ns, tool);
-        assert!(name.len() <= 64, "{name}");
-        assert!(name.starts_with("avery"), "{name}");
-        assert!(name.ends_with(&format!("__{tool}")), "{name}");
+        let prefix = format!("averyveryverylongname_{}__", hash_of(ns));
+        assert_eq!(rules(true).prefix_of(ns), prefix);
+        assert_eq!(name, format!("{prefix}{tool}"));
         assert!(valid(&name), "{name}");
         assert_eq!(name, rules(true).exposed(ns, tool), "stable");
-        let hash = hash8(ns, tool);
-        assert!(name.contains(&format!("_{hash}__")), "{name}");
-        // A short tool name fits beside the whole namespace: nothing is cut.
+        // A short name has the same prefix.
         let name = rules(true).exposed(ns, "tool_name");
-        assert_eq!(name, format!("{ns}__tool_name"), "it fits: unchanged");
+        assert_eq!(name, format!("{prefix}tool_name"));
+        // Two long namespaces with the same head keep apart.
+        assert_ne!(rules(true).prefix_of(&format!("{ns}_too")), prefix);
+        // Without prefixes there is none.
+        assert_eq!(rules(false).prefix_of(ns), "");
     }
 
     #[test]
@@ -283,7 +340,8 @@ mod tests {
         let tool = format!("begin_{}_finish", "m".repeat(80));
         let name = rules(true).exposed(ns, &tool);
         assert_eq!(name.len(), 64, "{name}");
-        assert!(name.starts_with("aver__begin_m"), "{name}");
+        let prefix = rules(true).prefix_of(ns);
+        assert!(name.starts_with(&format!("{prefix}begin_m")), "{name}");
         assert!(name.ends_with("m_finish"), "{name}");
         assert!(name.contains(&format!("_{}_", hash8(ns, &tool))), "{name}");
         assert!(valid(&name), "{name}");
@@ -316,9 +374,9 @@ mod tests {
     }
 
     #[test]
-    fn a_collision_at_the_limit_keeps_the_name_tail() {
-        // Sanitised alike, and exactly at the limit: the later one's hash goes into
-        // its namespace, and both names stay whole.
+    fn a_collision_at_the_limit_keeps_the_prefix() {
+        // Sanitised alike, and exactly at the limit: the later one's name loses its
+        // middle for the hash, and keeps its upstream's prefix.
         let tool_a = format!("{} y", "x".repeat(40));
         let tool_b = format!("{}_y", "x".repeat(40));
         let ns = "namespace_of_twenty_"; // 20 + 2 + 42 = 64
@@ -328,7 +386,9 @@ mod tests {
         assert_eq!(first.len(), 64);
         assert_ne!(first, second);
         assert!(second.len() <= 64, "{second}");
-        assert!(second.ends_with(&format!("__{}", tool_b)), "{second}");
+        assert!(second.starts_with(&format!("{ns}__xxx")), "{second}");
+        assert!(second.ends_with("x_y"), "{second}");
+        assert!(second.contains(&hash8(ns, &tool_b)), "{second}");
         assert_eq!(m.collisions.len(), 1);
         assert_eq!(m.resolve(second), Some((ns, tool_b.as_str())));
     }

@@ -496,7 +496,10 @@ async fn probe_daemon(
             r["revision"] = u["revision"].clone();
             r["serverInfo"] = u["serverInfo"].clone();
             r["capabilities"] = u["capabilities"].clone();
-            r["tools"] = u["tools"].clone();
+            // Null until the daemon has the upstream's first list: no count then.
+            if u["tools"].is_u64() {
+                r["tools"] = u["tools"].clone();
+            }
         } else {
             let mut why = u["phrase"].as_str().unwrap_or("?").to_owned();
             if let Some(e) = u["lastError"].as_str() {

@@ -249,6 +249,16 @@ impl Upstream {
             .unwrap_or_else(|e| e.into_inner().clone())
     }
 
+    /// How many tools it listed: `None` while that is not known, because it never
+    /// connected or its first `tools/list` has not been answered (a status shows it
+    /// as listing, not as 0 tools). An upstream that does not offer tools has 0.
+    pub fn tool_count(&self) -> Option<usize> {
+        if let Some(tools) = self.lists().get(crate::catalog::ListKind::Tools) {
+            return Some(tools.len());
+        }
+        self.facts().filter(|f| !f.has("tools")).map(|_| 0)
+    }
+
     /// Replaces what it listed.
     pub fn set_lists(&self, lists: Lists) {
         if let Ok(mut l) = self.lists.lock() {

@@ -183,8 +183,11 @@ pub struct Status {
     pub restarts: u32,
     /// The process id while ready (stdio).
     pub pid: Option<u32>,
-    /// What it last failed with (kept after it recovers, for reports).
+    /// What it last failed with (kept after it recovers, for reports: a report of a
+    /// ready upstream shows it as past, with its time).
     pub last_error: Option<Arc<Cause>>,
+    /// When it failed with `last_error`.
+    pub last_error_at: Option<Instant>,
     /// Whether a first start has ended (in either way): what a host's first request
     /// waits for, up to `startupWaitMs`.
     pub settled: bool,
@@ -198,6 +201,7 @@ impl Status {
             restarts: 0,
             pid: None,
             last_error: None,
+            last_error_at: None,
             settled,
         }
     }
@@ -662,6 +666,7 @@ impl<L: Link> Supervisor<L> {
             );
             self.set(|s| {
                 s.last_error = Some(cause.clone());
+                s.last_error_at = Some(Instant::now());
                 s.settled = true;
                 s.state = state;
             });
@@ -946,6 +951,22 @@ mod tests {
         until_state(&s, "backoff").await;
         until_state(&s, "ready").await;
         assert_eq!(offsets(&link, t0), vec![0, 121_000, 123_000]);
+    }
+
+    /// Issue #32: a recovered upstream's last error is kept with the time it failed
+    /// (a report shows it as past), not the time it recovered.
+    #[tokio::test(start_paused = true)]
+    async fn a_recovered_upstream_keeps_its_last_error_and_its_time() {
+        let t0 = Instant::now();
+        let link = Arc::new(Scripted::default());
+        link.outcomes.lock().unwrap().extend([false, true]);
+        let (s, _task) = start(&link, settings());
+        let st = until_state(&s, "backoff").await;
+        assert_eq!(st.last_error_at, Some(t0));
+        let st = until_state(&s, "ready").await;
+        assert_eq!(offsets(&link, t0), vec![0, 1000]);
+        assert!(st.last_error.is_some());
+        assert_eq!(st.last_error_at, Some(t0), "when it failed");
     }
 
     #[tokio::test(start_paused = true)]

@@ -127,7 +127,7 @@ pub static OPERATIONS: &[Operation] = &[
         verb: Verb::Get,
         path: "/v1/status",
         id: "status",
-        summary: "Each upstream: its supervisor's state, era, revision, pid, restarts, last error and tool count.",
+        summary: "Each upstream: its supervisor's state, era, revision, pid, restarts, last error (with its time; past once the upstream is ready again) and tool count (null until its first list).",
         params: &[],
         body: None,
         ok: (200, || {
@@ -137,7 +137,8 @@ pub static OPERATIONS: &[Operation] = &[
                     "phrase": {"type": "string"}, "era": {"type": ["string", "null"]},
                     "revision": {"type": ["string", "null"]}, "pid": {"type": ["integer", "null"]},
                     "restarts": {"type": "integer"}, "lastError": {"type": ["string", "null"]},
-                    "tools": {"type": "integer"}}), &["name", "state", "restarts", "tools"])}}),
+                    "lastErrorAt": {"type": ["string", "null"], "format": "date-time"},
+                    "tools": {"type": ["integer", "null"]}}), &["name", "state", "restarts", "tools"])}}),
                 &["upstreams"],
             )
         }),

@@ -129,29 +129,46 @@ pub fn status(target: &Target) -> ExitCode {
             .max()
             .unwrap_or(0);
         for u in &ups {
-            let mut line = format!(
-                "{:width$}  {}",
-                u["name"].as_str().unwrap_or("?"),
-                u["phrase"].as_str().unwrap_or("?")
-            );
-            if let (Some(era), Some(rev)) = (u["era"].as_str(), u["revision"].as_str()) {
-                line.push_str(&format!(", {era} {rev}"));
-            }
-            if let Some(pid) = u["pid"].as_u64() {
-                line.push_str(&format!(", pid {pid}"));
-            }
-            line.push_str(&format!(
-                ", {}, {}",
-                crate::inspect::counted(&u["tools"].to_string(), "tool"),
-                crate::inspect::counted(&u["restarts"].to_string(), "restart")
-            ));
-            if let Some(e) = u["lastError"].as_str() {
-                line.push_str(&format!("; last error: {e}"));
-            }
-            say!("{line}");
+            say!("{}", status_line(u, width));
         }
         Ok(true)
     })
+}
+
+/// One upstream's line of `mcpx status`, from its `/v1/status` entry. Tools not yet
+/// listed are "listing tools" (ready) or "tools not known yet", never "0 tools". A
+/// ready upstream's last error is past: "earlier error at TIME".
+fn status_line(u: &Value, width: usize) -> String {
+    let mut line = format!(
+        "{:width$}  {}",
+        u["name"].as_str().unwrap_or("?"),
+        u["phrase"].as_str().unwrap_or("?")
+    );
+    if let (Some(era), Some(rev)) = (u["era"].as_str(), u["revision"].as_str()) {
+        line.push_str(&format!(", {era} {rev}"));
+    }
+    if let Some(pid) = u["pid"].as_u64() {
+        line.push_str(&format!(", pid {pid}"));
+    }
+    let ready = u["state"] == "ready";
+    let tools = match u["tools"].as_u64() {
+        Some(n) => crate::inspect::counted(&n.to_string(), "tool"),
+        None if ready => "listing tools".to_owned(),
+        None => "tools not known yet".to_owned(),
+    };
+    line.push_str(&format!(
+        ", {tools}, {}",
+        crate::inspect::counted(&u["restarts"].to_string(), "restart")
+    ));
+    if let Some(e) = u["lastError"].as_str() {
+        let what = if ready { "earlier error" } else { "last error" };
+        let at = u["lastErrorAt"]
+            .as_str()
+            .map(|t| format!(" at {t}"))
+            .unwrap_or_default();
+        line.push_str(&format!("; {what}{at}: {e}"));
+    }
+    line
 }
 
 /// `mcpx restart NAME`.
@@ -205,4 +222,42 @@ pub fn stop(target: &Target) -> ExitCode {
         }
         Ok(true)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::status_line;
+    use serde_json::json;
+
+    /// Issue #32: a ready upstream not yet listed said "0 tools", and a recovered
+    /// one's last error read as current, with no time.
+    #[test]
+    fn a_line_says_what_is_known_and_when() {
+        let listing = json!({"name": "a", "state": "ready", "phrase": "ready",
+            "restarts": 0, "tools": null, "lastError": null});
+        assert_eq!(
+            status_line(&listing, 1),
+            "a  ready, listing tools, 0 restarts"
+        );
+        let down = json!({"name": "a", "state": "starting", "phrase": "starting",
+            "restarts": 0, "tools": null});
+        assert_eq!(
+            status_line(&down, 1),
+            "a  starting, tools not known yet, 0 restarts"
+        );
+        let recovered = json!({"name": "a", "state": "ready", "phrase": "ready",
+            "restarts": 1, "tools": 2, "lastError": "exited with status 1",
+            "lastErrorAt": "2026-01-02T03:04:05.000Z"});
+        assert_eq!(
+            status_line(&recovered, 1),
+            "a  ready, 2 tools, 1 restart; earlier error at 2026-01-02T03:04:05.000Z: exited with status 1"
+        );
+        let failing = json!({"name": "a", "state": "backoff", "phrase": "restarting",
+            "restarts": 1, "tools": 2, "lastError": "exited with status 1",
+            "lastErrorAt": "2026-01-02T03:04:05.000Z"});
+        assert!(
+            status_line(&failing, 1)
+                .ends_with("; last error at 2026-01-02T03:04:05.000Z: exited with status 1")
+        );
+    }
 }

@@ -110,6 +110,7 @@ fn upstream_view(name: &str, st: &mcpx_gateway::upstream::Status) -> Value {
         "restarts": st.restarts,
         "pid": st.pid,
         "lastError": st.last_error.as_ref().map(|e| e.to_string()),
+        "lastErrorAt": st.last_error_at.map(crate::daemon::ops::info::wall_time),
     })
 }
 

@@ -6,7 +6,6 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 use futures_util::future::BoxFuture;
-use mcpx_gateway::catalog::ListKind;
 use serde_json::{Value, json};
 
 use crate::daemon::Daemon;
@@ -29,7 +28,19 @@ pub fn health(d: Arc<Daemon>, _req: Request) -> BoxFuture<'static, Response> {
     })
 }
 
-/// One upstream's status.
+/// When `at` was, on the wall clock: ISO 8601 (UTC).
+pub fn wall_time(at: tokio::time::Instant) -> String {
+    let ago = tokio::time::Instant::now().saturating_duration_since(at);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let ms = u64::try_from(now.saturating_sub(ago).as_millis()).unwrap_or(u64::MAX);
+    mcpx_protocol::task::iso8601(ms)
+}
+
+/// One upstream's status. `tools` is null while not known (see
+/// `Upstream::tool_count`); `lastError` stays after a recovery, with `lastErrorAt`,
+/// and a report of a ready upstream shows it as past.
 pub fn upstream_status(up: &mcpx_gateway::upstream::Upstream) -> Value {
     let st = up.status();
     let facts = up.facts();
@@ -44,7 +55,8 @@ pub fn upstream_status(up: &mcpx_gateway::upstream::Upstream) -> Value {
         "pid": st.pid,
         "restarts": st.restarts,
         "lastError": st.last_error.as_ref().map(|e| e.to_string()),
-        "tools": up.lists().get(ListKind::Tools).map_or(0, Vec::len),
+        "lastErrorAt": st.last_error_at.map(wall_time),
+        "tools": up.tool_count(),
         "inFlight": up.supervisor().in_flight(),
     })
 }
@@ -92,4 +104,66 @@ pub fn servers(d: Arc<Daemon>, _req: Request) -> BoxFuture<'static, Response> {
 /// `GET /v1/openapi.json`.
 pub fn openapi(_d: Arc<Daemon>, _req: Request) -> BoxFuture<'static, Response> {
     Box::pin(async move { json_response(StatusCode::OK, &api::openapi()) })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use mcpx_client::{EraCache, ServerFacts};
+    use mcpx_gateway::catalog::Lists;
+    use mcpx_gateway::id::UpstreamId;
+    use mcpx_gateway::upstream::Upstream;
+    use mcpx_protocol::{Era, Revision};
+
+    fn upstream() -> std::sync::Arc<Upstream> {
+        let config = mcpx_gateway::config::parse(
+            r#"{"mcpServers": {"a": {"command": "true"}}}"#,
+            std::path::Path::new("test.json"),
+        )
+        .unwrap();
+        let (name, s) = config.servers.iter().next().unwrap();
+        let target = mcpx_gateway::gateway::upstream_target(&config, name, s);
+        let (up, _commands) = Upstream::new(
+            UpstreamId::new(name),
+            s.clone(),
+            target,
+            EraCache::default(),
+            4,
+            std::time::Duration::from_secs(1),
+        );
+        up
+    }
+
+    fn facts(capabilities: Value) -> std::sync::Arc<ServerFacts> {
+        std::sync::Arc::new(ServerFacts {
+            era: Era::Legacy,
+            revision: Revision::V2025_11_25,
+            capabilities,
+            info: json!({}),
+            instructions: None,
+        })
+    }
+
+    /// Issue #32: an upstream connected but not yet listed showed 0 tools.
+    #[test]
+    fn tools_are_unknown_until_the_first_list() {
+        let up = upstream();
+        assert_eq!(
+            upstream_status(&up)["tools"],
+            Value::Null,
+            "never connected"
+        );
+        up.set_facts(facts(json!({"tools": {}})));
+        assert_eq!(upstream_status(&up)["tools"], Value::Null, "not listed yet");
+        up.set_lists(Lists {
+            tools: Some(vec![json!({"name": "t"})]),
+            ..Lists::default()
+        });
+        assert_eq!(upstream_status(&up)["tools"], json!(1));
+        // One that offers no tools has none.
+        let none = upstream();
+        none.set_facts(facts(json!({"prompts": {}})));
+        assert_eq!(upstream_status(&none)["tools"], json!(0));
+    }
 }

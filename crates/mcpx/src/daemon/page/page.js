@@ -35,8 +35,14 @@ async function refresh() {
       cell(row, u.revision);
       cell(row, u.pid);
       cell(row, u.restarts);
-      cell(row, u.tools);
-      cell(row, u.lastError);
+      // Not yet listed: tools unknown, not 0.
+      cell(row, u.tools === null ? (u.state === "ready" ? "listing" : "unknown") : u.tools);
+      // A ready upstream's last error is past: marked so, with its time.
+      const past = u.state === "ready";
+      const error = u.lastError
+        ? (past ? "earlier: " : "") + (u.lastErrorAt ? u.lastErrorAt + ": " : "") + u.lastError
+        : "";
+      cell(row, error, past ? "past" : "");
       body.appendChild(row);
     }
   } catch (e) {
