@@ -261,3 +261,15 @@ pub fn stop(target: &Target) -> ExitCode {
         Ok(true)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_of_many_lines_is_shown_by_its_first() {
+        assert_eq!(one_line("exited; stderr: a\nb\n"), "exited; stderr: a …");
+        assert_eq!(one_line("one line\n"), "one line");
+        assert_eq!(one_line(""), "");
+    }
+}
