@@ -290,3 +290,33 @@ impl App {
         mcpx_transport::child::stop_detached(STOP_WITHIN).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn every_reload_tells_the_observer_its_trigger_and_outcome() {
+        let dir = std::env::temp_dir().join(format!("mcpx-app-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.json");
+        std::fs::write(&file, r#"{"mcpServers": {}}"#).unwrap();
+        let (path, config) = config::load(Some(&file)).unwrap();
+        let app = App::start(config, Some(path), None, EraCache::disabled());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        app.on_reload(Arc::new(move |trigger, outcome| {
+            log.lock().unwrap().push((trigger, outcome.is_ok()));
+        }));
+        assert!(app.reload().is_ok());
+        std::fs::write(&file, "{").unwrap();
+        assert!(app.reload_for(ReloadTrigger::Hangup).is_err());
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(ReloadTrigger::Asked, true), (ReloadTrigger::Hangup, false)]
+        );
+        app.shutdown().await;
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -129,12 +129,26 @@ pub async fn start_daemon(
         cmd.process_group(0);
     }
     // Its stderr (every log line) is appended to its log file: nobody reads it live.
-    let log = super::paths::log_file(key).map_err(|e| format!("the daemon's log: {e}"))?;
-    let log_out = super::paths::open_log(&log).map_err(|e| format!("the daemon's log: {e}"))?;
-    cmd.arg("--log-file").arg(&log);
+    // A log that cannot be opened is said, and the daemon started all the same.
+    let log = super::paths::log_file(key).and_then(|log| {
+        let out = super::paths::open_log(&log)?;
+        Ok((log, out))
+    });
+    let (log, stderr) = match log {
+        Ok((log, out)) => {
+            cmd.arg("--log-file").arg(&log);
+            (Some(log), std::process::Stdio::from(out))
+        }
+        Err(e) => {
+            mcpx_telemetry::notice(&format!(
+                "mcpx: the daemon started in the background has no log: {e}"
+            ));
+            (None, std::process::Stdio::null())
+        }
+    };
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(log_out);
+        .stderr(stderr);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start the daemon: {e}"))?;
@@ -150,10 +164,15 @@ pub async fn start_daemon(
             if let Some(c) = find(key) {
                 return Ok(c);
             }
-            return Err(format!(
-                "the daemon exited at once ({status}); its log {} says why",
-                log.display()
-            ));
+            return Err(match &log {
+                Some(log) => format!(
+                    "the daemon exited at once ({status}); its log {} says why",
+                    log.display()
+                ),
+                None => {
+                    format!("the daemon exited at once ({status}); run `mcpx daemon` to see why")
+                }
+            });
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(format!(
