@@ -5,6 +5,9 @@
 //! * [`App::watch`] reloads when the configuration file changes (debounced
 //!   `reloadDebounceMs`) and on SIGHUP. A file that does not parse is reported with
 //!   its path, line and reason, and the configuration in force keeps serving.
+//! * Every reload, whatever asked for it ([`ReloadTrigger`]), goes through
+//!   [`App::reload_for`], which tells the observer [`App::on_reload`] set (the daemon
+//!   publishes it as an event) its trigger and its outcome.
 //! * [`App::shutdown`] ends hosts' listen streams and stops every upstream (a child
 //!   gets its stdin closed, then SIGTERM to its process group, then SIGKILL), so no
 //!   upstream process outlives mcpx.
@@ -28,6 +31,41 @@ pub const STOP_WITHIN: Duration = Duration::from_secs(5);
 
 /// Adjustments the command line makes to every configuration read (`--mcp-spec`).
 pub type Adjust = Arc<dyn Fn(&mut Config) -> Result<(), String> + Send + Sync>;
+
+/// What asked for a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadTrigger {
+    /// The file watcher saw the configuration file change.
+    File,
+    /// SIGHUP.
+    Hangup,
+    /// A request (the daemon's `POST /v1/reload`, a test).
+    Asked,
+}
+
+impl ReloadTrigger {
+    /// A short key: `file`, `sighup` or `asked`.
+    pub fn key(self) -> &'static str {
+        match self {
+            ReloadTrigger::File => "file",
+            ReloadTrigger::Hangup => "sighup",
+            ReloadTrigger::Asked => "asked",
+        }
+    }
+}
+
+impl std::fmt::Display for ReloadTrigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReloadTrigger::File => "the configuration file changed",
+            ReloadTrigger::Hangup => "SIGHUP",
+            ReloadTrigger::Asked => "asked to reload",
+        })
+    }
+}
+
+/// Told of every reload: what asked for it and how it went.
+pub type ReloadObserver = Arc<dyn Fn(ReloadTrigger, &Result<Plan, ReloadError>) + Send + Sync>;
 
 /// Why a reload did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +93,7 @@ pub struct App {
     path: Option<PathBuf>,
     adjust: Option<Adjust>,
     watcher: Mutex<Option<ConfigWatcher>>,
+    on_reload: Mutex<Option<ReloadObserver>>,
 }
 
 impl std::fmt::Debug for App {
@@ -106,6 +145,7 @@ impl App {
             path,
             adjust,
             watcher: Mutex::new(None),
+            on_reload: Mutex::new(None),
         })
     }
 
@@ -133,14 +173,32 @@ impl App {
             .collect()
     }
 
-    /// Reads the configuration file again and applies it. On any error the
-    /// configuration in force is left as it is.
+    /// Sets the observer told of every reload from now on (replacing any earlier one).
+    pub fn on_reload(&self, observer: ReloadObserver) {
+        if let Ok(mut o) = self.on_reload.lock() {
+            *o = Some(observer);
+        }
+    }
+
+    /// Reads the configuration file again and applies it, as asked
+    /// ([`ReloadTrigger::Asked`]). On any error the configuration in force is left as
+    /// it is.
     pub fn reload(&self) -> Result<Plan, ReloadError> {
+        self.reload_for(ReloadTrigger::Asked)
+    }
+
+    /// [`App::reload`] for `trigger`: every reload's one way, which counts it in the
+    /// metrics and tells the [`App::on_reload`] observer.
+    pub fn reload_for(&self, trigger: ReloadTrigger) -> Result<Plan, ReloadError> {
         let reloaded = self.reload_config();
         if let Some(m) = self.gateway.metrics()
             && !matches!(reloaded, Err(ReloadError::NoFile))
         {
             m.reloaded(reloaded.is_ok());
+        }
+        let observer = self.on_reload.lock().ok().and_then(|o| o.clone());
+        if let Some(observe) = observer {
+            observe(trigger, &reloaded);
         }
         reloaded
     }
@@ -175,9 +233,10 @@ impl App {
             None => (None, None),
         };
         let app = Arc::downgrade(self);
+        // Before returning, not in the task: a SIGHUP from now on reloads, never kills.
+        let mut hangup =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         tokio::spawn(async move {
-            let mut hangup =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
             let mut changes = changes;
             loop {
                 let why = tokio::select! {
@@ -186,13 +245,13 @@ impl App {
                             Some(rx) => rx.recv().await,
                             None => std::future::pending().await,
                         }
-                    } => "the configuration file changed",
+                    } => ReloadTrigger::File,
                     Some(()) = async {
                         match hangup.as_mut() {
                             Some(h) => h.recv().await,
                             None => std::future::pending().await,
                         }
-                    } => "SIGHUP",
+                    } => ReloadTrigger::Hangup,
                     else => return,
                 };
                 let Some(app) = app.upgrade() else { return };
@@ -203,8 +262,8 @@ impl App {
     }
 
     /// [`App::reload`], with its outcome logged.
-    fn reload_logged(&self, why: &str) {
-        match self.reload() {
+    fn reload_logged(&self, why: ReloadTrigger) {
+        match self.reload_for(why) {
             Ok(plan) => {
                 tracing::info!("{why}: reloaded ({plan})");
             }
@@ -229,5 +288,35 @@ impl App {
         // Children of starts that failed or were abandoned (a connect timeout drops
         // the start, and its child stops in the background).
         mcpx_transport::child::stop_detached(STOP_WITHIN).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn every_reload_tells_the_observer_its_trigger_and_outcome() {
+        let dir = std::env::temp_dir().join(format!("mcpx-app-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.json");
+        std::fs::write(&file, r#"{"mcpServers": {}}"#).unwrap();
+        let (path, config) = config::load(Some(&file)).unwrap();
+        let app = App::start(config, Some(path), None, EraCache::disabled());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        app.on_reload(Arc::new(move |trigger, outcome| {
+            log.lock().unwrap().push((trigger, outcome.is_ok()));
+        }));
+        assert!(app.reload().is_ok());
+        std::fs::write(&file, "{").unwrap();
+        assert!(app.reload_for(ReloadTrigger::Hangup).is_err());
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(ReloadTrigger::Asked, true), (ReloadTrigger::Hangup, false)]
+        );
+        app.shutdown().await;
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -56,8 +56,9 @@ enum Command {
     /// Log in to upstreams that need a user's OAuth authorization, log out, and show
     /// what is stored (never a token).
     Auth(auth::Args),
-    /// Show the daemon serving the configuration and each upstream's state, era,
-    /// revision, pid, restarts and tools.
+    /// Show the daemon serving the configuration (its log file and last reload) and
+    /// each upstream's state, era, revision, pid, restarts and tools; and the file's
+    /// parse error, when it has one.
     Status(daemon::cli::Target),
     /// Restart one upstream of the daemon serving the configuration.
     Restart(daemon::cli::Restart),

@@ -755,3 +755,255 @@ async fn serve_attach_to_a_named_socket_starts_no_daemon() {
     assert!(!gone.exists());
     d.post("/v1/shutdown", &json!({})).await;
 }
+
+/// The data of each `reload` event in an SSE text.
+fn reloads(sse: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut kind = "";
+    for line in sse.lines() {
+        if let Some(k) = line.strip_prefix("event: ") {
+            kind = k;
+        } else if let Some(d) = line.strip_prefix("data: ")
+            && kind == "reload"
+        {
+            out.push(serde_json::from_str(d).unwrap());
+        }
+    }
+    out
+}
+
+/// Reads the events from the start until a `reload` event matches `check`; its data.
+async fn reload_event(d: &Daemon, check: impl Fn(&Value) -> bool) -> Value {
+    let seen = events(d, "?since=0", |s| reloads(s).iter().any(&check)).await;
+    reloads(&seen).into_iter().find(|r| check(r)).unwrap()
+}
+
+#[tokio::test]
+async fn a_broken_file_leaves_the_daemon_seen_stoppable_and_its_failed_reload_shown() {
+    let d = Daemon::start("broken", &two_examples(), &[]).await;
+    d.ready().await;
+    let cfg = d.config.to_str().unwrap().to_owned();
+    // An edit that does not parse: the watcher's reload fails, and says where.
+    std::fs::write(
+        &d.config,
+        "{\"mcpServers\": {\n  \"a\": {\"command\": }\n}}",
+    )
+    .unwrap();
+    let failed = reload_event(&d, |r| r["trigger"] == "file" && r["ok"] == false).await;
+    let error = failed["error"].as_str().unwrap();
+    assert!(error.contains(&format!("{cfg}:2:")), "{failed}");
+    // The status page shows it, without a script.
+    let (status, page) = d.get_text("/").await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("<p id=\"reload\" class=\"failed\">"),
+        "{page}"
+    );
+    assert!(
+        page.contains("last reload: failed (the file changed)"),
+        "{page}"
+    );
+    // `status` finds the daemon by the file's path, and tells both.
+    let (ok, out, err) = run(&d.dir, &["status", "--config", &cfg]).await;
+    assert!(ok, "{err}");
+    assert!(out.starts_with("daemon: pid "), "{out}");
+    assert!(out.contains("\neverything  ready"), "{out}");
+    assert!(
+        out.contains("last reload: failed (the file changed)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("configuration: does not parse") && out.contains(&format!("{cfg}:2:")),
+        "{out}"
+    );
+    let (ok, out, _) = run(&d.dir, &["status", "--config", &cfg, "--json"]).await;
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["configError"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{cfg}:2:"))
+    );
+    assert_eq!(v["daemon"]["lastReload"]["ok"], false);
+    // `reload` asks the daemon, which says why (and the failed reload is an event).
+    let (ok, _, err) = run(&d.dir, &["reload", "--config", &cfg]).await;
+    assert!(!ok);
+    assert!(err.contains(&format!("{cfg}:2:")), "{err}");
+    reload_event(&d, |r| r["trigger"] == "asked" && r["ok"] == false).await;
+    // `stop` stops it.
+    let (ok, out, err) = run(&d.dir, &["stop", "--config", &cfg]).await;
+    assert!(ok, "{err}");
+    assert!(out.starts_with("stopped (pid "), "{out}");
+    assert!(err.contains("does not parse"), "{err}");
+    assert!(!d.socket.exists());
+}
+
+#[tokio::test]
+async fn a_sighup_and_a_changed_file_each_reload_with_an_event() {
+    let d = Daemon::start("reload-events", &two_examples(), &[]).await;
+    d.ready().await;
+    let pid = d.child.id().unwrap().to_string();
+    let _ = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status();
+    let hup = reload_event(&d, |r| r["trigger"] == "sighup").await;
+    assert_eq!(hup["ok"], true, "{hup}");
+    assert_eq!(hup["plan"], "unchanged everything, legacy", "{hup}");
+    let mut config = two_examples();
+    config["mcpServers"]
+        .as_object_mut()
+        .unwrap()
+        .remove("legacy");
+    std::fs::write(&d.config, config.to_string()).unwrap();
+    let file = reload_event(&d, |r| r["trigger"] == "file").await;
+    assert_eq!(file["ok"], true, "{file}");
+    assert_eq!(
+        file["plan"], "removed legacy; unchanged everything",
+        "{file}"
+    );
+    // The last one is the daemon's, in its health and on its page.
+    let (_, health) = d.get("/v1/health").await;
+    assert_eq!(health["lastReload"]["trigger"], "file", "{health}");
+    let (_, page) = d.get_text("/").await;
+    assert!(
+        page.contains("last reload: ok (the file changed)"),
+        "{page}"
+    );
+    d.post("/v1/shutdown", &json!({})).await;
+}
+
+#[tokio::test]
+async fn a_daemon_started_in_the_background_logs_to_a_file_status_names() {
+    let dir = mcpx_testkit::scratch::dir("daemon-log");
+    let cfg = dir.join("mcpx.json");
+    std::fs::write(&cfg, two_examples().to_string()).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let (ok, _, err) = run(&dir, &["tools", "--config", cfg, "--autostart"]).await;
+    assert!(ok, "{err}");
+    let (ok, out, err) = run(&dir, &["status", "--config", cfg]).await;
+    assert!(ok, "{err}");
+    let log = out
+        .lines()
+        .find_map(|l| l.strip_prefix("log: "))
+        .unwrap_or_else(|| panic!("status names no log: {out}"));
+    let log = PathBuf::from(log);
+    assert!(log.starts_with(dir.join("state").join("mcpx")), "{log:?}");
+    assert_eq!(mode(&log), 0o600);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("mcpx daemon: serving"), "{text}");
+    let (ok, _, err) = run(&dir, &["stop", "--config", cfg]).await;
+    assert!(ok, "{err}");
+}
+
+#[tokio::test]
+async fn a_multi_line_last_error_keeps_status_on_one_line_an_upstream() {
+    let mut config = two_examples();
+    config["mcpServers"]["bad"] = json!({"command": "sh",
+        "args": ["-c", "echo first line >&2; echo second line >&2; exit 3"]});
+    let d = Daemon::start("multiline", &config, &[]).await;
+    d.wait_status("bad has failed once", |v| {
+        v["upstreams"].as_array().unwrap().iter().any(|u| {
+            u["name"] == "bad" && u["lastError"].as_str().is_some_and(|e| e.contains('\n'))
+        })
+    })
+    .await;
+    let cfg = d.config.to_str().unwrap();
+    let (ok, out, err) = run(&d.dir, &["status", "--config", cfg]).await;
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(lines.len(), 3, "one line an upstream: {out}");
+    for l in &lines {
+        assert!(
+            ["bad         ", "everything  ", "legacy      "]
+                .iter()
+                .any(|n| l.starts_with(n)),
+            "{out}"
+        );
+    }
+    assert!(out.contains("stderr: first line …"), "{out}");
+    // The whole text stays in --json.
+    let (_, json_out, _) = run(&d.dir, &["status", "--config", cfg, "--json"]).await;
+    assert!(json_out.contains("first line\\nsecond line"), "{json_out}");
+    d.post("/v1/shutdown", &json!({})).await;
+}
+
+#[tokio::test]
+async fn the_status_page_without_a_script_shows_upstreams_and_hosts_calls_with_reasons() {
+    let d = Daemon::start("page", &two_examples(), &["--http", "127.0.0.1:0"]).await;
+    d.ready().await;
+    let modern = host(
+        "modern",
+        TargetTransport::Http {
+            url: d.url("/mcp"),
+            headers: vec![],
+        },
+        ProtocolPreference::Modern,
+    )
+    .await;
+    let r = ask(
+        &modern,
+        "tools/call",
+        json!({"name": "everything__test_simple_text", "arguments": {}}),
+    )
+    .await;
+    assert_ne!(r["isError"], true, "{r}");
+    let r = ask(
+        &modern,
+        "tools/call",
+        json!({"name": "everything__test_error_handling", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(r["isError"], true, "{r}");
+    let opts = CallOptions {
+        timeout: WITHIN,
+        max_time: WITHIN,
+        ..CallOptions::default()
+    };
+    let unknown = modern
+        .call(
+            "tools/call",
+            Some(&Params::of_value(
+                &json!({"name": "everything__nope", "arguments": {}}),
+            )),
+            opts,
+        )
+        .await
+        .unwrap();
+    assert!(unknown.error().is_some());
+    // The calls are the daemon's too: events and /v1/tasks know of hosts' calls.
+    events(&d, "?since=0", |s| {
+        s.matches("\"via\":\"host\"").count() >= 6
+    })
+    .await;
+    let (status, page) = d.get_text("/").await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("<tr data-name=\"everything\" data-state=\"ready\">"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<td>everything__test_simple_text</td><td>host</td><td class=\"ok\">ok</td>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<td class=\"tool_error\">tool_error</td>")
+            && page.contains("This tool intentionally returns an error for testing."),
+        "{page}"
+    );
+    assert!(
+        page.contains("<td class=\"error\">error</td>")
+            && page.contains("unknown tool: everything__nope"),
+        "{page}"
+    );
+    // An error through /v1 has its reason too.
+    d.post("/v1/call", &json!({"tool": "everything__nope"}))
+        .await;
+    let (_, page) = d.get_text("/").await;
+    assert!(
+        page.contains("<td>everything__nope</td><td>api</td><td class=\"error\">error</td>"),
+        "{page}"
+    );
+    modern.close().await;
+    d.post("/v1/shutdown", &json!({})).await;
+}

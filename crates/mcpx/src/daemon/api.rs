@@ -109,14 +109,16 @@ pub static OPERATIONS: &[Operation] = &[
         verb: Verb::Get,
         path: "/v1/health",
         id: "health",
-        summary: "The daemon's process id, version and uptime.",
+        summary: "The daemon's process id, version and uptime, its log file and its last reload.",
         params: &[],
         body: None,
         ok: (200, || {
             object(
                 json!({"pid": {"type": "integer"}, "version": {"type": "string"},
                     "uptimeSeconds": {"type": "number"}, "config": {"type": "string"},
-                    "lastEvent": {"type": "integer"}}),
+                    "lastEvent": {"type": "integer"},
+                    "log": {"type": ["string", "null"], "description": "The file the daemon logs to, when started in the background."},
+                    "lastReload": {"type": ["object", "null"], "description": "The last reload's event: trigger (file, sighup or asked), ok, plan or error, atMs."}}),
                 &["pid", "version", "uptimeSeconds", "config"],
             )
         }),
@@ -261,7 +263,7 @@ pub static OPERATIONS: &[Operation] = &[
         verb: Verb::Get,
         path: "/v1/tasks",
         id: "tasks",
-        summary: "The calls in flight through this API, and how many gateway tasks hosts hold.",
+        summary: "The calls in flight (through this API and hosts' sessions), and how many gateway tasks hosts hold.",
         params: &[],
         body: None,
         ok: (200, || {
@@ -278,7 +280,7 @@ pub static OPERATIONS: &[Operation] = &[
         verb: Verb::Get,
         path: "/v1/events",
         id: "events",
-        summary: "Server-sent events: upstream states, catalog changes and calls, each with its number as the event id. `since` (or Last-Event-ID) replays the kept events after it.",
+        summary: "Server-sent events: upstream states, catalog changes, calls (through this API and hosts' sessions) and reloads (whatever asked for them, with their outcome), each with its number as the event id. `since` (or Last-Event-ID) replays the kept events after it.",
         params: &[Param {
             name: "since",
             location: In::Query,

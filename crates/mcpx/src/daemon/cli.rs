@@ -46,11 +46,13 @@ macro_rules! say {
     }};
 }
 
-/// Runs `work` against the daemon of `target`; a missing daemon is an error.
+/// Runs `work` against the daemon of `target`; a missing daemon is an error. The
+/// daemon is found by the configuration file's path, so a file that no longer parses
+/// still finds the daemon serving it: `work` is then given the parse error.
 fn with_daemon(
     command: &str,
     target: &Target,
-    work: impl AsyncFnOnce(&Client, Duration) -> Result<bool, String>,
+    work: impl AsyncFnOnce(&Client, Duration, Option<&str>) -> Result<bool, String>,
 ) -> ExitCode {
     crate::runtime::init_logging();
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
@@ -62,14 +64,15 @@ fn with_daemon(
     };
     let limit = Duration::from_secs(target.timeout);
     let outcome = rt.block_on(async {
-        let client =
-            client::daemon_for(target.config.as_deref(), target.demo, false, limit).await?;
-        let Some(client) = client else {
-            return Err(
-                "no daemon serves this configuration (start one with `mcpx daemon`)".to_owned(),
-            );
+        let (key, broken) = client::key_of_file(target.config.as_deref(), target.demo)?;
+        let Some(client) = client::find(&key) else {
+            let none = "no daemon serves this configuration (start one with `mcpx daemon`)";
+            return Err(match broken {
+                Some(e) => format!("{none}; and the file does not parse: {e}"),
+                None => none.to_owned(),
+            });
         };
-        work(&client, limit).await
+        work(&client, limit, broken.as_deref()).await
     });
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
@@ -78,6 +81,36 @@ fn with_daemon(
             eprintln!("mcpx {command}: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `text` on one line: its first line, with ` …` when more followed (a table's
+/// columns stay aligned; `--json` has the whole text).
+pub fn one_line(text: &str) -> String {
+    let mut lines = text.trim().lines();
+    let first = lines.next().unwrap_or("").trim_end();
+    if lines.next().is_some() {
+        format!("{first} …")
+    } else {
+        first.to_owned()
+    }
+}
+
+/// A reload's outcome (its event's data) in words.
+fn reload_words(r: &Value) -> String {
+    let trigger = match r["trigger"].as_str() {
+        Some("file") => "the file changed",
+        Some("sighup") => "SIGHUP",
+        Some("asked") => "asked",
+        _ => "?",
+    };
+    if r["ok"] == Value::Bool(true) {
+        format!("ok ({trigger}): {}", r["plan"].as_str().unwrap_or("?"))
+    } else {
+        format!(
+            "failed ({trigger}): {}",
+            one_line(r["error"].as_str().unwrap_or("?"))
+        )
     }
 }
 
@@ -105,13 +138,18 @@ fn print_json(v: &Value) {
     }
 }
 
-/// `mcpx status`: the daemon and each upstream's state.
+/// `mcpx status`: the daemon and each upstream's state; the configuration file's
+/// parse error, if it has one.
 pub fn status(target: &Target) -> ExitCode {
-    with_daemon("status", target, async |client, limit| {
+    with_daemon("status", target, async |client, limit, broken| {
         let health = ask(client, Method::GET, "/v1/health", limit).await?;
         let status = ask(client, Method::GET, "/v1/status", limit).await?;
         if target.json {
-            print_json(&serde_json::json!({"daemon": health, "upstreams": status["upstreams"]}));
+            let mut v = serde_json::json!({"daemon": health, "upstreams": status["upstreams"]});
+            if let Some(e) = broken {
+                v["configError"] = Value::from(e);
+            }
+            print_json(&v);
             return Ok(true);
         }
         say!(
@@ -121,6 +159,18 @@ pub fn status(target: &Target) -> ExitCode {
             health["uptimeSeconds"].as_f64().unwrap_or(0.0),
             client.record.socket.display()
         );
+        if let Some(log) = health["log"].as_str() {
+            say!("log: {log}");
+        }
+        if health["lastReload"].is_object() {
+            say!("last reload: {}", reload_words(&health["lastReload"]));
+        }
+        if let Some(e) = broken {
+            say!(
+                "configuration: does not parse, the daemon goes on with the one it loaded: {}",
+                one_line(e)
+            );
+        }
         let ups = status["upstreams"].as_array().cloned().unwrap_or_default();
         let width = ups
             .iter()
@@ -166,14 +216,14 @@ fn status_line(u: &Value, width: usize) -> String {
             .as_str()
             .map(|t| format!(" at {t}"))
             .unwrap_or_default();
-        line.push_str(&format!("; {what}{at}: {e}"));
+        line.push_str(&format!("; {what}{at}: {}", one_line(e)));
     }
     line
 }
 
 /// `mcpx restart NAME`.
 pub fn restart(r: &Restart) -> ExitCode {
-    with_daemon("restart", &r.target, async |client, limit| {
+    with_daemon("restart", &r.target, async |client, limit, _| {
         let path = format!(
             "/v1/servers/{}/restart",
             percent_encoding::utf8_percent_encode(&r.name, percent_encoding::NON_ALPHANUMERIC)
@@ -190,7 +240,9 @@ pub fn restart(r: &Restart) -> ExitCode {
 
 /// `mcpx reload`.
 pub fn reload(target: &Target) -> ExitCode {
-    with_daemon("reload", target, async |client, limit| {
+    // With a file that does not parse the daemon is asked all the same: it says why
+    // (with the place in the file), and the failed reload is one of its events.
+    with_daemon("reload", target, async |client, limit, _| {
         let v = ask(client, Method::POST, "/v1/reload", limit).await?;
         if target.json {
             print_json(&v);
@@ -203,7 +255,10 @@ pub fn reload(target: &Target) -> ExitCode {
 
 /// `mcpx stop`: stops the daemon and waits until its socket is gone.
 pub fn stop(target: &Target) -> ExitCode {
-    with_daemon("stop", target, async |client, limit| {
+    with_daemon("stop", target, async |client, limit, broken| {
+        if let Some(e) = broken {
+            eprintln!("mcpx stop: the configuration file does not parse: {e}");
+        }
         let v = ask(client, Method::POST, "/v1/shutdown", limit).await?;
         let deadline = tokio::time::Instant::now() + limit;
         while super::paths::answers(&client.record.socket) {
@@ -226,8 +281,15 @@ pub fn stop(target: &Target) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::status_line;
+    use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_text_of_many_lines_is_shown_by_its_first() {
+        assert_eq!(one_line("exited; stderr: a\nb\n"), "exited; stderr: a …");
+        assert_eq!(one_line("one line\n"), "one line");
+        assert_eq!(one_line(""), "");
+    }
 
     /// Issue #32: a ready upstream not yet listed said "0 tools", and a recovered
     /// one's last error read as current, with no time.

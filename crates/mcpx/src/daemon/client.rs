@@ -128,9 +128,27 @@ pub async fn start_daemon(
         // Its own process group: Ctrl-C in this terminal does not reach it.
         cmd.process_group(0);
     }
+    // Its stderr (every log line) is appended to its log file: nobody reads it live.
+    // A log that cannot be opened is said, and the daemon started all the same.
+    let log = super::paths::log_file(key).and_then(|log| {
+        let out = super::paths::open_log(&log)?;
+        Ok((log, out))
+    });
+    let (log, stderr) = match log {
+        Ok((log, out)) => {
+            cmd.arg("--log-file").arg(&log);
+            (Some(log), std::process::Stdio::from(out))
+        }
+        Err(e) => {
+            mcpx_telemetry::notice(&format!(
+                "mcpx: the daemon started in the background has no log: {e}"
+            ));
+            (None, std::process::Stdio::null())
+        }
+    };
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(stderr);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start the daemon: {e}"))?;
@@ -146,9 +164,15 @@ pub async fn start_daemon(
             if let Some(c) = find(key) {
                 return Ok(c);
             }
-            return Err(format!(
-                "the daemon exited at once ({status}); run `mcpx daemon` to see why"
-            ));
+            return Err(match &log {
+                Some(log) => format!(
+                    "the daemon exited at once ({status}); its log {} says why",
+                    log.display()
+                ),
+                None => {
+                    format!("the daemon exited at once ({status}); run `mcpx daemon` to see why")
+                }
+            });
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(format!(
@@ -368,6 +392,29 @@ pub fn key_of(config: Option<&Path>, demo: bool) -> Result<(Option<PathBuf>, Str
         .map_err(|e| format!("{e}\n(try --demo for the built-in example servers)"))?;
     let key = super::paths::config_key(Some(&file));
     Ok((Some(file), key))
+}
+
+/// The daemon key of `--config FILE` / `--demo` when the file may not parse: the
+/// file as `mcpx serve` would find it, and its parse error if it has one (a daemon
+/// started on an earlier version of the file still serves it, and is found by its
+/// path). A file not found or not readable is an error.
+pub fn key_of_file(config: Option<&Path>, demo: bool) -> Result<(String, Option<String>), String> {
+    use mcpx_gateway::config::ConfigError;
+    if demo {
+        return Ok((super::paths::config_key(None), None));
+    }
+    let e = match mcpx_gateway::config::load(config) {
+        Ok((file, _)) => return Ok((super::paths::config_key(Some(&file)), None)),
+        Err(e) => e,
+    };
+    match &e {
+        ConfigError::Invalid { path, .. } | ConfigError::Value { path, .. } => {
+            Ok((super::paths::config_key(Some(path)), Some(e.to_string())))
+        }
+        _ => Err(format!(
+            "{e}\n(try --demo for the built-in example servers)"
+        )),
+    }
 }
 
 /// The daemon for `--config FILE` / `--demo`: the one running, else (with

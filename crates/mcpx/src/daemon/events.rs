@@ -1,6 +1,7 @@
-//! The daemon's events (supervisor states, catalog changes, calls through `/v1`): a
-//! bounded ring, numbered from 1, so that a client of `GET /v1/events` can resume
-//! with `?since=SEQ` (or `Last-Event-ID`), and a broadcast for those listening.
+//! The daemon's events (supervisor states, catalog changes, calls through `/v1` and
+//! hosts' sessions, reloads): a bounded ring, numbered from 1, so that a client of
+//! `GET /v1/events` can resume with `?since=SEQ` (or `Last-Event-ID`), and a broadcast
+//! for those listening.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -9,12 +9,14 @@
 //!   are made; `ops/`: each operation's handler; `problem.rs`: RFC 9457 errors.
 //! * `invoke.rs`: MCP requests of the gateway, in-process, as a 2026-07-28 host.
 //! * `events.rs`: the event ring behind `GET /v1/events`.
+//! * `hosts.rs`: hosts' sessions (`/mcp`, `/sse`, attached), their calls tracked.
 //! * `client.rs`: the command-line side: finding, starting and asking a daemon.
 
 pub mod api;
 pub mod cli;
 pub mod client;
 pub mod events;
+pub mod hosts;
 pub mod invoke;
 pub mod listen;
 pub mod ops;
@@ -29,8 +31,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpx_client::EraCache;
-use mcpx_gateway::app::App;
+use mcpx_gateway::app::{App, ReloadError, ReloadTrigger};
 use mcpx_gateway::config;
+use mcpx_gateway::reload::Plan;
 use mcpx_transport::streamable_http::{self, BearerToken, HttpServerConfig};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -76,6 +79,11 @@ pub struct Args {
     /// else 1.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// The file this daemon's stderr is appended to, when a command started it in the
+    /// background (`--autostart`, `serve --attach`): named by `mcpx status`, and kept
+    /// under a bound (see docs/daemon.md). Set by that command, not by hand.
+    #[arg(long, value_name = "FILE", hide = true)]
+    log_file: Option<PathBuf>,
 }
 
 /// `15m`, `90s`, `1h`, `500ms` or a number of seconds.
@@ -146,12 +154,42 @@ impl Activity {
     }
 }
 
-/// A call made through `/v1/call`, while it runs.
+/// Finished calls kept for the status page.
+pub const RECENT_CALLS: usize = 50;
+
+/// Through what a call came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// `POST /v1/call`.
+    Api,
+    /// A host's MCP session (`/mcp`, `/sse` or an attached stdio session).
+    Host,
+}
+
+impl Via {
+    /// `api` or `host`, as the events and the status page say it.
+    pub fn key(self) -> &'static str {
+        match self {
+            Via::Api => "api",
+            Via::Host => "host",
+        }
+    }
+}
+
+/// A call, while it runs.
 #[derive(Debug, Clone)]
 struct CallInfo {
     tool: String,
+    via: Via,
     started: Instant,
     started_at_ms: u128,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
 }
 
 /// What the handlers share.
@@ -169,8 +207,14 @@ pub struct Daemon {
     pub key: String,
     /// Connections and requests, for `--idle-exit`.
     pub activity: Arc<Activity>,
+    /// The file its stderr is appended to, when started in the background.
+    pub log: Option<PathBuf>,
     calls: Mutex<std::collections::HashMap<u64, CallInfo>>,
     next_call: AtomicU64,
+    /// The last finished calls, the newest last.
+    recent: Mutex<std::collections::VecDeque<Value>>,
+    /// The last reload's event data.
+    last_reload: Mutex<Option<Value>>,
 }
 
 /// A call being tracked: in `/v1/tasks` while it runs, and in the events.
@@ -181,8 +225,22 @@ pub struct Tracked<'a> {
 }
 
 impl Tracked<'_> {
-    /// Publishes the call's end: its duration and outcome.
+    /// Publishes the end of a `/v1/call`: its duration and outcome.
     pub fn finish(self, r: &Result<Value, Problem>, cancelled: bool) {
+        let (outcome, detail) = match r {
+            _ if cancelled => ("cancelled", None),
+            Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => {
+                ("tool_error", Some(tool_error_text(v)))
+            }
+            Ok(_) => ("ok", None),
+            Err(p) => ("error", Some(p.detail.clone())),
+        };
+        self.end(outcome, detail);
+    }
+
+    /// Publishes the call's end: `outcome` (`ok`, `tool_error`, `error` or
+    /// `cancelled`) and, for an error, its reason.
+    pub fn end(self, outcome: &'static str, detail: Option<String>) {
         let info = self
             .daemon
             .calls
@@ -190,23 +248,38 @@ impl Tracked<'_> {
             .ok()
             .and_then(|mut c| c.remove(&self.id));
         let Some(info) = info else { return };
-        let outcome = match r {
-            _ if cancelled => "cancelled",
-            Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => "tool_error",
-            Ok(_) => "ok",
-            Err(_) => "error",
-        };
         let mut data = json!({
             "id": self.id,
             "tool": info.tool,
+            "via": info.via.key(),
             "phase": "end",
             "outcome": outcome,
+            "startedAtMs": info.started_at_ms,
             "durationMs": info.started.elapsed().as_secs_f64() * 1000.0,
         });
-        if let Err(p) = r {
-            data["detail"] = json!(p.detail);
+        if let Some(d) = detail {
+            data["detail"] = json!(d);
+        }
+        if let Ok(mut recent) = self.daemon.recent.lock() {
+            if recent.len() == RECENT_CALLS {
+                recent.pop_front();
+            }
+            recent.push_back(data.clone());
         }
         self.daemon.events.publish("call", data);
+    }
+}
+
+/// A tool's error result in words: its text content, else its JSON.
+pub fn tool_error_text(result: &Value) -> String {
+    let texts: Vec<&str> = result["content"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|b| b["text"].as_str()).collect())
+        .unwrap_or_default();
+    if texts.is_empty() {
+        "the tool reported an error (no text)".to_owned()
+    } else {
+        texts.join("\n")
     }
 }
 
@@ -219,21 +292,45 @@ impl Drop for Tracked<'_> {
 }
 
 impl Daemon {
-    /// Starts tracking a call of `tool`.
-    pub fn track_call(&self, tool: &str) -> Tracked<'_> {
+    /// A daemon's shared state, with no call made and no reload yet.
+    pub fn new(
+        app: Arc<App>,
+        key: String,
+        stop: CancellationToken,
+        activity: Arc<Activity>,
+        log: Option<PathBuf>,
+    ) -> Daemon {
+        Daemon {
+            app,
+            started: Instant::now(),
+            events: Arc::new(Events::default()),
+            stop,
+            key,
+            activity,
+            log,
+            calls: Mutex::new(std::collections::HashMap::new()),
+            next_call: AtomicU64::new(0),
+            recent: Mutex::new(std::collections::VecDeque::with_capacity(RECENT_CALLS)),
+            last_reload: Mutex::new(None),
+        }
+    }
+
+    /// Starts tracking a call of `tool` through `via`.
+    pub fn track_call(&self, tool: &str, via: Via) -> Tracked<'_> {
         let id = self.next_call.fetch_add(1, Ordering::Relaxed) + 1;
         let info = CallInfo {
             tool: tool.to_owned(),
+            via,
             started: Instant::now(),
-            started_at_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis()),
+            started_at_ms: now_ms(),
         };
         if let Ok(mut c) = self.calls.lock() {
             c.insert(id, info);
         }
-        self.events
-            .publish("call", json!({"id": id, "tool": tool, "phase": "start"}));
+        self.events.publish(
+            "call",
+            json!({"id": id, "tool": tool, "via": via.key(), "phase": "start"}),
+        );
         Tracked {
             daemon: self,
             id,
@@ -241,7 +338,7 @@ impl Daemon {
         }
     }
 
-    /// The calls in flight through `/v1/call`.
+    /// The calls in flight, through `/v1/call` and hosts' sessions, the oldest first.
     pub fn calls_in_flight(&self) -> Vec<Value> {
         let Ok(c) = self.calls.lock() else {
             return Vec::new();
@@ -251,13 +348,49 @@ impl Daemon {
             .map(|(id, i)| {
                 (
                     *id,
-                    json!({"id": id, "tool": i.tool, "startedAtMs": i.started_at_ms,
+                    json!({"id": id, "tool": i.tool, "via": i.via.key(),
+                        "startedAtMs": i.started_at_ms,
                         "elapsedMs": i.started.elapsed().as_secs_f64() * 1000.0}),
                 )
             })
             .collect();
         v.sort_by_key(|(id, _)| *id);
         v.into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// The last finished calls ([`RECENT_CALLS`] at most), the newest first.
+    pub fn recent_calls(&self) -> Vec<Value> {
+        self.recent
+            .lock()
+            .map(|r| r.iter().rev().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The last reload's outcome, if there was one.
+    pub fn last_reload(&self) -> Option<Value> {
+        self.last_reload.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// Records a reload and publishes it: `ok` with its plan, or the error.
+    pub fn reloaded(&self, trigger: ReloadTrigger, outcome: &Result<Plan, ReloadError>) {
+        let mut data = json!({"trigger": trigger.key(), "atMs": now_ms()});
+        match outcome {
+            Ok(plan) => {
+                data["ok"] = json!(true);
+                data["plan"] = json!(plan.to_string());
+                if !plan.restart_needed.is_empty() {
+                    data["restartNeeded"] = json!(plan.restart_needed);
+                }
+            }
+            Err(e) => {
+                data["ok"] = json!(false);
+                data["error"] = json!(e.to_string());
+            }
+        }
+        if let Ok(mut last) = self.last_reload.lock() {
+            *last = Some(data.clone());
+        }
+        self.events.publish("reload", data);
     }
 }
 
@@ -321,6 +454,7 @@ pub fn run(args: &Args) -> ExitCode {
         return fail(&e);
     }
     let socket = args.socket.clone().unwrap_or_else(|| place.socket.clone());
+    let log = args.log_file.clone();
     let idle_exit = args.idle_exit;
     let (allow_host, allow_origin) = (args.allow_host.clone(), args.allow_origin.clone());
     crate::runtime::run("daemon", args.threads, |stop| async move {
@@ -345,28 +479,38 @@ pub fn run(args: &Args) -> ExitCode {
             config.global.max_header_bytes,
         );
         let app = App::start(config, path, None, EraCache::default_location());
+        let activity = Activity::new();
+        activity.touch();
+        let daemon = Arc::new(Daemon::new(
+            app.clone(),
+            key.clone(),
+            stop.clone(),
+            activity.clone(),
+            log.clone(),
+        ));
+        {
+            // Every reload (the watcher's, SIGHUP's, /v1/reload's) is an event. Weak:
+            // the app outlives no daemon through its observer.
+            let d = Arc::downgrade(&daemon);
+            app.on_reload(Arc::new(move |trigger, outcome| {
+                if let Some(d) = d.upgrade() {
+                    d.reloaded(trigger, outcome);
+                }
+            }));
+        }
         if let Err(e) = app.watch() {
             mcpx_telemetry::notice(&format!(
                 "mcpx daemon: the configuration file is not watched (reload with SIGHUP): {e}"
             ));
         }
-        let activity = Activity::new();
-        activity.touch();
-        let daemon = Arc::new(Daemon {
-            app: app.clone(),
-            started: Instant::now(),
-            events: Arc::new(Events::default()),
-            stop: stop.clone(),
-            key: key.clone(),
-            activity: activity.clone(),
-            calls: Mutex::new(std::collections::HashMap::new()),
-            next_call: AtomicU64::new(0),
-        });
         tokio::spawn(events::watch(
             app.clone(),
             daemon.events.clone(),
             stop.clone(),
         ));
+        if let Some(file) = log.clone() {
+            tokio::spawn(paths::keep_log_bounded(file, stop.clone()));
+        }
         {
             let gateway = app.gateway().clone();
             let stop = stop.clone();
@@ -394,7 +538,7 @@ pub fn run(args: &Args) -> ExitCode {
         let unbound: SocketAddr = ([127, 0, 0, 1], 0).into();
         let unix_router = api::router(daemon.clone())
             .merge(streamable_http::router(
-                app.seam(),
+                hosts::Observed::new(daemon.clone()),
                 mcp_config(unbound, Vec::new()),
             ))
             .fallback(api::no_route);
@@ -415,7 +559,7 @@ pub fn run(args: &Args) -> ExitCode {
             ));
             let tcp_router = v1
                 .merge(streamable_http::router(
-                    app.seam(),
+                    hosts::Observed::new(daemon.clone()),
                     mcp_config(addr, tokens),
                 ))
                 .fallback(api::no_route);

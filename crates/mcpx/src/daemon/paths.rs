@@ -1,7 +1,8 @@
 //! Where a daemon lives: its directory (0700, under `$XDG_RUNTIME_DIR`, else the state
 //! directory), its socket (0600) and its record, all named after the configuration
 //! file, so there is one daemon per configuration. A socket nobody answers on is
-//! stale: it is removed and bound again.
+//! stale: it is removed and bound again. A daemon started in the background appends
+//! its stderr to a log file under the state directory, kept under [`LOG_MAX`] bytes.
 
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -69,10 +70,92 @@ pub fn base_dir() -> Result<PathBuf, PathError> {
             return Ok(run.join("mcpx"));
         }
     }
+    Ok(state_dir()?.join("run"))
+}
+
+/// The state directory: `$XDG_STATE_HOME/mcpx`, else `~/.local/state/mcpx`.
+pub fn state_dir() -> Result<PathBuf, PathError> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let state = var("XDG_STATE_HOME")
         .or_else(|| var("HOME").map(|h| h.join(".local").join("state")))
         .ok_or(PathError::NoHome)?;
-    Ok(state.join("mcpx").join("run"))
+    Ok(state.join("mcpx"))
+}
+
+/// Where a daemon started in the background logs: `daemon-<hash>.log` (the hash as
+/// its socket's) in `log/` of the [`state_dir`].
+pub fn log_file(key: &str) -> Result<PathBuf, PathError> {
+    Ok(state_dir()?
+        .join("log")
+        .join(format!("daemon-{:016x}.log", fnv1a(key))))
+}
+
+/// The size past which a daemon's log is rotated.
+pub const LOG_MAX: u64 = 4 * 1024 * 1024;
+
+/// How often a running daemon looks at its log's size.
+const LOG_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Rotates the log at `path` once it is over `max` bytes: its text is copied to
+/// `<path>.1` (replacing the one before) and the file emptied in place, so that a
+/// process appending to it (its stderr, opened with `O_APPEND`) goes on writing at its
+/// new start. Lines written between the copy and the emptying are lost. Whether it
+/// rotated.
+pub fn rotate_log(path: &Path, max: u64) -> Result<bool, PathError> {
+    let len = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_at(path)(e)),
+    };
+    if len <= max {
+        return Ok(false);
+    }
+    let mut old = path.as_os_str().to_owned();
+    old.push(".1");
+    let old = PathBuf::from(old);
+    std::fs::copy(path, &old).map_err(io_at(&old))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_len(0))
+        .map_err(io_at(path))?;
+    Ok(true)
+}
+
+/// Opens the log at `path` to append to (mode 0600, its directory 0700), rotated first
+/// when over [`LOG_MAX`].
+pub fn open_log(path: &Path) -> Result<std::fs::File, PathError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if let Some(dir) = path.parent() {
+        ensure_private_dir(dir)?;
+    }
+    rotate_log(path, LOG_MAX)?;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_at(path))
+}
+
+/// Keeps the log at `path` under [`LOG_MAX`] (looking every [`LOG_LOOK_EVERY`]) until
+/// `stop`.
+pub async fn keep_log_bounded(path: PathBuf, stop: tokio_util::sync::CancellationToken) {
+    let mut tick = tokio::time::interval(LOG_LOOK_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        if let Err(e) = rotate_log(&path, LOG_MAX) {
+            tracing::warn!("the daemon's log is not rotated: {e}");
+        }
+    }
 }
 
 /// This process's user id: the owner of `/proc/self`.
@@ -277,6 +360,29 @@ mod tests {
         assert_eq!(a.record.extension().and_then(|e| e.to_str()), Some("json"));
         // FNV-1a's published test vector: the name is stable across builds.
         assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn a_log_over_its_bound_is_kept_once_and_emptied_in_place() {
+        let dir = std::env::temp_dir().join(format!("mcpx-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("d.log");
+        let _ = std::fs::remove_file(&log);
+        assert!(!rotate_log(&log, 10).unwrap(), "no file: nothing to rotate");
+        std::fs::write(&log, "0123456789").unwrap();
+        assert!(!rotate_log(&log, 10).unwrap(), "at the bound: kept");
+        // A writer that appends, as the daemon's stderr does.
+        let mut w = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        std::io::Write::write_all(&mut w, b"abc\n").unwrap();
+        assert!(rotate_log(&log, 10).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("d.log.1")).unwrap(),
+            "0123456789abc\n"
+        );
+        assert_eq!(std::fs::metadata(&log).unwrap().len(), 0);
+        std::io::Write::write_all(&mut w, b"next\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "next\n");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -45,13 +45,14 @@ pub struct Daemon {
     pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
-/// An `mcpx` command with the test's environment: its runtime and cache directories
-/// and wire log.
+/// An `mcpx` command with the test's environment: its runtime, cache and state
+/// directories and wire log.
 pub fn mcpx(dir: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_mcpx"));
     c.args(args)
         .env("XDG_RUNTIME_DIR", dir.join("run"))
         .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("XDG_STATE_HOME", dir.join("state"))
         .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
         .env_remove("MCPX_AUTOSTART")
         .env_remove("MCPX_SERVE_TOKEN")
@@ -202,6 +203,27 @@ impl Daemon {
         })
         .await
         .unwrap_or_else(|_| panic!("{method} {path}: no answer within {WITHIN:?}"))
+    }
+
+    /// GET over the socket, the body as text (the status page).
+    pub async fn get_text(&self, path: &str) -> (u16, String) {
+        tokio::time::timeout(WITHIN, async {
+            let stream = tokio::net::UnixStream::connect(&self.socket).await.unwrap();
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            let req = hyper::Request::get(path)
+                .header("host", "localhost")
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            let resp = sender.send_request(req).await.unwrap();
+            let status = resp.status().as_u16();
+            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+            (status, String::from_utf8_lossy(&bytes).into_owned())
+        })
+        .await
+        .unwrap_or_else(|_| panic!("GET {path}: no answer within {WITHIN:?}"))
     }
 
     /// GET over the socket.

@@ -50,9 +50,9 @@ pub fn attach(d: Arc<Daemon>, mut req: Request) -> BoxFuture<'static, Response> 
             let (reader, writer) = tokio::io::split(TokioIo::new(upgraded));
             let mut config = StdioConfig::default();
             config.limits.max_frame_bytes = max_frame;
-            let served =
-                mcpx_transport::stdio::serve(d.app.seam(), reader, writer, config, d.stop.clone())
-                    .await;
+            let stop = d.stop.clone();
+            let hosts = crate::daemon::hosts::Observed::new(d);
+            let served = mcpx_transport::stdio::serve(hosts, reader, writer, config, stop).await;
             if let Err(e) = served {
                 tracing::debug!("attach: the session ended: {e}");
             }

@@ -35,15 +35,11 @@ pub fn restart(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
     })
 }
 
-/// `POST /v1/reload`.
+/// `POST /v1/reload` (its `reload` event is the app's observer's, as every reload's).
 pub fn reload(d: Arc<Daemon>, _req: Request) -> BoxFuture<'static, Response> {
     Box::pin(async move {
         match d.app.reload() {
-            Ok(plan) => {
-                let plan = plan.to_string();
-                d.events.publish("reload", json!({ "plan": plan.clone() }));
-                json_response(StatusCode::OK, &json!({ "plan": plan }))
-            }
+            Ok(plan) => json_response(StatusCode::OK, &json!({ "plan": plan.to_string() })),
             Err(e @ ReloadError::NoFile) => {
                 Problem::new(StatusCode::CONFLICT, "no-file", e.to_string()).into_response()
             }

@@ -23,6 +23,8 @@ pub fn health(d: Arc<Daemon>, _req: Request) -> BoxFuture<'static, Response> {
                 "uptimeSeconds": d.started.elapsed().as_secs_f64(),
                 "config": d.key,
                 "lastEvent": d.events.last(),
+                "log": d.log.as_ref().map(|l| l.to_string_lossy()),
+                "lastReload": d.last_reload(),
             }),
         )
     })

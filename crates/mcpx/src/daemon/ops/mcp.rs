@@ -267,7 +267,7 @@ pub fn call(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
             let cancel = cancel.clone();
             let tool = tool.clone();
             tokio::spawn(async move {
-                let track = d.track_call(&tool);
+                let track = d.track_call(&tool, crate::daemon::Via::Api);
                 let gw = d.app.gateway().clone();
                 let unknown = || gw.catalog().tool(&tool).is_none();
                 let mut params = json!({ "name": tool.clone(), "arguments": arguments });

@@ -1,6 +1,7 @@
-// The daemon's status page: /v1/status and /v1/health once, then live from
-// /v1/events (upstream and catalog events fetch the status again; call events fill
-// the last calls, the newest first, at most MAX_CALLS).
+// The daemon's status page. The server renders it whole (the upstreams, the last
+// reload, the last calls); this script keeps it current: /v1/status and /v1/health
+// again on upstream, catalog, restart and reload events, and the call events (from
+// the kept ones on) fill the last calls, the newest first, at most MAX_CALLS.
 "use strict";
 const MAX_CALLS = 50;
 const calls = [];
@@ -18,11 +19,24 @@ async function json(path) {
   return r.json();
 }
 
+const TRIGGERS = { file: "the file changed", sighup: "SIGHUP", asked: "asked" };
+
+function showReload(r) {
+  const p = document.getElementById("reload");
+  if (!r) { p.textContent = ""; p.className = ""; return; }
+  const why = TRIGGERS[r.trigger] || r.trigger;
+  p.textContent = r.ok
+    ? "last reload: ok (" + why + "): " + r.plan
+    : "last reload: failed (" + why + "), the configuration in force goes on: " + r.error;
+  p.className = r.ok ? "ok" : "failed";
+}
+
 async function refresh() {
   try {
     const [health, status] = await Promise.all([json("/v1/health"), json("/v1/status")]);
     document.getElementById("daemon").textContent =
       "pid " + health.pid + ", mcpx " + health.version + ", " + health.config;
+    showReload(health.lastReload);
     const body = document.querySelector("#upstreams tbody");
     body.replaceChildren();
     for (const u of status.upstreams) {
@@ -42,7 +56,7 @@ async function refresh() {
       const error = u.lastError
         ? (past ? "earlier: " : "") + (u.lastErrorAt ? u.lastErrorAt + ": " : "") + u.lastError
         : "";
-      cell(row, error, past ? "past" : "");
+      cell(row, error, past ? "past reason" : "reason");
       body.appendChild(row);
     }
   } catch (e) {
@@ -57,8 +71,10 @@ function showCalls() {
     const row = document.createElement("tr");
     cell(row, c.id);
     cell(row, c.tool);
+    cell(row, c.via);
     cell(row, c.outcome || "running", c.outcome || "starting");
     cell(row, c.durationMs === undefined ? "" : c.durationMs.toFixed(1) + " ms");
+    cell(row, c.detail, "reason");
     body.appendChild(row);
   }
 }
