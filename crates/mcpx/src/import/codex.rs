@@ -31,7 +31,9 @@ fn to_json(v: toml::Value) -> Value {
         toml::Value::Boolean(b) => Value::Bool(b),
         toml::Value::Datetime(d) => Value::String(d.to_string()),
         toml::Value::Array(a) => Value::Array(a.into_iter().map(to_json).collect()),
-        toml::Value::Table(t) => Value::Object(t.into_iter().map(|(k, v)| (k, to_json(v))).collect()),
+        toml::Value::Table(t) => {
+            Value::Object(t.into_iter().map(|(k, v)| (k, to_json(v))).collect())
+        }
     }
 }
 
@@ -43,9 +45,9 @@ pub(crate) fn rewrite(
     name: &str,
     launch: &[(&'static str, Value)],
 ) -> Result<String, String> {
-    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        e.message().to_owned()
-    })?;
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|e: toml_edit::TomlError| e.message().to_owned())?;
     let mut values = Vec::new();
     for (k, v) in launch {
         values.push((*k, to_toml(v).ok_or("a value TOML cannot hold")?));
@@ -139,16 +141,30 @@ model = "o4-mini"
         ];
         let new = rewrite(TEXT, &["docs"], "mcpx", &launch).unwrap();
         assert!(new.starts_with("# Codex\nmodel = \"o4\"\n"), "{new}");
-        assert!(new.contains("# a remote one\n[mcp_servers.remote]"), "{new}");
-        assert!(new.contains("[profiles.fast]\nmodel = \"o4-mini\""), "{new}");
+        assert!(
+            new.contains("# a remote one\n[mcp_servers.remote]"),
+            "{new}"
+        );
+        assert!(
+            new.contains("[profiles.fast]\nmodel = \"o4-mini\""),
+            "{new}"
+        );
         let v = parse(&new).unwrap();
         assert_eq!(
             v["mcp_servers"],
             json!({"remote": {"url": "https://r.example/mcp"},
                    "mcpx": {"command": "/bin/mcpx", "args": ["serve", "--config", "/c.json"]}})
         );
-        let inline = rewrite("mcp_servers = { a = { command = \"x\" } }\n", &["a"], "mcpx", &launch)
-            .unwrap();
-        assert_eq!(parse(&inline).unwrap()["mcp_servers"]["mcpx"]["command"], "/bin/mcpx");
+        let inline = rewrite(
+            "mcp_servers = { a = { command = \"x\" } }\n",
+            &["a"],
+            "mcpx",
+            &launch,
+        )
+        .unwrap();
+        assert_eq!(
+            parse(&inline).unwrap()["mcp_servers"]["mcpx"]["command"],
+            "/bin/mcpx"
+        );
     }
 }

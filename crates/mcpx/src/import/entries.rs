@@ -87,7 +87,9 @@ impl<'a> Reader<'a> {
                 .iter()
                 .map(|(k, v)| match v {
                     Value::String(s) => Ok((k.clone(), Value::String(s.clone()))),
-                    Value::Number(_) | Value::Bool(_) => Ok((k.clone(), Value::String(v.to_string()))),
+                    Value::Number(_) | Value::Bool(_) => {
+                        Ok((k.clone(), Value::String(v.to_string())))
+                    }
                     _ => Err(format!("`{key}.{k}` is not a string")),
                 })
                 .collect(),
@@ -248,15 +250,18 @@ fn read<'a>(format: Format, r: &mut Reader<'a>) -> Result<Spec, String> {
             s.headers = r.map("headers")?;
             s.disabled = r.bool("enabled")? == Some(false);
             let source = r.str("source")?;
-            if source.as_deref() == Some("extension") || (s.command.is_none() && s.url.is_none())
-            {
-                return Err("it is a Zed extension's server: the extension, not settings.json, \
+            if source.as_deref() == Some("extension") || (s.command.is_none() && s.url.is_none()) {
+                return Err(
+                    "it is a Zed extension's server: the extension, not settings.json, \
                             says how to start it"
-                    .to_owned());
+                        .to_owned(),
+                );
             }
             match r.get("settings") {
                 Some(Value::Object(m)) if m.is_empty() => {}
-                Some(_) => r.lost.push("`settings` (an extension's settings)".to_owned()),
+                Some(_) => r
+                    .lost
+                    .push("`settings` (an extension's settings)".to_owned()),
                 None => {}
             }
         }
@@ -469,8 +474,14 @@ mod tests {
 
     #[test]
     fn a_remote_entry_says_its_type() {
-        let (e, _) = entry(DESKTOP, json!({"url": "https://x/mcp", "headers": {"A": "b"}}));
-        assert_eq!(e, json!({"type": "http", "url": "https://x/mcp", "headers": {"A": "b"}}));
+        let (e, _) = entry(
+            DESKTOP,
+            json!({"url": "https://x/mcp", "headers": {"A": "b"}}),
+        );
+        assert_eq!(
+            e,
+            json!({"type": "http", "url": "https://x/mcp", "headers": {"A": "b"}})
+        );
         let (e, _) = entry(DESKTOP, json!({"type": "sse", "url": "https://x/sse"}));
         assert_eq!(e, json!({"type": "sse", "url": "https://x/sse"}));
         let (e, _) = entry(
@@ -498,7 +509,10 @@ mod tests {
             json!({"type": "http", "url": "https://g/mcp",
                    "mcpx": {"tools": {"include": ["a"]}, "callTimeoutMs": 30000}})
         );
-        assert_eq!(lost, ["`trust` (mcpx does not skip the host's confirmations)"]);
+        assert_eq!(
+            lost,
+            ["`trust` (mcpx does not skip the host's confirmations)"]
+        );
         let why = stays(g, json!({"command": "x", "env": {"K": "$API_KEY"}}), None);
         assert!(why.contains("$API_KEY"), "{why}");
     }
@@ -512,16 +526,30 @@ mod tests {
             json!({"type": "stdio", "command": "gh", "env": {"T": "${input:tok}"}}),
             Some(&inputs),
         );
-        assert!(why.contains("`env.T` uses the input ${input:tok} (\"GitHub token\", a password)"), "{why}");
-        let why = stays(Format::VsCodeMcp, json!({"command": "x", "args": ["${workspaceFolder}"]}), None);
+        assert!(
+            why.contains("`env.T` uses the input ${input:tok} (\"GitHub token\", a password)"),
+            "{why}"
+        );
+        let why = stays(
+            Format::VsCodeMcp,
+            json!({"command": "x", "args": ["${workspaceFolder}"]}),
+            None,
+        );
         assert!(why.contains("`args` uses ${workspaceFolder}"), "{why}");
-        let why = stays(Format::VsCodeMcp, json!({"command": "x", "envFile": ".env"}), None);
+        let why = stays(
+            Format::VsCodeMcp,
+            json!({"command": "x", "envFile": ".env"}),
+            None,
+        );
         assert!(why.contains("envFile"), "{why}");
     }
 
     #[test]
     fn zed_commands_in_both_forms_and_extensions() {
-        let (a, _) = entry(Format::Zed, json!({"source": "custom", "command": "z", "args": ["1"], "env": {}}));
+        let (a, _) = entry(
+            Format::Zed,
+            json!({"source": "custom", "command": "z", "args": ["1"], "env": {}}),
+        );
         let (b, lost) = entry(
             Format::Zed,
             json!({"command": {"path": "z", "args": ["1"]}, "settings": {"k": 1}, "enabled": false}),
@@ -529,7 +557,11 @@ mod tests {
         assert_eq!(a, json!({"command": "z", "args": ["1"]}));
         assert_eq!(b, json!({"command": "z", "args": ["1"], "disabled": true}));
         assert_eq!(lost, ["`settings` (an extension's settings)"]);
-        let why = stays(Format::Zed, json!({"source": "extension", "settings": {}}), None);
+        let why = stays(
+            Format::Zed,
+            json!({"source": "extension", "settings": {}}),
+            None,
+        );
         assert!(why.contains("extension"), "{why}");
         let (r, _) = entry(Format::Zed, json!({"url": "https://z/mcp"}));
         assert_eq!(r, json!({"type": "http", "url": "https://z/mcp"}));
@@ -550,7 +582,11 @@ mod tests {
                             "callTimeoutMs": 1500}})
         );
         assert_eq!(lost.len(), 1, "{lost:?}");
-        let why = stays(Format::Codex, json!({"url": "https://c", "bearer_token_env_var": "TOK"}), None);
+        let why = stays(
+            Format::Codex,
+            json!({"url": "https://c", "bearer_token_env_var": "TOK"}),
+            None,
+        );
         assert!(why.contains("$TOK"), "{why}");
     }
 

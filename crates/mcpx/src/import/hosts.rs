@@ -94,7 +94,10 @@ impl Host {
                 src(home.join(".gemini/settings.json"), Format::McpServers(self)),
             ],
             Host::Codex => {
-                let dir = env.codex_home.clone().unwrap_or_else(|| home.join(".codex"));
+                let dir = env
+                    .codex_home
+                    .clone()
+                    .unwrap_or_else(|| home.join(".codex"));
                 vec![src(dir.join("config.toml"), Format::Codex)]
             }
         }
@@ -239,18 +242,13 @@ impl Format {
         {
             return Some(Format::VsCodeSettings);
         }
-        if root.get("servers").is_some_and(Value::is_object) && !root.contains_key("mcpServers")
-        {
+        if root.get("servers").is_some_and(Value::is_object) && !root.contains_key("mcpServers") {
             return Some(Format::VsCodeMcp);
         }
         if root.contains_key("projects") || name == ".claude.json" {
             return Some(Format::ClaudeUser);
         }
-        let entries: Vec<&Value> = root
-            .get("mcpServers")?
-            .as_object()?
-            .values()
-            .collect();
+        let entries: Vec<&Value> = root.get("mcpServers")?.as_object()?.values().collect();
         let any = |key: &str| entries.iter().any(|e| e.get(key).is_some());
         let host = if name == "mcp_config.json" || any("serverUrl") {
             Host::Windsurf
@@ -302,7 +300,10 @@ mod tests {
             files(Host::ClaudeDesktop, &mac),
             ["/h/Library/Application Support/Claude/claude_desktop_config.json"]
         );
-        assert_eq!(files(Host::ClaudeCode, &linux), ["/p/.mcp.json", "/h/.claude.json"]);
+        assert_eq!(
+            files(Host::ClaudeCode, &linux),
+            ["/p/.mcp.json", "/h/.claude.json"]
+        );
         assert_eq!(
             files(Host::VsCode, &mac)[1..],
             [
@@ -328,17 +329,38 @@ mod tests {
     fn a_named_file_s_format_is_detected() {
         let d = |p: &str, v: Value| Format::detect(Path::new(p), Some(&v));
         assert_eq!(d("x/config.toml", json!(null)), Some(Format::Codex));
-        assert_eq!(d("s.json", json!({"context_servers": {}})), Some(Format::Zed));
-        assert_eq!(d("s.json", json!({"mcp": {"servers": {}}})), Some(Format::VsCodeSettings));
-        assert_eq!(d("m.json", json!({"servers": {}, "inputs": []})), Some(Format::VsCodeMcp));
-        assert_eq!(d("c.json", json!({"projects": {}})), Some(Format::ClaudeUser));
+        assert_eq!(
+            d("s.json", json!({"context_servers": {}})),
+            Some(Format::Zed)
+        );
+        assert_eq!(
+            d("s.json", json!({"mcp": {"servers": {}}})),
+            Some(Format::VsCodeSettings)
+        );
+        assert_eq!(
+            d("m.json", json!({"servers": {}, "inputs": []})),
+            Some(Format::VsCodeMcp)
+        );
+        assert_eq!(
+            d("c.json", json!({"projects": {}})),
+            Some(Format::ClaudeUser)
+        );
         let remote = json!({"mcpServers": {"r": {"serverUrl": "https://x"}}});
-        assert_eq!(d("a.json", remote), Some(Format::McpServers(Host::Windsurf)));
+        assert_eq!(
+            d("a.json", remote),
+            Some(Format::McpServers(Host::Windsurf))
+        );
         let http = json!({"mcpServers": {"r": {"httpUrl": "https://x"}}});
         assert_eq!(d("a.json", http), Some(Format::McpServers(Host::Gemini)));
         let plain = json!({"mcpServers": {}});
-        assert_eq!(d("a.json", plain.clone()), Some(Format::McpServers(Host::ClaudeDesktop)));
-        assert_eq!(d("p/.mcp.json", plain), Some(Format::McpServers(Host::ClaudeCode)));
+        assert_eq!(
+            d("a.json", plain.clone()),
+            Some(Format::McpServers(Host::ClaudeDesktop))
+        );
+        assert_eq!(
+            d("p/.mcp.json", plain),
+            Some(Format::McpServers(Host::ClaudeCode))
+        );
         assert_eq!(d("a.json", json!({"other": 1})), None);
     }
 

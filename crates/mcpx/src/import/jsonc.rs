@@ -77,22 +77,30 @@ impl Doc {
     /// The text with `obj` replaced by an object of `parts` (each a whole
     /// `"key": value` member, its later lines indented from the member's start).
     #[cfg(test)]
-    pub(crate) fn replace_object(&self, obj: &Object, parts: &[String]) -> String {
+    pub(crate) fn replace_object(&self, obj: &Object, kept: &[&str], parts: &[String]) -> String {
         let mut out = self.text.clone();
-        out.replace_range(obj.open..=obj.close, &self.object_text(obj, parts));
+        out.replace_range(obj.open..=obj.close, &self.object_text(obj, kept, parts));
         out
     }
 
-    /// The text of an object of `parts` to stand where `obj` is (`obj.open..=obj.close`),
+    /// The text of an object to stand where `obj` is (`obj.open..=obj.close`): the
+    /// members `kept` as the file has them (see [`Doc::member_text`]), then `parts`,
     /// indented as `obj`'s members are.
-    pub(crate) fn object_text(&self, obj: &Object, parts: &[String]) -> String {
+    pub(crate) fn object_text(&self, obj: &Object, kept: &[&str], parts: &[String]) -> String {
         let base = line_indent(&self.text, obj.open);
         let inner = self.member_indent(obj, &base);
-        if parts.is_empty() {
+        let members: Vec<String> = kept
+            .iter()
+            .map(|k| (*k).to_owned())
+            .chain(parts.iter().map(|p| indent_rest(p, &inner)))
+            .collect();
+        if members.is_empty() {
             return "{}".to_owned();
         }
-        let members: Vec<String> = parts.iter().map(|p| indent_rest(p, &inner)).collect();
-        format!("{{\n{inner}{}\n{base}}}", members.join(&format!(",\n{inner}")))
+        format!(
+            "{{\n{inner}{}\n{base}}}",
+            members.join(&format!(",\n{inner}"))
+        )
     }
 
     /// The text with `parts` added at the end of `obj`.
@@ -152,7 +160,10 @@ fn has_comma(t: &[u8], from: usize, to: usize) -> bool {
     while i < to {
         match (t[i], t.get(i + 1)) {
             (b'/', Some(b'/')) => {
-                i = t[i..].iter().position(|c| *c == b'\n').map_or(to, |n| i + n);
+                i = t[i..]
+                    .iter()
+                    .position(|c| *c == b'\n')
+                    .map_or(to, |n| i + n);
             }
             (b'/', Some(b'*')) => {
                 i = t[i + 2..]
@@ -373,7 +384,10 @@ mod tests {
         let obj = doc.object(&["mcp", "servers"]).unwrap();
         let keys: Vec<&str> = obj.members.iter().map(|m| m.key.as_str()).collect();
         assert_eq!(keys, ["a", "b"]);
-        assert_eq!(doc.member_text(&obj.members[0]), r#""a": { "command": "x" }"#);
+        assert_eq!(
+            doc.member_text(&obj.members[0]),
+            r#""a": { "command": "x" }"#
+        );
         assert!(doc.object(&["mcp", "nothing"]).is_none());
         assert!(doc.object(&["z"]).is_none(), "an array is not an object");
     }
@@ -382,10 +396,13 @@ mod tests {
     fn replacing_an_object_keeps_every_other_byte() {
         let doc = Doc::parse(TEXT).unwrap();
         let obj = doc.object(&["mcp", "servers"]).unwrap();
-        let kept = doc.member_text(&obj.members[0]).to_owned();
-        let new = doc.replace_object(&obj, &[kept, member("m", &json!({"command": "mcpx"}))]);
+        let kept = doc.member_text(&obj.members[0]);
+        let new = doc.replace_object(&obj, &[kept], &[member("m", &json!({"command": "mcpx"}))]);
         assert!(new.starts_with("{\n  // the editor's settings\n  \"editor.fontSize\": 14,"));
-        assert!(new.ends_with("  },\n  \"z\": [1, 2] /* after */\n}\n"), "{new}");
+        assert!(
+            new.ends_with("  },\n  \"z\": [1, 2] /* after */\n}\n"),
+            "{new}"
+        );
         let v = Doc::parse(&new).unwrap().value;
         assert_eq!(
             v["mcp"]["servers"],
@@ -395,12 +412,29 @@ mod tests {
     }
 
     #[test]
+    fn a_kept_member_keeps_its_own_lines() {
+        let text =
+            "{\n  \"s\": {\n    \"a\": {\n      \"command\": \"x\"\n    },\n    \"b\": 1\n  }\n}\n";
+        let doc = Doc::parse(text).unwrap();
+        let obj = doc.object(&["s"]).unwrap();
+        let kept = doc.member_text(&obj.members[0]);
+        let new = doc.replace_object(&obj, &[kept], &[member("m", &json!({"k": 1}))]);
+        assert_eq!(
+            new,
+            "{\n  \"s\": {\n    \"a\": {\n      \"command\": \"x\"\n    },\n    \"m\": {\n      \"k\": 1\n    }\n  }\n}\n"
+        );
+    }
+
+    #[test]
     fn members_are_added_with_or_without_a_trailing_comma() {
         for (text, want) in [
             ("{\"s\": {\"a\": 1}}", json!({"a": 1, "n": 2})),
             ("{\"s\": {\"a\": 1,}}", json!({"a": 1, "n": 2})),
             ("{\"s\": {\n  \"a\": 1, // c\n}\n}", json!({"a": 1, "n": 2})),
-            ("{\"s\": {\n  \"a\": 1 /* , */\n}\n}", json!({"a": 1, "n": 2})),
+            (
+                "{\"s\": {\n  \"a\": 1 /* , */\n}\n}",
+                json!({"a": 1, "n": 2}),
+            ),
             ("{\"s\": {}}", json!({"n": 2})),
             ("{\"s\": {\n}}", json!({"n": 2})),
         ] {
@@ -430,6 +464,9 @@ mod tests {
     #[test]
     fn members_print_in_the_order_given() {
         let m = ordered_member("x", &[("command", json!("c")), ("args", json!(["a", "b"]))]);
-        assert_eq!(m, "\"x\": {\n  \"command\": \"c\",\n  \"args\": [\"a\", \"b\"]\n}");
+        assert_eq!(
+            m,
+            "\"x\": {\n  \"command\": \"c\",\n  \"args\": [\"a\", \"b\"]\n}"
+        );
     }
 }

@@ -63,7 +63,10 @@ enum Error {
     )]
     Unknown { name: String },
     #[error("no configuration of {host} found; looked for {}", list(.looked))]
-    NoFile { host: &'static str, looked: Vec<PathBuf> },
+    NoFile {
+        host: &'static str,
+        looked: Vec<PathBuf>,
+    },
     #[error("{}: {source}", .path.display())]
     Read {
         path: PathBuf,
@@ -114,7 +117,9 @@ pub(crate) fn run(args: &Args) -> ExitCode {
         (Some(source), false) => import(args, source, &env, &mut out),
     };
     let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush());
+    let _ = stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush());
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -240,23 +245,25 @@ fn read_named(named: &Named, env: &Env) -> Result<Vec<HostFile>, Error> {
                     error,
                 })?)
             };
-            let format = Format::detect(path, value.as_ref().map(|d| &d.value)).ok_or_else(|| {
-                Error::Shape {
-                    path: path.clone(),
-                    message: "no servers to import: it has no `mcpServers`, `servers`, \
+            let format =
+                Format::detect(path, value.as_ref().map(|d| &d.value)).ok_or_else(|| {
+                    Error::Shape {
+                        path: path.clone(),
+                        message: "no servers to import: it has no `mcpServers`, `servers`, \
                               `mcp.servers`, `context_servers` or (TOML) `mcp_servers`"
-                        .to_owned(),
-                }
-            })?;
+                            .to_owned(),
+                    }
+                })?;
             let source = Source {
                 file: path.clone(),
                 format,
             };
-            read_source(&source, env)?.ok_or_else(|| Error::Read {
-                path: path.clone(),
-                source: std::io::ErrorKind::NotFound.into(),
-            })
-            .map(|f| vec![f])
+            read_source(&source, env)?
+                .ok_or_else(|| Error::Read {
+                    path: path.clone(),
+                    source: std::io::ErrorKind::NotFound.into(),
+                })
+                .map(|f| vec![f])
         }
     }
 }
@@ -541,9 +548,7 @@ fn import(args: &Args, source: &str, env: &Env, out: &mut String) -> Result<(), 
                     }
                     Outcome::Same(n) if n == name => "already in mcpx's file".to_owned(),
                     Outcome::Same(n) => format!("already in mcpx's file, as {n}"),
-                    Outcome::Stays(why) => {
-                        format!("not imported: {why}; it stays in {host}'s file")
-                    }
+                    Outcome::Stays(why) => format!("stays in {host}'s file: {why}"),
                     Outcome::Ours => "not imported: it starts mcpx itself".to_owned(),
                 };
                 let _ = writeln!(out, "  {name}: {said}");
@@ -562,7 +567,11 @@ fn import(args: &Args, source: &str, env: &Env, out: &mut String) -> Result<(), 
     let servers = if n == 1 { "server" } else { "servers" };
     match (&merged, args.dry_run) {
         (None, _) => {
-            let _ = writeln!(out, "mcpx's file {}: nothing to add.", target.path.display());
+            let _ = writeln!(
+                out,
+                "mcpx's file {}: nothing to add.",
+                target.path.display()
+            );
         }
         (Some(_), true) => {
             let _ = writeln!(out, "Would add {n} {servers} to {}.", target.path.display());
@@ -586,7 +595,7 @@ fn import(args: &Args, source: &str, env: &Env, out: &mut String) -> Result<(), 
         if args.dry_run {
             let _ = writeln!(
                 out,
-                "Would rewrite {} to start mcpx (entry {name}), keeping it as {}.",
+                "Would rewrite {} to start mcpx (its entry `{name}`), keeping it as {}.",
                 file.display(),
                 backup.display()
             );
@@ -598,14 +607,17 @@ fn import(args: &Args, source: &str, env: &Env, out: &mut String) -> Result<(), 
         })?;
         let _ = writeln!(
             out,
-            "Rewrote {}: entry {name} starts mcpx; the file as it was is {}. \
-             `mcpx import --undo {source}` puts it back.",
+            "Rewrote {}: its entry `{name}` starts mcpx; the file as it was is {}, \
+             which `mcpx import --undo {source}` puts back.",
             file.display(),
             backup.display()
         );
     }
     if args.write && rewrites.is_empty() {
-        let _ = writeln!(out, "No host's file rewritten: none of its servers moved to mcpx.");
+        let _ = writeln!(
+            out,
+            "No host's file rewritten: none of its servers moved to mcpx."
+        );
     }
     Ok(())
 }
@@ -650,7 +662,9 @@ fn merged_text(target: &Target, added: &[(String, Entry)]) -> Result<String, Err
     let text = match doc.object(&["mcpServers"]) {
         Some(obj) => doc.add_members(&obj, &parts),
         None => {
-            let root = doc.object(&[]).ok_or_else(|| edit_err("its root is not an object"))?;
+            let root = doc
+                .object(&[])
+                .ok_or_else(|| edit_err("its root is not an object"))?;
             let inner = parts.join(",\n").replace('\n', "\n  ");
             let member = format!("\"mcpServers\": {{\n  {inner}\n}}");
             doc.add_members(&root, &[member])
@@ -679,7 +693,10 @@ fn merged_text(target: &Target, added: &[(String, Entry)]) -> Result<String, Err
 fn launch(f: &HostFile, table: &Value, exe: &Path, args: &[String]) -> Vec<(&'static str, Value)> {
     let exe = Value::String(exe.display().to_string());
     let args = serde_json::json!(args);
-    let entries: Vec<&Value> = table.as_object().map(|m| m.values().collect()).unwrap_or_default();
+    let entries: Vec<&Value> = table
+        .as_object()
+        .map(|m| m.values().collect())
+        .unwrap_or_default();
     match f.source.format {
         Format::VsCodeMcp | Format::VsCodeSettings | Format::ClaudeUser => {
             vec![("type", "stdio".into()), ("command", exe), ("args", args)]
@@ -687,11 +704,19 @@ fn launch(f: &HostFile, table: &Value, exe: &Path, args: &[String]) -> Vec<(&'st
         Format::McpServers(Host::ClaudeCode) => {
             vec![("type", "stdio".into()), ("command", exe), ("args", args)]
         }
-        Format::Zed if entries.iter().any(|e| e.get("command").is_some_and(Value::is_object)) => {
+        Format::Zed
+            if entries
+                .iter()
+                .any(|e| e.get("command").is_some_and(Value::is_object)) =>
+        {
             vec![("command", serde_json::json!({"path": exe, "args": args}))]
         }
         Format::Zed if entries.iter().any(|e| e.get("source").is_some()) => {
-            vec![("source", "custom".into()), ("command", exe), ("args", args)]
+            vec![
+                ("source", "custom".into()),
+                ("command", exe),
+                ("args", args),
+            ]
         }
         _ => vec![("command", exe), ("args", args)],
     }
@@ -713,7 +738,10 @@ fn rewritten(
     let goes = |o: &Outcome| !matches!(o, Outcome::Stays(_));
     let moved = |o: &Outcome| matches!(o, Outcome::Added | Outcome::Renamed(_) | Outcome::Same(_));
     // The first table that servers moved from gets the entry.
-    let first = outcomes.iter().position(|t| t.iter().any(moved)).unwrap_or(0);
+    let first = outcomes
+        .iter()
+        .position(|t| t.iter().any(moved))
+        .unwrap_or(0);
     let stays_names: Vec<&str> = f.tables[first]
         .servers
         .iter()
@@ -762,7 +790,9 @@ fn rewritten(
             let new = codex::rewrite(text, &gone, &name, &launch_entry).map_err(edit_err)?;
             let got = codex::parse(&new).map_err(|e| edit_err(e.message))?;
             if got != expected {
-                return Err(edit_err("the rewritten file did not read back as expected".into()));
+                return Err(edit_err(
+                    "the rewritten file did not read back as expected".into(),
+                ));
             }
             new
         }
@@ -774,16 +804,20 @@ fn rewritten(
                 let obj = doc
                     .object(&keys)
                     .ok_or_else(|| edit_err(format!("`{}` was not found", t.path.join("."))))?;
-                let mut parts: Vec<String> = obj
+                let kept: Vec<&str> = obj
                     .members
                     .iter()
                     .filter(|m| !gone.contains(&m.key))
-                    .map(|m| doc.member_text(m).to_owned())
+                    .map(|m| doc.member_text(m))
                     .collect();
+                let mut parts = Vec::new();
                 if *i == first {
                     parts.push(jsonc::ordered_member(&name, &launch_entry));
                 }
-                spans.push((obj.open..obj.close + 1, doc.object_text(&obj, &parts)));
+                spans.push((
+                    obj.open..obj.close + 1,
+                    doc.object_text(&obj, &kept, &parts),
+                ));
             }
             spans.sort_by_key(|(r, _)| std::cmp::Reverse(r.start));
             let mut new = doc.text.clone();
@@ -792,7 +826,9 @@ fn rewritten(
             }
             let got = Doc::parse(&new).map_err(|e| edit_err(e.message))?;
             if got.value != expected {
-                return Err(edit_err("the rewritten file did not read back as expected".into()));
+                return Err(edit_err(
+                    "the rewritten file did not read back as expected".into(),
+                ));
             }
             new
         }
@@ -815,7 +851,10 @@ fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     let dir = real.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let mode = std::fs::metadata(&real).map_or(0o600, |m| m.permissions().mode() & 0o7777);
-    let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = real
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.mcpx-{}.tmp", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     let written = (|| {
@@ -872,7 +911,12 @@ fn undo(source: &str, env: &Env, out: &mut String) -> Result<(), Error> {
             source: e,
         })?;
         restored += 1;
-        let _ = writeln!(out, "Restored {} from {}.", file.display(), backup.display());
+        let _ = writeln!(
+            out,
+            "Restored {} from {}.",
+            file.display(),
+            backup.display()
+        );
     }
     if restored == 0 {
         return Err(Error::NoBackup { looked });
