@@ -83,10 +83,10 @@ enum Command {
     /// mcpx's file keeps its comments and other settings, and is replaced whole (a
     /// temporary file, then a rename). The host's file is not touched without --write.
     /// With it, the servers that moved give way to one entry, `mcpx`, that runs this
-    /// executable as `serve --config FILE`; the rest of the host's file stays as it was,
-    /// and the old file is kept as FILE.mcpx-backup, which `--undo` puts back. Where
-    /// each host's files are, and what is read from them: docs/config.md, "Importing a
-    /// host's servers".
+    /// executable as `serve --config FILE` (FILE: mcpx's file); the rest of the host's
+    /// file stays as it was, and the old file is kept beside it, `.mcpx-backup` added to
+    /// its name, for `--undo` to put back. Where each host's files are, and what is read
+    /// from them: docs/config.md, "Importing a host's servers".
     Import(import::Args),
     /// Print a completion script for a shell, so the shell completes mcpx's commands
     /// and options.

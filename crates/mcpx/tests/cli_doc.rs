@@ -62,6 +62,7 @@ fn cli_md_documents_every_visible_command_and_not_the_hidden_one() {
         "read",
         "prompt",
         "probe",
+        "import",
         "completion",
     ] {
         assert!(

@@ -38,8 +38,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Also rewrite the host's file: the servers that moved give way to one entry,
-    /// `mcpx`, that runs `mcpx serve --config FILE`. The file as it was is kept beside
-    /// it as `<file>.mcpx-backup`.
+    /// `mcpx`, that runs `mcpx serve --config` with mcpx's file. The file as it was is
+    /// kept beside it as `<file>.mcpx-backup`.
     #[arg(long, requires = "source")]
     write: bool,
     /// With `--write`: the entry runs `mcpx serve --attach`, so the host shares the
