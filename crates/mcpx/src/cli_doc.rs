@@ -71,7 +71,9 @@ fn section_body(s: &mut String, cmd: &mut clap::Command) {
     }
     let _ = writeln!(s, "| argument | default | meaning |\n|---|---|---|");
     for a in args {
-        let _ = writeln!(s, "| `{}` | {} | {} |", arg_name(a), default(a), meaning(a));
+        // A value name may hold a `|` (`[HOST|FILE]`), which would end the cell.
+        let name = arg_name(a).replace('|', "\\|");
+        let _ = writeln!(s, "| `{name}` | {} | {} |", default(a), meaning(a));
     }
     s.push('\n');
 }

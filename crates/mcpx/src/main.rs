@@ -8,6 +8,7 @@ mod cli_doc;
 mod conformance;
 mod daemon;
 mod example_server;
+mod import;
 mod inspect;
 mod runtime;
 mod serve;
@@ -69,6 +70,25 @@ enum Command {
     /// Connect to every configured upstream and report its protocol era, revision,
     /// identity, capabilities and tools, or why it cannot be reached.
     Probe(inspect::Source),
+    /// Move a host's MCP servers (Claude Desktop, Claude Code, Cursor, VS Code, Windsurf,
+    /// Zed, Gemini CLI, Codex) into mcpx's file, and with --write make the host start
+    /// mcpx instead.
+    ///
+    /// Each server is added to mcpx's file. One already there with the same command or
+    /// URL is not added again; a different one of the same name is added as NAME-HOST.
+    /// The report says what became of each server, and what of it mcpx cannot carry
+    /// over. A server that would not work from mcpx's file stays in the host's: one
+    /// whose values use the host's variables (VS Code's `${input:…}` prompts,
+    /// `${workspaceFolder}`), one that reads an envFile, a Zed extension's.
+    ///
+    /// mcpx's file keeps its comments and other settings, and is replaced whole (a
+    /// temporary file, then a rename). The host's file is not touched without --write.
+    /// With it, the servers that moved give way to one entry, `mcpx`, that runs this
+    /// executable as `serve --config FILE` (FILE: mcpx's file); the rest of the host's
+    /// file stays as it was, and the old file is kept beside it, `.mcpx-backup` added to
+    /// its name, for `--undo` to put back. Where each host's files are, and what is read
+    /// from them: docs/config.md, "Importing a host's servers".
+    Import(import::Args),
     /// Print a completion script for a shell, so the shell completes mcpx's commands
     /// and options.
     ///
@@ -112,6 +132,7 @@ fn main() -> ExitCode {
         Command::Prompt(named) => inspect::prompt(&named),
         Command::Probe(source) => inspect::probe(&source),
         Command::Auth(args) => auth::run(&args),
+        Command::Import(args) => import::run(&args),
         Command::Status(target) => daemon::cli::status(&target),
         Command::Restart(r) => daemon::cli::restart(&r),
         Command::Reload(target) => daemon::cli::reload(&target),

@@ -62,6 +62,7 @@ fn cli_md_documents_every_visible_command_and_not_the_hidden_one() {
         "read",
         "prompt",
         "probe",
+        "import",
         "completion",
     ] {
         assert!(
@@ -80,6 +81,11 @@ fn cli_md_documents_every_visible_command_and_not_the_hidden_one() {
     );
     assert!(
         doc.contains("Usage: mcpx conformance [OPTIONS] [ID]"),
+        "{doc}"
+    );
+    // A `|` in a value name is escaped, or it would end the table's cell.
+    assert!(
+        doc.contains("| `[HOST\\|FILE]` |  | The host to import from"),
         "{doc}"
     );
     let (_, help, _) = mcpx(&["--help"]);
