@@ -205,6 +205,8 @@ struct Shared {
     lost: Notify,
     stop_grace: Duration,
     stopping: AtomicBool,
+    /// Its [`ChildUpstream`] was dropped: nobody awaits its responses any more.
+    dropped: AtomicBool,
     /// Frames delivered to [`Unsolicited`] so far.
     unsolicited_sent: SentCount,
 }
@@ -395,6 +397,7 @@ impl ChildUpstream {
             lost: Notify::new(),
             stop_grace: config.stop_grace,
             stopping: AtomicBool::new(false),
+            dropped: AtomicBool::new(false),
             unsolicited_sent: un_tx.count(),
         });
 
@@ -630,7 +633,7 @@ async fn route(shared: &Shared, unsolicited: &UnsolicitedSender, frame: Frame) {
     match frame.kind() {
         Kind::Result | Kind::Error => {
             if let Err(f) = shared.pending.complete(frame) {
-                if shared.stopping.load(Ordering::SeqCst) {
+                if shared.stopping.load(Ordering::SeqCst) || shared.dropped.load(Ordering::SeqCst) {
                     // mcpx is stopping it: the request it answers was given up with it
                     // (a handshake cut short by a shutdown).
                     tracing::debug!(frame = %f, "dropped a response while stopping");
@@ -697,6 +700,7 @@ impl Upstream for ChildUpstream {
 
 impl Drop for ChildUpstream {
     fn drop(&mut self) {
+        self.shared.dropped.store(true, Ordering::SeqCst);
         if self.shared.exited.borrow().is_some() {
             // The server is gone; stragglers of its group are not.
             self.shared.signal(Signal::SIGKILL);

@@ -423,7 +423,7 @@ pub fn probe(source: &Source) -> ExitCode {
     };
     // `--timeout` bounds the whole probe: finding a daemon, every upstream's start,
     // handshake and listing, and stopping them.
-    let deadline = rt.block_on(async { tokio::time::Instant::now() }) + limit;
+    let deadline = tokio::time::Instant::now() + limit;
     // A running daemon already holds every upstream: its view is reported.
     let from_daemon = rt.block_on(async {
         let ask = async {
