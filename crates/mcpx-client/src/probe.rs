@@ -94,8 +94,15 @@ impl TargetTransport {
     /// What identifies the server for the era cache.
     pub fn identity(&self) -> String {
         match self {
+            // The command and each argument after a space: none after a command
+            // without arguments.
             TargetTransport::Stdio { command, args, .. } => {
-                format!("stdio:{command} {}", args.join(" "))
+                let mut s = format!("stdio:{command}");
+                for a in args {
+                    s.push(' ');
+                    s.push_str(a);
+                }
+                s
             }
             TargetTransport::Http { url, .. } => format!("http:{url}"),
             TargetTransport::Sse { url, .. } => format!("sse:{url}"),

@@ -205,6 +205,8 @@ struct Shared {
     lost: Notify,
     stop_grace: Duration,
     stopping: AtomicBool,
+    /// Its [`ChildUpstream`] was dropped: nobody awaits its responses any more.
+    dropped: AtomicBool,
     /// Frames delivered to [`Unsolicited`] so far.
     unsolicited_sent: SentCount,
 }
@@ -365,10 +367,7 @@ impl ChildUpstream {
         if let Some(cwd) = &config.cwd {
             cmd.current_dir(cwd);
         }
-        let mut child = cmd.spawn().map_err(|e| TransportError::Spawn {
-            command: config.command.clone(),
-            reason: e.to_string(),
-        })?;
+        let mut child = cmd.spawn().map_err(|e| spawn_error(&config, &e))?;
         let pgid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -398,6 +397,7 @@ impl ChildUpstream {
             lost: Notify::new(),
             stop_grace: config.stop_grace,
             stopping: AtomicBool::new(false),
+            dropped: AtomicBool::new(false),
             unsolicited_sent: un_tx.count(),
         });
 
@@ -633,7 +633,13 @@ async fn route(shared: &Shared, unsolicited: &UnsolicitedSender, frame: Frame) {
     match frame.kind() {
         Kind::Result | Kind::Error => {
             if let Err(f) = shared.pending.complete(frame) {
-                tracing::warn!(frame = %f, "dropped a response to no pending request");
+                if shared.stopping.load(Ordering::SeqCst) || shared.dropped.load(Ordering::SeqCst) {
+                    // mcpx is stopping it: the request it answers was given up with it
+                    // (a handshake cut short by a shutdown).
+                    tracing::debug!(frame = %f, "dropped a response while stopping");
+                } else {
+                    tracing::warn!(frame = %f, "dropped a response to no pending request");
+                }
             }
         }
         Kind::Request | Kind::Notification => {
@@ -694,6 +700,7 @@ impl Upstream for ChildUpstream {
 
 impl Drop for ChildUpstream {
     fn drop(&mut self) {
+        self.shared.dropped.store(true, Ordering::SeqCst);
         if self.shared.exited.borrow().is_some() {
             // The server is gone; stragglers of its group are not.
             self.shared.signal(Signal::SIGKILL);
@@ -715,6 +722,74 @@ impl Drop for ChildUpstream {
             Err(_) => self.shared.signal(Signal::SIGKILL),
         }
     }
+}
+
+/// Why `config`'s program did not start, in words. `ENOENT` from the spawn means the
+/// program was not found, or its working directory, or the interpreter its `#!` line
+/// names: which of them is told.
+fn spawn_error(config: &ChildConfig, e: &std::io::Error) -> TransportError {
+    let command = config.command.clone();
+    let plain = |reason: String| TransportError::Spawn {
+        command: command.clone(),
+        reason,
+        not_found: false,
+    };
+    if e.kind() != std::io::ErrorKind::NotFound {
+        return plain(e.to_string());
+    }
+    if let Some(cwd) = &config.cwd
+        && !cwd.is_dir()
+    {
+        return plain(format!(
+            "its working directory {} does not exist",
+            cwd.display()
+        ));
+    }
+    let missing = |reason: &str| TransportError::Spawn {
+        command: command.clone(),
+        reason: reason.to_owned(),
+        not_found: true,
+    };
+    let found = if command.contains('/') {
+        let path = match &config.cwd {
+            Some(cwd) => cwd.join(&command),
+            None => PathBuf::from(&command),
+        };
+        if !path.exists() {
+            return missing("no such file");
+        }
+        path
+    } else {
+        // The PATH the child is started with: its entry's own, else mcpx's (unless
+        // a minimal environment leaves it out).
+        let path_var = match config.env.iter().rev().find(|(k, _)| k == "PATH") {
+            Some((_, v)) => Some(std::ffi::OsString::from(v)),
+            None if config.env_remove.iter().any(|k| k == "PATH")
+                || config
+                    .env_inherit_only
+                    .as_ref()
+                    .is_some_and(|keep| !keep.iter().any(|k| k == "PATH")) =>
+            {
+                None
+            }
+            None => std::env::var_os("PATH"),
+        };
+        let Some(path_var) = path_var.filter(|p| !p.is_empty()) else {
+            return missing("PATH is not set");
+        };
+        let Some(found) = std::env::split_paths(&path_var)
+            .map(|d| d.join(&command))
+            .find(|p| p.is_file())
+        else {
+            return missing("not in PATH");
+        };
+        found
+    };
+    // The file is there: what is missing is what it needs to run.
+    plain(format!(
+        "{} exists, but the interpreter its #! line names (or a library it needs) was not found",
+        found.display()
+    ))
 }
 
 /// The stop sequences of children dropped without [`Upstream::close`] (a start that

@@ -17,12 +17,15 @@ pub enum TransportError {
     #[error("{0}")]
     Io(String),
     /// A child process could not be started (no such program, no permission).
-    #[error("cannot start {command:?}: {reason}")]
+    #[error("{}", spawn_text(.command, .reason, *.not_found))]
     Spawn {
         /// The program.
         command: String,
-        /// The operating system's reason.
+        /// Why, in words: the operating system's reason, or where the program was
+        /// looked for.
         reason: String,
+        /// The program itself was not found (not in `PATH`, no such file).
+        not_found: bool,
     },
     /// An HTTP status that is not a success, with the body and, when the body is a
     /// JSON-RPC error, its code (register A-C14, B-C9).
@@ -117,5 +120,15 @@ impl TransportError {
             | TransportError::Redirected { status, .. } => Some(*status),
             _ => None,
         }
+    }
+}
+
+/// [`TransportError::Spawn`]'s text: `command not found: X (not in PATH)`, else
+/// `cannot start "X": why`.
+fn spawn_text(command: &str, reason: &str, not_found: bool) -> String {
+    if not_found {
+        format!("command not found: {command} ({reason})")
+    } else {
+        format!("cannot start {command:?}: {reason}")
     }
 }

@@ -372,7 +372,40 @@ async fn a_spawn_failure_names_the_program() {
     );
     assert_eq!(
         err.to_string(),
-        "cannot start \"/nonexistent/mcp-server\": No such file or directory (os error 2)"
+        "command not found: /nonexistent/mcp-server (no such file)"
+    );
+}
+
+/// A program name not in PATH is said to be so, at once (issue #32: `mcpx probe`
+/// retried it for 31 s, saying "No such file or directory (os error 2)").
+#[tokio::test]
+async fn a_program_not_in_path_is_not_found() {
+    let err = ChildUpstream::spawn(ChildConfig::new(
+        "mcpx-no-such-program",
+        Vec::<String>::new(),
+    ))
+    .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            TransportError::Spawn {
+                not_found: true,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "command not found: mcpx-no-such-program (not in PATH)"
+    );
+    // A missing working directory is not taken for a missing program.
+    let mut cfg = ChildConfig::new("sh", vec!["-c".to_owned(), "true".to_owned()]);
+    cfg.cwd = Some("/nonexistent/dir".into());
+    let err = ChildUpstream::spawn(cfg).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot start \"sh\": its working directory /nonexistent/dir does not exist"
     );
 }
 

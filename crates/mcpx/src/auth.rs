@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mcpx_gateway::config::{self, Config, ServerConfig, Transport};
-use mcpx_transport::oauth::code::{self, UserAuth};
+use mcpx_transport::oauth::code::{self, Asks, UserAuth};
 use url::Url;
 
 /// `mcpx auth`'s arguments.
@@ -23,9 +23,17 @@ enum Command {
     /// authorization server, register if need be, open the authorization URL in a
     /// browser ($BROWSER, else the platform's opener; the URL is printed too), and
     /// store the tokens it gives.
+    ///
+    /// An upstream that has not been seen to ask for authorization (no 401, no tokens
+    /// stored) is first sent a request without a token: when it answers without a
+    /// 401, it needs no login and none is tried (unless `--force`).
     Login {
         /// The upstream's name (its key in `mcpServers`).
         name: String,
+        /// Log in even when the upstream does not ask for authorization (or cannot be
+        /// reached to tell).
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         config: ConfigArg,
     },
@@ -38,7 +46,18 @@ enum Command {
     },
     /// Per upstream: how it is authorized, whether tokens are stored and until when,
     /// their issuer and scope (never a token).
+    ///
+    /// An HTTP upstream without stored tokens "needs login" when it has refused a
+    /// request with a 401 (mcpx records that in the token store) and is "not needed so
+    /// far" otherwise. One not yet seen to refuse is sent a request without a token
+    /// (all at once, each within `--timeout`) to tell, unless `--no-probe`.
     Status {
+        /// Tell from the token store only: send no request to the upstreams.
+        #[arg(long)]
+        no_probe: bool,
+        /// How long each upstream's request may take, in seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 5)]
+        timeout: u64,
         #[command(flatten)]
         config: ConfigArg,
     },
@@ -56,9 +75,17 @@ struct ConfigArg {
 pub fn run(args: &Args) -> ExitCode {
     crate::runtime::init_logging();
     let result = match &args.command {
-        Command::Login { name, config } => login(name, config),
+        Command::Login {
+            name,
+            force,
+            config,
+        } => login(name, *force, config),
         Command::Logout { name, config } => logout(name, config),
-        Command::Status { config } => status(config),
+        Command::Status {
+            no_probe,
+            timeout,
+            config,
+        } => status(config, !*no_probe, Duration::from_secs(*timeout)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -118,14 +145,43 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start a runtime: {e}"))
 }
 
-fn login(name: &str, c: &ConfigArg) -> Result<(), String> {
+/// How long `mcpx auth login`'s requests may take.
+const LOGIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn login(name: &str, force: bool, c: &ConfigArg) -> Result<(), String> {
     let config = load(c)?;
-    let (_, url, sse, user) = user_upstream(&config, name)?;
+    let (server, url, sse, user) = user_upstream(&config, name)?;
     // A step-up a refusal asked for, beside what was granted.
     let extra = code::wanted_scope(user, url.as_str()).unwrap_or_default();
-    let http = code::Http::standalone(Duration::from_secs(30));
-    let record = runtime()?
-        .block_on(code::login(&http, user, &url, sse, None, &extra))
+    let http = code::Http::with_proxy(&server.mcpx.proxy, LOGIN_REQUEST_TIMEOUT);
+    let rt = runtime()?;
+    // An upstream known to ask (tokens stored, a 401 recorded) goes to the login at
+    // once; any other is asked first, so that one that needs no login gets none.
+    let known = !force
+        && (matches!(code::stored(user, url.as_str()), Ok(Some(_)))
+            || matches!(code::asked(user, url.as_str()), Ok(Some(_))));
+    let challenge = if force || known {
+        None
+    } else {
+        match rt.block_on(code::probe_authorization(&http, &url, sse)) {
+            Asks::Yes(challenge) => {
+                code::record_asked(user, url.as_str(), challenge.is_some());
+                challenge
+            }
+            Asks::No(status) => {
+                return Err(format!(
+                    "upstream {name} does not ask for authorization (a request without a token got HTTP {status}, not 401); no login needed (`mcpx auth login {name} --force` logs in anyway)"
+                ));
+            }
+            Asks::Unreachable(why) => {
+                return Err(format!(
+                    "upstream {name} cannot be reached to tell whether it asks for authorization: {why} (`mcpx auth login {name} --force` tries the login anyway)"
+                ));
+            }
+        }
+    };
+    let record = rt
+        .block_on(code::login(&http, user, &url, sse, challenge, &extra))
         .map_err(|e| format!("upstream {name}: {e}"))?;
     println!(
         "upstream {name}: authorized by {} (scope: {}; {})",
@@ -151,10 +207,45 @@ fn logout(name: &str, c: &ConfigArg) -> Result<(), String> {
     Ok(())
 }
 
-fn status(c: &ConfigArg) -> Result<(), String> {
+fn status(c: &ConfigArg, probe: bool, timeout: Duration) -> Result<(), String> {
     let config = load(c)?;
     let width = config.servers.keys().map(String::len).max().unwrap_or(0);
+    // The upstreams to send a request without a token: those of a user's
+    // authorization with no tokens stored and no 401 recorded. All at once.
+    let mut unknown = Vec::new();
+    if probe {
+        for (name, s) in &config.servers {
+            if let (Some(user), None, Some((url, sse))) =
+                (&s.mcpx.user_auth, &s.mcpx.oauth, http_url(&s.transport))
+                && matches!(code::stored(user, url), Ok(None))
+                && matches!(code::asked(user, url), Ok(None))
+                && let Ok(parsed) = Url::parse(url)
+            {
+                unknown.push((name.as_str(), s, user, parsed, sse));
+            }
+        }
+    }
+    let answers: Vec<(&str, Asks)> = if unknown.is_empty() {
+        Vec::new()
+    } else {
+        runtime()?.block_on(futures_util::future::join_all(unknown.iter().map(
+            |(name, s, user, url, sse)| async move {
+                let http = code::Http::with_proxy(&s.mcpx.proxy, timeout);
+                let asks =
+                    tokio::time::timeout(timeout, code::probe_authorization(&http, url, *sse))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Asks::Unreachable(format!("no answer within {} s", timeout.as_secs()))
+                        });
+                if let Asks::Yes(challenge) = &asks {
+                    code::record_asked(user, url.as_str(), challenge.is_some());
+                }
+                (*name, asks)
+            },
+        )))
+    };
     for (name, s) in &config.servers {
+        let login = format!("`mcpx auth login {name}`");
         let line = match &s.transport {
             Transport::Stdio { .. } => "stdio: no authorization".to_owned(),
             Transport::Http { url, .. } | Transport::Sse { url, .. } => {
@@ -166,11 +257,10 @@ fn status(c: &ConfigArg) -> Result<(), String> {
                     (None, None) => "its headers give the Authorization (no login)".to_owned(),
                     (Some(user), None) => match code::stored(user, url) {
                         Err(e) => format!("token store unreadable: {e}"),
-                        Ok(None) => format!("needs login (`mcpx auth login {name}`)"),
                         Ok(Some(t)) => {
                             let state = match t.expires_at {
                                 Some(e) if e <= now() && t.refresh_token.is_none() => {
-                                    format!("expired; needs login (`mcpx auth login {name}`)")
+                                    format!("expired; needs login ({login})")
                                 }
                                 _ => "authorized".to_owned(),
                             };
@@ -181,6 +271,25 @@ fn status(c: &ConfigArg) -> Result<(), String> {
                                 if t.scope.is_empty() { "none" } else { &t.scope }
                             )
                         }
+                        Ok(None) => match answers.iter().find(|(n, _)| n == name) {
+                            Some((_, Asks::Yes(_))) => format!(
+                                "needs login ({login}): it refuses a request without a token (HTTP 401)"
+                            ),
+                            Some((_, Asks::No(status))) => format!(
+                                "not needed so far: it answers a request without a token (HTTP {status}), no 401 seen"
+                            ),
+                            Some((_, Asks::Unreachable(why))) => format!(
+                                "not needed so far: no 401 seen (it cannot be reached now: {why})"
+                            ),
+                            None => match code::asked(user, url) {
+                                Ok(Some(a)) => format!(
+                                    "needs login ({login}): it asked for authorization (HTTP 401, first at {})",
+                                    utc(a.at)
+                                ),
+                                Ok(None) => "not needed so far: no 401 seen from it".to_owned(),
+                                Err(e) => format!("token store unreadable: {e}"),
+                            },
+                        },
                     },
                 }
             }
@@ -188,6 +297,15 @@ fn status(c: &ConfigArg) -> Result<(), String> {
         println!("{name:width$}  {line}");
     }
     Ok(())
+}
+
+/// An HTTP upstream's URL and whether it is HTTP+SSE; `None` for a stdio one.
+fn http_url(t: &Transport) -> Option<(&str, bool)> {
+    match t {
+        Transport::Http { url, .. } => Some((url, false)),
+        Transport::Sse { url, .. } => Some((url, true)),
+        Transport::Stdio { .. } => None,
+    }
 }
 
 fn now() -> u64 {

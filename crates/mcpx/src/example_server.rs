@@ -63,7 +63,9 @@ pub fn run(args: &Args) -> ExitCode {
                     modern: !matches!(mode, Mode::Strict(r) if r.era() == Era::Legacy),
                     ..HttpServerConfig::default()
                 };
-                let listener = tokio::net::TcpListener::bind(bind).await?;
+                let listener = tokio::net::TcpListener::bind(bind)
+                    .await
+                    .map_err(|e| crate::runtime::listen_failure(bind, &e))?;
                 let addr = listener.local_addr()?;
                 // One listener serves both: Streamable HTTP at /mcp, HTTP+SSE at /sse.
                 eprintln!(

@@ -425,24 +425,37 @@ pub fn probe(source: &Source) -> ExitCode {
     else {
         return fail("probe", "cannot start a runtime");
     };
+    // `--timeout` bounds the whole probe: finding a daemon, every upstream's start,
+    // handshake and listing, and stopping them.
+    let deadline = tokio::time::Instant::now() + limit;
     // A running daemon already holds every upstream: its view is reported.
     let from_daemon = rt.block_on(async {
-        let daemon = crate::daemon::client::daemon_for(
-            source.config.as_deref(),
-            source.demo,
-            source.autostart(),
-            limit,
-        )
-        .await?;
-        match daemon {
-            Some(client) => probe_daemon(&client, limit).await.map(Some),
-            None => Ok(None),
-        }
+        let ask = async {
+            let daemon = crate::daemon::client::daemon_for(
+                source.config.as_deref(),
+                source.demo,
+                source.autostart(),
+                limit,
+            )
+            .await?;
+            match daemon {
+                Some(client) => probe_daemon(&client, limit).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        tokio::time::timeout_at(deadline, ask)
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "the daemon gave no answer within {} s (--timeout)",
+                    limit.as_secs()
+                ))
+            })
     });
     let reports = match from_daemon {
         Err(e) => return fail("probe", &e),
         Ok(Some(reports)) => reports,
-        Ok(None) => probe_here(&rt, &config, limit),
+        Ok(None) => probe_here(&rt, &config, deadline, limit),
     };
     let reached = reports.iter().all(|r| r.get("error").is_none());
     if source.json {
@@ -512,10 +525,12 @@ async fn probe_daemon(
     Ok(reports)
 }
 
-/// `mcpx probe` without a daemon: each upstream's supervisor run here.
+/// `mcpx probe` without a daemon: each upstream's supervisor run here, all of it
+/// (stopping the upstreams too) by `deadline`.
 fn probe_here(
     rt: &tokio::runtime::Runtime,
     config: &config::Config,
+    deadline: tokio::time::Instant,
     limit: Duration,
 ) -> Vec<Value> {
     rt.block_on(async {
@@ -525,24 +540,28 @@ fn probe_here(
                 if s.disabled {
                     return json!({"name": name, "disabled": true});
                 }
-                probe_one(name, s, target, limit).await
+                probe_one(name, s, target, deadline, limit).await
             }
         });
         let reports = futures_util::future::join_all(probes).await;
-        // Children of starts that timed out stop in the background: end them first.
-        mcpx_transport::child::stop_detached(Duration::from_secs(5)).await;
+        // Children of starts that timed out stop in the background: they get what is
+        // left of the bound, then their process groups are killed.
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        mcpx_transport::child::stop_detached(left).await;
         reports
     })
 }
 
 /// One upstream's report: its supervisor (the gateway's own, with the entry's restart
 /// settings) runs until the upstream is ready, or settles in a state that will not
-/// change soon (a crash loop, a refused credential, a policy that gives up), or
-/// `limit` has passed; what it reached is reported.
+/// change soon (a crash loop, a refused credential, a policy that gives up, a command
+/// that cannot be started), or `deadline` (`limit` after the probe began) has come;
+/// what it reached is reported. Its listing and its stop end by `deadline` too.
 async fn probe_one(
     name: &str,
     s: &mcpx_gateway::config::ServerConfig,
     target: Target,
+    deadline: tokio::time::Instant,
     limit: Duration,
 ) -> Value {
     use mcpx_gateway::upstream::{Command, State, Upstream};
@@ -555,8 +574,7 @@ async fn probe_one(
         1,
         limit,
     );
-    let supervisor = tokio::spawn(up.supervisor().clone().run(commands, None, |_| {}));
-    let deadline = tokio::time::Instant::now() + limit;
+    let mut supervisor = tokio::spawn(up.supervisor().clone().run(commands, None, |_| {}));
     let mut status = up.supervisor().watch();
     // A lazy upstream starts on its first use: this is one.
     up.supervisor().command(Command::Wake);
@@ -565,6 +583,13 @@ async fn probe_one(
         match now.state {
             State::Ready => break Ok(()),
             State::CrashLoop { .. } | State::NeedsAuthorization { .. } | State::Failed => {
+                break Err(now);
+            }
+            // A command that cannot be started (not found, not executable) will not
+            // start on the next attempt either.
+            State::Backoff { .. }
+                if now.last_error.as_ref().is_some_and(|c| c.kind() == "spawn") =>
+            {
                 break Err(now);
             }
             _ => {}
@@ -582,10 +607,17 @@ async fn probe_one(
         (Err(st), _) => Err(st),
     };
     let report = match report {
-        Ok(conn) => probe_report(name, &transport, &conn, limit).await,
+        Ok(conn) => probe_report(name, &transport, &conn, deadline).await,
         Err(st) => {
             let mut why = match &st.state {
                 State::Starting { .. } => format!("no answer within {} s", limit.as_secs()),
+                // A command that cannot be started: the next tries are the
+                // supervisor's business, the probe stops here.
+                State::Backoff { .. }
+                    if st.last_error.as_ref().is_some_and(|c| c.kind() == "spawn") =>
+                {
+                    "cannot be started".to_owned()
+                }
                 other => other.phrase(tokio::time::Instant::now()),
             };
             if let Some(cause) = &st.last_error {
@@ -596,7 +628,15 @@ async fn probe_one(
         }
     };
     up.supervisor().command(Command::Stop);
-    let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;
+    // A stop still running at the deadline is cut short: its child, dropped, is
+    // killed by `probe_here`'s `stop_detached`.
+    if tokio::time::timeout_at(deadline, &mut supervisor)
+        .await
+        .is_err()
+    {
+        supervisor.abort();
+        let _ = supervisor.await;
+    }
     report
 }
 
@@ -605,7 +645,7 @@ async fn probe_report(
     name: &str,
     transport: &str,
     conn: &mcpx_client::Connection,
-    limit: Duration,
+    deadline: tokio::time::Instant,
 ) -> Value {
     let facts = conn.facts();
     let mut report = json!({
@@ -617,8 +657,10 @@ async fn probe_report(
         "capabilities": facts.capabilities,
     });
     if facts.has("tools") {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let opts = CallOptions {
-            timeout: limit,
+            timeout: left,
+            max_time: left,
             ..CallOptions::default()
         };
         match conn
@@ -649,10 +691,10 @@ fn print_probe(r: &Value) {
     }
     let transport = r["transport"].as_str().unwrap_or("?");
     if let Some(e) = r.get("error") {
-        say!(
+        say_lines(&format!(
             "{name} ({transport}): unreachable: {}",
             e.as_str().unwrap_or("?")
-        );
+        ));
         return;
     }
     let info = &r["serverInfo"];
@@ -660,7 +702,7 @@ fn print_probe(r: &Value) {
         .as_object()
         .map(|o| o.keys().map(String::as_str).collect())
         .unwrap_or_default();
-    say!(
+    say_lines(&format!(
         "{name} ({transport}): {} {}, {} {}, capabilities: {}{}",
         r["era"].as_str().unwrap_or("?"),
         r["revision"].as_str().unwrap_or("?"),
@@ -682,7 +724,7 @@ fn print_probe(r: &Value) {
             }
             None => String::new(),
         }
-    );
+    ));
 }
 
 /// The configuration `source` names.
@@ -692,7 +734,7 @@ fn load(source: &Source) -> Result<config::Config, Failure> {
     }
     config::load(source.config.as_deref())
         .map(|(_, c)| c)
-        .map_err(|e| format!("{e}\n(try --demo for the built-in example servers)"))
+        .map_err(|e| crate::serve::config_failure(&e, crate::serve::DEMO_HINT))
 }
 
 /// `--args` as a JSON object.
@@ -754,7 +796,7 @@ impl Gateway {
             // Found and checked here, so that its errors are this command's, and the
             // gateway reads the same file.
             let (file, _) = config::load(source.config.as_deref())
-                .map_err(|e| format!("{e}\n(try --demo for the built-in example servers)"))?;
+                .map_err(|e| crate::serve::config_failure(&e, crate::serve::DEMO_HINT))?;
             args.push("--config".to_owned());
             args.push(file.to_string_lossy().into_owned());
         }
@@ -977,7 +1019,15 @@ fn print_named(items: &[Value], what: &str) {
             .as_str()
             .and_then(|d| d.lines().next())
             .unwrap_or("");
-        say!("{name:width$}  {line}");
+        say_lines(&format!("{name:width$}  {line}"));
+    }
+}
+
+/// Prints `text` line by line, none ending with whitespace (a padded column before an
+/// empty description, an upstream's stderr quoted in an error).
+fn say_lines(text: &str) {
+    for line in text.lines() {
+        say!("{}", line.trim_end());
     }
 }
 

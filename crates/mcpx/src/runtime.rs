@@ -14,6 +14,21 @@ pub(crate) fn init_logging() {
     mcpx_telemetry::init();
 }
 
+/// Why a listener on `addr` could not be made, naming the address:
+/// `cannot listen on 127.0.0.1:8080: address already in use`.
+pub(crate) fn listen_failure(addr: std::net::SocketAddr, e: &std::io::Error) -> std::io::Error {
+    use std::io::ErrorKind;
+    let why = match e.kind() {
+        ErrorKind::AddrInUse => "address already in use".to_owned(),
+        ErrorKind::AddrNotAvailable => {
+            "address not available (no interface of this machine has it)".to_owned()
+        }
+        ErrorKind::PermissionDenied => "permission denied".to_owned(),
+        _ => e.to_string(),
+    };
+    std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {why}"))
+}
+
 /// The worker threads a command asked for: `--threads N`, else `$MCPX_THREADS`, else 1
 /// (a current-thread runtime); 0 is one per core (`None`, for [`build_runtime`]).
 fn threads(arg: Option<usize>) -> Result<Option<usize>, String> {

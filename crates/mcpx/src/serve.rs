@@ -114,6 +114,19 @@ fn listener_config(args: &Args, bind: SocketAddr) -> Result<HttpServerConfig, St
     Ok(config)
 }
 
+/// A configuration that could not be loaded, in words: with `hint` (the `--demo`
+/// suggestion) only when no file was found at all. After a file's own error (its
+/// syntax, a value) the hint would only distract from what to fix.
+pub(crate) fn config_failure(e: &config::ConfigError, hint: &str) -> String {
+    match e {
+        config::ConfigError::NotFound { .. } => format!("{e}\n({hint})"),
+        _ => e.to_string(),
+    }
+}
+
+/// The hint after "no configuration found" for the commands that take `--demo`.
+pub(crate) const DEMO_HINT: &str = "try --demo for the built-in example servers";
+
 /// The embedded default configuration: mcpx's own example servers.
 pub(crate) fn demo_config() -> Result<Config, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the mcpx binary: {e}"))?;
@@ -144,7 +157,10 @@ pub fn run(args: &Args) -> ExitCode {
                 (Some(path), c)
             })
             .map_err(|e| {
-                format!("{e}\n(try `mcpx serve --demo` to front the built-in example servers)")
+                config_failure(
+                    &e,
+                    "try `mcpx serve --demo` to front the built-in example servers",
+                )
             })
     };
     let (path, mut config) = match loaded {
@@ -239,7 +255,7 @@ pub fn run(args: &Args) -> ExitCode {
                 config.max_header_count = max_header_count;
                 config.max_header_bytes = max_header_bytes;
                 match listen(config.bind) {
-                    Err(e) => Err(e),
+                    Err(e) => Err(crate::runtime::listen_failure(config.bind, &e)),
                     Ok(listener) => {
                         let addr = listener.local_addr()?;
                         let scheme = if config.tls.is_some() {
@@ -316,9 +332,10 @@ async fn serve_metrics(
     metrics: Arc<mcpx_metrics::Metrics>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(bind)
-        .await
-        .map_err(|e| std::io::Error::new(e.kind(), format!("--metrics {bind}: {e}")))?;
+    let listener = tokio::net::TcpListener::bind(bind).await.map_err(|e| {
+        let e = crate::runtime::listen_failure(bind, &e);
+        std::io::Error::new(e.kind(), format!("--metrics: {e}"))
+    })?;
     let addr = listener.local_addr()?;
     mcpx_telemetry::notice(&format!(
         "mcpx serve: metrics at http://{addr}{}",
@@ -348,6 +365,12 @@ fn report_first_failures(app: &App) {
                 return;
             };
             if st.state == State::Ready || st.state == State::Idle {
+                return;
+            }
+            // Stopped by mcpx itself (the host closed stdin, a signal, a reload that
+            // removed it) before it was ready: nothing went wrong with it.
+            if st.state == State::Stopped {
+                tracing::debug!(upstream = %up.id, "stopped before it was ready");
                 return;
             }
             let why = st.last_error.as_ref().map_or_else(

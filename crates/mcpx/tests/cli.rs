@@ -166,3 +166,75 @@ fn conformance_verbose_shows_each_title() {
         "{out}"
     );
 }
+
+/// Runs `mcpx args…` in a scratch directory of its own (HOME and the XDG directories
+/// in it, no daemon to find), stdin closed: its exit code and stderr.
+fn mcpx_in(tag: &str, args: &[&str]) -> (Option<i32>, String) {
+    let dir = mcpx_testkit::scratch::dir(tag);
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpx"))
+        .args(args)
+        .current_dir(&dir)
+        .env("HOME", &dir)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_RUNTIME_DIR", dir.join("run"))
+        .env_remove("MCPX_CONFIG")
+        .env_remove("MCPX_AUTOSTART")
+        .env_remove("MCPX_LOG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run mcpx");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue #32: a port that is taken is named in the error, for each listener.
+#[test]
+fn a_taken_port_is_named() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let refusal = format!("cannot listen on {addr}: address already in use");
+    for (tag, args, prefix) in [
+        (
+            "port-serve",
+            vec!["serve", "--demo", "--http", &addr],
+            "mcpx serve: ",
+        ),
+        (
+            "port-metrics",
+            vec!["serve", "--demo", "--metrics", &addr],
+            "mcpx serve: --metrics: ",
+        ),
+        (
+            "port-daemon",
+            vec!["daemon", "--demo", "--http", &addr],
+            "mcpx daemon: --http: ",
+        ),
+    ] {
+        let (code, err) = mcpx_in(tag, &args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert_eq!(err, format!("{prefix}{refusal}\n"), "{args:?}");
+    }
+}
+
+/// Issue #32: a one-shot session whose host closes stdin at once stops its upstreams
+/// before they are ready; that stop is mcpx's own and logs nothing at the default
+/// level (it printed `upstream X is unavailable: stopped` for each).
+#[test]
+fn a_normal_shutdown_says_nothing_of_the_upstreams() {
+    let dir = mcpx_testkit::scratch::dir("quiet-shutdown-cfg");
+    let cfg = dir.join("mcpx.json");
+    let config = serde_json::json!({"mcpServers": {
+        // Never ready: it is still starting when the host goes.
+        "slow": {"command": "sh", "args": ["-c", "sleep 60"]},
+        "ex": {"command": env!("CARGO_BIN_EXE_mcpx"), "args": ["example-server"]}}});
+    std::fs::write(&cfg, config.to_string()).unwrap();
+    let (code, err) = mcpx_in(
+        "quiet-shutdown",
+        &["serve", "--config", cfg.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(err, "", "a normal exit logs nothing");
+}

@@ -209,3 +209,137 @@ fn an_unreachable_upstream_is_named_beside_the_list() {
     );
     assert!(e.contains("127.0.0.1:1"), "{e}");
 }
+
+/// Writes `config` to a file of its own; its path.
+fn config_file(tag: &str, config: &Value) -> String {
+    let dir = mcpx_testkit::scratch::dir(tag);
+    let cfg = dir.join("mcpx.json");
+    std::fs::write(&cfg, config.to_string()).unwrap();
+    cfg.to_str().unwrap().to_owned()
+}
+
+/// Whether the process `pid` runs (a zombie does not).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Issue #32: a command that does not exist is reported at once as not found, not
+/// after the supervisor's backoff gives up (31 s), and no line has a trailing space
+/// (an upstream without arguments was shown as `(stdio:X )`).
+#[test]
+fn probe_says_at_once_that_a_command_is_not_found() {
+    let cfg = config_file(
+        "cli-probe-missing",
+        &serde_json::json!({"mcpServers": {"nope": {"command": "mcpx-no-such-command"}}}),
+    );
+    // A bound the old backoff passed by far: the message says whether it stopped early.
+    let started = std::time::Instant::now();
+    let o = mcpx(&["probe", "--config", &cfg, "--timeout", "20"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "nope (stdio:mcpx-no-such-command): unreachable: cannot be started: command not found: mcpx-no-such-command (not in PATH)\n"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+
+    let o = mcpx(&["probe", "--config", &cfg, "--json"]);
+    let reports: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(reports[0]["transport"], "stdio:mcpx-no-such-command");
+}
+
+/// Issue #32: `--timeout N` bounds the whole probe, the stop of an upstream that never
+/// answers included: it is killed at the bound, not taken through the graceful stop
+/// (stdin closed, SIGTERM, each with its grace) after it.
+#[test]
+fn probe_timeout_bounds_a_server_that_never_answers() {
+    let dir = mcpx_testkit::scratch::dir("cli-probe-hang");
+    let pidfile = dir.join("pid");
+    // It ignores SIGTERM and never reads stdin: only SIGKILL ends it.
+    let script = format!("echo $$ > {}; trap '' TERM; sleep 60", pidfile.display());
+    let cfg = config_file(
+        "cli-probe-hang-cfg",
+        &serde_json::json!({"mcpServers": {"hang": {"command": "sh", "args": ["-c", script]}}}),
+    );
+    let started = std::time::Instant::now();
+    let o = mcpx(&["probe", "--config", &cfg, "--timeout", "2"]);
+    // Generous: this checks a hang, not a speed.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.starts_with("hang (stdio:sh -c echo $$ > ")
+            && out.ends_with("): unreachable: no answer within 2 s\n"),
+        "{out}"
+    );
+    let e = stderr(&o);
+    assert!(!e.contains("did not exit"), "{e}");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Killed before mcpx returned; the kernel may take a moment to show it.
+    let gone = (0..100).any(|_| {
+        let dead = !alive(pid);
+        if !dead {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        dead
+    });
+    assert!(gone, "the upstream {pid} outlived the probe");
+}
+
+/// No line of `mcpx probe` or `mcpx tools` ends with whitespace.
+#[test]
+fn no_output_line_ends_with_whitespace() {
+    let cfg = config_file(
+        "cli-probe-trailing",
+        &serde_json::json!({"mcpServers": {
+            "ex": {"command": env!("CARGO_BIN_EXE_mcpx"), "args": ["example-server"]},
+            // Exits at once, its usage on stderr: its report quotes that.
+            "bare": {"command": env!("CARGO_BIN_EXE_mcpx")},
+            // Its stderr, quoted in its report, has a line that ends with spaces.
+            "spaced": {"command": "sh", "args": ["-c", "printf 'bad thing   \\nsecond line\\n' >&2; exit 3"]}}}),
+    );
+    for args in [
+        vec!["probe", "--demo"],
+        vec!["tools", "--demo"],
+        vec!["probe", "--config", &cfg, "--timeout", "10"],
+        vec!["tools", "--config", &cfg],
+    ] {
+        let o = mcpx(&args);
+        let out = stdout(&o);
+        assert!(!out.is_empty(), "{args:?}: {}", stderr(&o));
+        for line in out.lines() {
+            assert_eq!(line, line.trim_end(), "{args:?}: {out}");
+        }
+    }
+}
+
+/// Issue #32: the `--demo` hint follows only "no configuration found", not an error
+/// in the file the user has.
+#[test]
+fn a_configuration_error_comes_without_the_demo_hint() {
+    let dir = mcpx_testkit::scratch::dir("cli-bad-config");
+    let cfg = dir.join("mcpx.json");
+    std::fs::write(&cfg, "{\"mcpServers\": {\n").unwrap();
+    let path = cfg.to_str().unwrap();
+    for command in ["tools", "probe", "serve"] {
+        let o = mcpx(&[command, "--config", path]);
+        assert_eq!(o.status.code(), Some(1), "{command}");
+        let e = stderr(&o);
+        assert!(e.starts_with(&format!("mcpx {command}: {path}:")), "{e}");
+        assert!(!e.contains("--demo"), "{command}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

@@ -263,3 +263,108 @@ async fn a_second_login_waits_for_the_first() {
     assert!(second.1.contains("authorized by"), "{}", second.1);
     assert_eq!(st.lock().unwrap().counts.authorizations, 1, "one flow");
 }
+
+/// The line of `mcpx auth status`'s output for `name`.
+fn status_line<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no line for {name} in\n{out}"))
+}
+
+/// Issue #32: `mcpx auth status` said "needs login" of every HTTP upstream, and `mcpx
+/// auth login` on one that asks for no authorization failed at client registration
+/// (HTTP 404). Now an upstream needs login once it refused a request with a 401 (seen
+/// by the status's own request without a token, or by the gateway, and recorded), and
+/// a login is tried only on one that asks (or with `--force`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_login_tell_an_upstream_that_asks_from_one_that_does_not() {
+    let st = server(vec![3600]).await;
+    let port = st.lock().unwrap().port;
+    let (_ex, open_port) = example_http(&[]).await;
+    let s = setup("user-auth-asks", port);
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap();
+    cfg["mcpServers"]["open"] =
+        json!({"type": "http", "url": format!("http://127.0.0.1:{open_port}/mcp")});
+    std::fs::write(&s.config, cfg.to_string()).unwrap();
+
+    // From the store alone: neither was seen to ask.
+    let (ok, out, err) = s.run(&["auth", "status", "--no-probe"]).await;
+    assert!(ok, "{err}");
+    for name in ["up", "open"] {
+        assert!(
+            status_line(&out, name).ends_with("  not needed so far: no 401 seen from it"),
+            "{out}"
+        );
+    }
+
+    // Asking them: `up` refuses a request without a token, `open` answers it.
+    let (ok, out, err) = s.run(&["auth", "status"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        status_line(&out, "up").ends_with(
+            "  needs login (`mcpx auth login up`): it refuses a request without a token (HTTP 401)"
+        ),
+        "{out}"
+    );
+    let open = status_line(&out, "open");
+    assert!(
+        open.contains("  not needed so far: it answers a request without a token (HTTP "),
+        "{out}"
+    );
+    assert!(!open.contains("needs login"), "{out}");
+    // The 401 is remembered: the store alone now tells it.
+    let (_, out, _) = s.run(&["auth", "status", "--no-probe"]).await;
+    assert!(
+        status_line(&out, "up").contains(
+            "  needs login (`mcpx auth login up`): it asked for authorization (HTTP 401, first at "
+        ),
+        "{out}"
+    );
+
+    // No login to the upstream that does not ask: it says so, the authorization
+    // server never hears of it.
+    let (ok, out, err) = s.run(&["auth", "login", "open"]).await;
+    assert!(!ok, "{out}");
+    assert!(
+        err.starts_with("mcpx auth: upstream open does not ask for authorization (a request without a token got HTTP "),
+        "{err}"
+    );
+    assert!(
+        err.ends_with("; no login needed (`mcpx auth login open --force` logs in anyway)\n"),
+        "{err}"
+    );
+    // `--force` tries anyway, and fails as an upstream with no authorization server does.
+    let (ok, _, err) = s.run(&["auth", "login", "open", "--force"]).await;
+    assert!(!ok);
+    assert!(!err.contains("does not ask"), "{err}");
+    assert_eq!(st.lock().unwrap().counts.registrations, 0);
+    // The upstream that asks gets its login.
+    let (ok, out, err) = s.run(&["auth", "login", "up"]).await;
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(st.lock().unwrap().counts.authorizations, 1);
+}
+
+/// A 401 the gateway meets (`mcpx serve`, no token stored) is recorded: `mcpx auth
+/// status` tells it without sending a request of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_the_gateway_meets_is_remembered() {
+    let st = server(vec![3600]).await;
+    let port = st.lock().unwrap().port;
+    let s = setup("user-auth-asks-gw", port);
+    let line = unavailable_because(
+        "user-auth-asks-gw-serve",
+        &serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap(),
+        &[("XDG_STATE_HOME", s.state.as_os_str())],
+    )
+    .await;
+    assert!(line.contains("run `mcpx auth login up`"), "{line}");
+    let (ok, out, err) = s.run(&["auth", "status", "--no-probe"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        status_line(&out, "up").contains(
+            "needs login (`mcpx auth login up`): it asked for authorization (HTTP 401, first at "
+        ),
+        "{out}"
+    );
+}

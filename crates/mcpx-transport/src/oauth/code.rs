@@ -35,7 +35,7 @@ use hyper::{Method, Request};
 use serde_json::{Value, json};
 use url::Url;
 
-use super::store::{Binding, ClientRecord, Store, StoreError, TokenRecord};
+use super::store::{Asked, Binding, ClientRecord, Store, StoreError, TokenRecord};
 use super::{
     authorization_server_metadata_urls, basic_credentials, form_encode, resource_metadata_urls,
 };
@@ -938,40 +938,93 @@ async fn await_callback(
     }
 }
 
-/// Sends an unauthenticated request to the upstream to read its challenge: a
-/// `tools/list` POST (Streamable HTTP), or a GET of the stream (HTTP+SSE).
-pub(crate) async fn probe_challenge(http: &Http, url: &Url, sse: bool) -> Option<String> {
-    let endpoint = Endpoint::new(url, &[], &http.proxy).ok()?;
-    let request = if sse {
-        endpoint
-            .request(Method::GET, Some("text/event-stream"), Vec::new(), None)
-            .ok()?
-    } else {
-        endpoint
-            .request(
-                Method::POST,
-                Some("application/json, text/event-stream"),
-                vec![(
-                    std::borrow::Cow::Borrowed("mcp-protocol-version"),
-                    "2025-11-25".to_owned(),
-                )],
-                Some(bytes::Bytes::from_static(
-                    br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
-                )),
-            )
-            .ok()?
+/// What an unauthenticated request to an upstream showed (see [`probe_authorization`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asks {
+    /// It refused the request for want of authorization: a 401, or a 403 with a
+    /// challenge. Its `WWW-Authenticate`, if any.
+    Yes(Option<String>),
+    /// It answered without asking for authorization, with this HTTP status.
+    No(u16),
+    /// It could not be reached (why).
+    Unreachable(String),
+}
+
+/// Sends an unauthenticated request to the upstream, to learn whether it asks for
+/// authorization and read its challenge: a `tools/list` POST (Streamable HTTP), or a
+/// GET of the stream (HTTP+SSE). Bounded by `http`'s timeout; the answer's body is
+/// not read.
+pub async fn probe_authorization(http: &Http, url: &Url, sse: bool) -> Asks {
+    let endpoint = match Endpoint::new(url, &[], &http.proxy) {
+        Ok(e) => e,
+        Err(e) => return Asks::Unreachable(e.to_string()),
     };
-    let resp = http
+    let request = if sse {
+        endpoint.request(Method::GET, Some("text/event-stream"), Vec::new(), None)
+    } else {
+        endpoint.request(
+            Method::POST,
+            Some("application/json, text/event-stream"),
+            vec![(
+                std::borrow::Cow::Borrowed("mcp-protocol-version"),
+                "2025-11-25".to_owned(),
+            )],
+            Some(bytes::Bytes::from_static(
+                br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+            )),
+        )
+    };
+    let request = match request {
+        Ok(r) => r,
+        Err(e) => return Asks::Unreachable(e.to_string()),
+    };
+    let resp = match http
         .client
         .send(&endpoint, request, http.timeout, "probe of the upstream")
         .await
-        .ok()?;
-    if !matches!(resp.status().as_u16(), 401 | 403) {
-        return None;
-    }
-    resp.headers()
+    {
+        Ok(r) => r,
+        Err(e) => return Asks::Unreachable(e.to_string()),
+    };
+    let status = resp.status().as_u16();
+    let challenge = resp
+        .headers()
         .get(hyper::header::WWW_AUTHENTICATE)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    match (status, challenge) {
+        (401, c) => Asks::Yes(c),
+        (403, Some(c)) => Asks::Yes(Some(c)),
+        (s, _) => Asks::No(s),
+    }
+}
+
+/// The upstream's challenge to an unauthenticated request, if it gives one.
+pub(crate) async fn probe_challenge(http: &Http, url: &Url, sse: bool) -> Option<String> {
+    match probe_authorization(http, url, sse).await {
+        Asks::Yes(c) => c,
+        Asks::No(_) | Asks::Unreachable(_) => None,
+    }
+}
+
+/// Whether the upstream at `url` was seen to ask for authorization (a 401 refusal
+/// of mcpx's), and when first.
+pub fn asked(cfg: &UserAuth, url: &str) -> Result<Option<Asked>, StoreError> {
+    store_of(cfg)?.asked(url)
+}
+
+/// Records that the upstream at `url` asked for authorization. Best effort: a store
+/// that cannot be written only costs `mcpx auth status` what it would have said.
+pub fn record_asked(cfg: &UserAuth, url: &str, challenge: bool) {
+    let recorded = store_of(cfg).and_then(|s| {
+        s.put_asked(&Asked {
+            url: url.to_owned(),
+            at: now(),
+            challenge,
+        })
+    });
+    if let Err(e) = recorded {
+        tracing::debug!(upstream = %cfg.upstream, "not recorded that it asked for authorization: {e}");
+    }
 }
 
 /// The whole authorization-code flow for the upstream at `url`: discovery,
@@ -1480,6 +1533,10 @@ impl UserTokens {
         challenge: Option<&str>,
         step_ups: u32,
     ) -> Result<HeaderValue, TransportError> {
+        if status == 401 {
+            // For `mcpx auth status`: this upstream asks for authorization.
+            record_asked(&self.cfg, self.url.as_str(), challenge.is_some());
+        }
         let mut state = self.state.lock().await;
         self.none_stored.store(false, Ordering::Release);
         // Someone else replaced the refused token meanwhile: use theirs.

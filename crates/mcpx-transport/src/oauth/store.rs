@@ -8,6 +8,9 @@
 //!   authorization server's `issuer` and the redirect URI it was made for (a
 //!   registration is never used with another issuer).
 //! * `upstreams/<key>.json`: which token set an upstream (by its URL) uses.
+//! * `asked/<key>.json`: that an upstream (by its URL) refused a request for want of
+//!   authorization (a 401), and when it first did: `mcpx auth status` tells "needs
+//!   login" from "not needed so far" by it.
 //!
 //! Every write goes to a temporary file in the same directory, is synced, and renamed
 //! over the old one: a reader sees the old file or the new one, never half of one.
@@ -129,6 +132,18 @@ pub struct Binding {
     /// which the next login asks for too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wanted_scope: Option<String>,
+}
+
+/// That an upstream asked for authorization: it refused a request with a 401.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Asked {
+    /// The upstream's URL, as configured.
+    pub url: String,
+    /// When it was first seen to (seconds since the Unix epoch).
+    pub at: u64,
+    /// Whether the refusal carried a `WWW-Authenticate` challenge.
+    #[serde(default)]
+    pub challenge: bool,
 }
 
 /// The store.
@@ -369,6 +384,24 @@ impl Store {
         Self::remove(&self.path("upstreams", &Self::binding_key(url)))
     }
 
+    fn asked_key(url: &str) -> String {
+        key(&["asked", url])
+    }
+
+    /// Whether the upstream at `url` was seen to ask for authorization, and when.
+    pub fn asked(&self, url: &str) -> Result<Option<Asked>, StoreError> {
+        let found: Option<Asked> = Self::read(&self.path("asked", &Self::asked_key(url)))?;
+        Ok(found.filter(|a| a.url == url))
+    }
+
+    /// Records that the upstream asked for authorization (the first time is kept).
+    pub fn put_asked(&self, a: &Asked) -> Result<(), StoreError> {
+        if self.asked(&a.url)?.is_some() {
+            return Ok(());
+        }
+        self.write("asked", &Self::asked_key(&a.url), a)
+    }
+
     /// Takes the lock of the upstream at `url`'s login (one login at a time across
     /// processes; blocking).
     pub fn lock_upstream(&self, url: &str) -> Result<Lock, StoreError> {
@@ -521,6 +554,37 @@ mod tests {
         drop(first);
         assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok());
         t.join().unwrap();
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn an_upstream_that_asked_is_recorded_once_by_its_url() {
+        let dir = scratch("asked");
+        let store = Store::at(&dir);
+        let url = "https://mcp.example/mcp";
+        assert_eq!(store.asked(url).unwrap(), None);
+        let first = Asked {
+            url: url.into(),
+            at: 10,
+            challenge: true,
+        };
+        store.put_asked(&first).unwrap();
+        store
+            .put_asked(&Asked {
+                at: 20,
+                ..first.clone()
+            })
+            .unwrap();
+        assert_eq!(store.asked(url).unwrap(), Some(first));
+        assert_eq!(store.asked("https://mcp.example/").unwrap(), None);
+        assert_eq!(
+            fs::metadata(store.dir().join("asked"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o700
+        );
         let _ = fs::remove_dir_all(dir);
     }
 

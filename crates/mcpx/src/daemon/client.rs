@@ -389,7 +389,7 @@ pub fn key_of(config: Option<&Path>, demo: bool) -> Result<(Option<PathBuf>, Str
         return Ok((None, super::paths::config_key(None)));
     }
     let (file, _) = mcpx_gateway::config::load(config)
-        .map_err(|e| format!("{e}\n(try --demo for the built-in example servers)"))?;
+        .map_err(|e| crate::serve::config_failure(&e, crate::serve::DEMO_HINT))?;
     let key = super::paths::config_key(Some(&file));
     Ok((Some(file), key))
 }

@@ -459,14 +459,13 @@ pub fn run(args: &Args) -> ExitCode {
     let (allow_host, allow_origin) = (args.allow_host.clone(), args.allow_origin.clone());
     crate::runtime::run("daemon", args.threads, |stop| async move {
         // TCP first: when its port is taken, no socket file is left behind.
-        let tcp = match http {
-            Some(addr) => Some(
-                tokio::net::TcpListener::bind(addr)
-                    .await
-                    .map_err(|e| format!("--http {addr}: {e}"))?,
-            ),
-            None => None,
-        };
+        let tcp =
+            match http {
+                Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                    format!("--http: {}", crate::runtime::listen_failure(addr, &e))
+                })?),
+                None => None,
+            };
         paths::ensure_private_dir(&place.dir)?;
         let unix = paths::bind_socket(&socket)?;
         let uid = paths::my_uid()?;
