@@ -64,6 +64,11 @@ type CachedEnvelope = (Revision, Arc<Value>, Arc<MetaMembers>);
 /// The `_meta` members mcpx writes on a request (as JSON members' text), and their keys
 /// (see `Connection::envelope_text`).
 type Envelope = (Arc<MetaMembers>, Cow<'static, [&'static str]>);
+/// How mcpx's refusal of an upstream's question that no host request can answer ends
+/// (a `roots/list` at start-up, say). An upstream that logs the refusal repeats it on
+/// its stderr, which is mcpx's, not the upstream's, failure to report.
+pub const NOWHERE_TO_ASK: &str = "no host request can answer it";
+
 
 /// What the handshake learnt about the upstream.
 #[derive(Debug, Clone, PartialEq)]
@@ -1025,7 +1030,7 @@ impl Connection {
                 }
             }
             (_, AskRoute::Nowhere) => refused(format!(
-                "mcpx cannot forward {method} here: no host request can answer it"
+                "mcpx cannot forward {method} here: {NOWHERE_TO_ASK}"
             )),
         };
         let conn = self.clone();

@@ -205,13 +205,20 @@ pub enum DecidedBy {
     Initialize,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 struct CachedEra {
     era: Era,
     revision: Revision,
     /// Absent in entries written before mcpx recorded it.
     #[serde(default, rename = "decidedBy", skip_serializing_if = "Option::is_none")]
     decided_by: Option<DecidedBy>,
+    /// The `ServerCapabilities` the handshake found: what a gateway declares for the
+    /// server before it is up again. Absent in entries written before mcpx kept them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    capabilities: Option<Value>,
+    /// The server's instructions, as the handshake found them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    instructions: Option<String>,
 }
 
 impl CachedEra {
@@ -260,15 +267,39 @@ impl EraCache {
             .map(|c| (c.era, c.revision))
     }
 
-    /// Remembers the era of `identity`, as `decided_by` established it. Failures are
-    /// logged, never fatal.
-    pub fn put(&self, identity: &str, era: Era, revision: Revision, decided_by: DecidedBy) {
+    /// What the last completed handshake with `identity` found (its era, revision,
+    /// capabilities and instructions), when the entry can be trusted and holds them:
+    /// what the server will most likely declare again.
+    pub fn facts(&self, identity: &str) -> Option<ServerFacts> {
+        let c = self.read().remove(identity).filter(CachedEra::trusted)?;
+        Some(ServerFacts {
+            era: c.era,
+            revision: c.revision,
+            capabilities: c.capabilities?,
+            info: Value::Null,
+            instructions: c.instructions,
+        })
+    }
+
+    /// Remembers the era of `identity`, as `decided_by` established it, with the
+    /// capabilities and instructions of `facts` when given. Failures are logged, never
+    /// fatal.
+    pub fn put(
+        &self,
+        identity: &str,
+        era: Era,
+        revision: Revision,
+        decided_by: DecidedBy,
+        facts: Option<&ServerFacts>,
+    ) {
         let Some(path) = &self.path else { return };
         let mut all = self.read();
         let entry = CachedEra {
             era,
             revision,
             decided_by: Some(decided_by),
+            capabilities: facts.map(|f| f.capabilities.clone()),
+            instructions: facts.and_then(|f| f.instructions.clone()),
         };
         if all.get(identity) == Some(&entry) {
             return;
@@ -1002,7 +1033,7 @@ async fn connect_to(target: &Target, cache: &EraCache) -> Result<Connection, Cli
         Err(e) => return Err(e),
     };
     match decided_by {
-        Some(by) => cache.put(&identity, facts.era, facts.revision, by),
+        Some(by) => cache.put(&identity, facts.era, facts.revision, by, Some(&facts)),
         None => tracing::debug!(
             upstream = %target.name,
             "legacy after a probe timeout: not remembered, the next start probes again"
@@ -1271,6 +1302,7 @@ done
             Era::Modern,
             Revision::V2026_07_28,
             DecidedBy::Discover,
+            None,
         );
         assert_eq!(
             cache.get("stdio:old-legacy"),

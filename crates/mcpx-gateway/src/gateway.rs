@@ -538,21 +538,30 @@ impl Gateway {
         self.described.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Waits, up to `capabilityWaitMs`, until every upstream on its first start has
-    /// connected (its capabilities are known) or settled: what `initialize` and
-    /// `server/discover` wait for, briefly, so that they declare what the upstreams
-    /// declare (logging, completions, subscriptions, tasks, instructions). The lists
-    /// are declared whatever comes of it; a slower upstream joins them later.
+    /// Waits, up to `capabilityWaitMs`, until every upstream not met before (not in the
+    /// era cache) has settled its first start and, if it came up, is listed: what
+    /// `initialize` and `server/discover` wait for, briefly, so that they declare what
+    /// the upstreams declare (logging, completions, subscriptions, tasks,
+    /// instructions). The lists are declared whatever comes of it; a slower upstream
+    /// joins them later, with `list_changed`.
     pub async fn described(&self) {
         let deadline = tokio::time::Instant::now() + self.config().global.capability_wait;
         loop {
             let notified = self.progress.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let pending = self
-                .upstreams()
-                .iter()
-                .any(|u| u.facts().is_none() && !u.status().settled);
+            // An upstream met before declares what it declared then; another is
+            // waited for until its first start settles and, if it came up, it is
+            // listed (so that the session's first lists need no list_changed).
+            let pending = self.upstreams().iter().any(|u| {
+                if u.is_remembered() {
+                    return false;
+                }
+                let s = u.status();
+                !s.settled
+                    || (s.state == State::Ready
+                        && !self.listed.lock().is_ok_and(|l| l.contains(&u.id)))
+            });
             if !pending || tokio::time::timeout_at(deadline, notified).await.is_err() {
                 self.described
                     .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -1010,19 +1019,23 @@ impl GatewayBackend {
         // upstream that is down now keeps what it offered), the same set in
         // InitializeResult and DiscoverResult.
         let ups = gw.upstreams();
-        let facts: Vec<Arc<ServerFacts>> = ups.iter().filter_map(|u| u.facts()).collect();
+        // An upstream not connected yet declares what its last handshake found (the
+        // era cache), if mcpx has met it before.
+        let known: Vec<Option<Arc<ServerFacts>>> = ups.iter().map(|u| u.declared_facts()).collect();
+        let facts: Vec<&Arc<ServerFacts>> = known.iter().flatten().collect();
         let any = |cap: &str| facts.iter().any(|f| f.has(cap));
         let instructions: Vec<String> = ups
             .iter()
-            .filter_map(|u| {
-                let i = u.facts()?.instructions.clone()?;
+            .zip(&known)
+            .filter_map(|(u, f)| {
+                let i = f.as_ref()?.instructions.clone()?;
                 Some(format!("[{}] {i}", u.id))
             })
             .collect();
         // A list is declared from the configuration: an upstream not yet connected
         // may offer it, so a host told at once (its `initialize` does not wait for
         // the upstreams' starts) still lists. Once connected, its facts say.
-        let may = |cap: &str| ups.iter().any(|u| u.facts().is_none_or(|f| f.has(cap)));
+        let may = |cap: &str| known.iter().any(|f| f.as_ref().is_none_or(|f| f.has(cap)));
         // The lists can always change: upstreams come, go and change.
         let list = |cap: &str| may(cap).then_some(ListCaps { list_changed: true });
         Summary {
@@ -1037,7 +1050,7 @@ impl GatewayBackend {
                         && (f.has("prompts") || f.has("resources"))
                 }),
             logging: any("logging"),
-            tasks: tasks::offered(&facts),
+            tasks: tasks::offered(facts.iter().copied()),
             instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
         }
     }

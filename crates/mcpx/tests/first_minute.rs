@@ -276,3 +276,78 @@ async fn a_session_without_requests_is_told_of_a_late_upstream() {
         gw.stderr()
     );
 }
+
+/// What a server declared at its last handshake is remembered (the era cache): a
+/// second gateway declares it at once, while the server is still starting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_server_is_declared_from_the_era_cache_at_once() {
+    let files = mcpx_testkit::scratch::dir("fm-cache-files");
+    let gate = files.join("gate");
+    let cache = files.join("cache");
+    // Starts once `gate` is gone: the same command (the cache's key) in both runs.
+    let script = format!(
+        "while [ -e {} ]; do sleep 0.05; done; exec {MCPX} example-server --revision 2025-03-26",
+        gate.display()
+    );
+    let config = json!({"mcpServers": {
+        "gated": sh_entry("gated", &script),
+        "other": sh_entry("other", &script),
+    }});
+    let caps_of = |v: &Value| v["result"]["capabilities"].clone();
+
+    // Unknown and held back: the lists are declared, logging is not (nothing says so).
+    std::fs::write(&gate, "").unwrap();
+    let mut gw =
+        Gateway::start_env("fm-cache-0", &config, R1125, &[], &[("XDG_CACHE_HOME", &cache)]).await;
+    let caps = caps_of(&gw.initialize().await);
+    assert!(still_sleeping(&mut gw, "gated"), "the gate did not hold");
+    assert_declares_lists(&caps, "unknown");
+    assert!(caps.get("logging").is_none(), "{caps}");
+    drop(gw);
+
+    // Met once: its handshake is remembered.
+    std::fs::remove_file(&gate).unwrap();
+    let mut gw =
+        Gateway::start_env("fm-cache-1", &config, R1125, &[], &[("XDG_CACHE_HOME", &cache)]).await;
+    gw.initialize().await;
+    gw.tools().await;
+    drop(gw);
+
+    // Held back again: declared at once as it was found, logging included.
+    std::fs::write(&gate, "").unwrap();
+    let mut gw =
+        Gateway::start_env("fm-cache-2", &config, R1125, &[], &[("XDG_CACHE_HOME", &cache)]).await;
+    let caps = caps_of(&gw.initialize().await);
+    assert!(still_sleeping(&mut gw, "gated"), "the gate did not hold");
+    assert_declares_lists(&caps, "remembered");
+    assert!(caps.get("logging").is_some(), "the remembered logging: {caps}");
+    std::fs::remove_file(&gate).unwrap();
+}
+
+/// A resource URI two upstreams list belongs to the first in configuration order
+/// from the host's first list on, even when the other is up first: it does not change
+/// owner as the first joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_resource_uri_has_its_owner_from_the_first_list() {
+    let config = json!({"mcpServers": {
+        "a": slow_entry("a", 2),
+        "b": example_entry("b", &[]),
+    }});
+    let mut gw = Gateway::start("fm-owner", &config, R1125, &[]).await;
+    gw.initialize().await;
+    let v = gw.request("resources/list", json!({})).await;
+    let uris: Vec<&str> = v["result"]["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("resources/list: {v}"))
+        .iter()
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    assert!(
+        uris.contains(&"test://static-text") && uris.contains(&"mcpx://b/test://static-text"),
+        "a owns test://static-text, b's copy is namespaced: {uris:?}"
+    );
+    let read = gw
+        .request("resources/read", json!({"uri": "test://static-text"}))
+        .await;
+    assert!(read["result"]["contents"].is_array(), "{read}");
+}

@@ -51,7 +51,7 @@ impl Link for ClientLink {
                 ClientError::Transport {
                     source: TransportError::Closed { detail },
                     ..
-                } => Cause::Closed(detail),
+                } => Cause::Closed(without_own_refusals(&detail)),
                 // Its stdout could no longer be framed (`data.cause` "framing").
                 other => Cause::Client(other),
             };
@@ -96,6 +96,9 @@ pub struct Upstream {
     lists: Mutex<Arc<Lists>>,
     /// What it offered when last connected. Never held across an await.
     facts: Mutex<Option<Arc<ServerFacts>>>,
+    /// What its last completed handshake found, remembered in the era cache: declared
+    /// for it until it connects.
+    remembered: Option<Arc<ServerFacts>>,
     /// One permit per sampling or elicitation ask of this upstream that mcpx may hold
     /// toward hosts at once (`askMaxPending`, register E-15).
     pub asks: Arc<tokio::sync::Semaphore>,
@@ -130,6 +133,7 @@ impl Upstream {
             max_in_flight: config.mcpx.max_in_flight,
             max_queued: config.mcpx.max_queued,
         };
+        let remembered = era_cache.facts(&target.transport.identity()).map(Arc::new);
         let (supervisor, commands) = Supervisor::new(ClientLink { target, era_cache }, settings);
         let up = Arc::new(Upstream {
             namespace: config
@@ -142,6 +146,7 @@ impl Upstream {
             supervisor,
             lists: Mutex::new(Arc::new(Lists::default())),
             facts: Mutex::new(None),
+            remembered,
             asks: Arc::new(tokio::sync::Semaphore::new(ask_max_pending)),
             relist_scheduled: AtomicBool::new(false),
             retired: AtomicBool::new(false),
@@ -281,6 +286,17 @@ impl Upstream {
         self.facts.lock().ok()?.clone()
     }
 
+    /// What it offers as far as mcpx knows: its facts when it has connected, else
+    /// what its last handshake found (the era cache), else nothing known.
+    pub fn declared_facts(&self) -> Option<Arc<ServerFacts>> {
+        self.facts().or_else(|| self.remembered.clone())
+    }
+
+    /// Whether mcpx remembers what its last handshake found (the era cache).
+    pub fn is_remembered(&self) -> bool {
+        self.remembered.is_some()
+    }
+
     /// Records what a new connection offers.
     pub fn set_facts(&self, facts: Arc<ServerFacts>) {
         if let Ok(mut f) = self.facts.lock() {
@@ -302,5 +318,43 @@ impl Upstream {
     /// Marks it replaced or removed by a reload.
     pub fn retire(&self) {
         self.retired.store(true, Ordering::Release);
+    }
+}
+
+/// `detail` (an exit and the tail of the upstream's stderr) without the lines that
+/// only repeat mcpx's own refusal of a question no host request could answer: the
+/// upstream's failure is what it reports, not what mcpx told it.
+fn without_own_refusals(detail: &str) -> String {
+    let own = mcpx_client::connection::NOWHERE_TO_ASK;
+    let Some((head, tail)) = detail.split_once("; stderr: ").filter(|_| detail.contains(own))
+    else {
+        return detail.to_owned();
+    };
+    let kept: String = tail
+        .split_inclusive('\n')
+        .filter(|l| !l.contains(own))
+        .collect();
+    match kept.trim_end() {
+        "" => head.to_owned(),
+        kept => format!("{head}; stderr: {kept}"),
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::without_own_refusals;
+
+    #[test]
+    fn an_upstream_quoting_mcpx_refusal_is_not_reported_as_its_failure() {
+        let detail = "exited with status 1; stderr: starting\n\
+            Failed to request roots: {\"code\":-32603,\"message\":\"mcpx cannot forward roots/list here: no host request can answer it\"}\n\
+            Error: ENOENT /nope\n";
+        assert_eq!(
+            without_own_refusals(detail),
+            "exited with status 1; stderr: starting\nError: ENOENT /nope"
+        );
+        assert_eq!(without_own_refusals("exited with status 2"), "exited with status 2");
+        let only = "exited with status 1; stderr: roots: no host request can answer it\n";
+        assert_eq!(without_own_refusals(only), "exited with status 1");
     }
 }

@@ -452,6 +452,18 @@ pub struct Gateway {
 impl Gateway {
     /// Starts `mcpx serve --config <config> args…` as a host of `rev` would.
     pub async fn start(tag: &str, config: &Value, rev: Revision, args: &[&str]) -> Gateway {
+        Gateway::start_env(tag, config, rev, args, &[]).await
+    }
+
+    /// [`Gateway::start`] with more environment (which wins over the test's own, e.g.
+    /// `XDG_CACHE_HOME` to share an era cache between two gateways).
+    pub async fn start_env(
+        tag: &str,
+        config: &Value,
+        rev: Revision,
+        args: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Gateway {
         let dir = mcpx_testkit::scratch::dir(&format!("rt-{tag}"));
         let cfg = config_file(&dir, config);
         let mut child = Command::new(MCPX)
@@ -460,6 +472,7 @@ impl Gateway {
             .args(args)
             .env("XDG_CACHE_HOME", dir.join("cache"))
             .env("MCPX_WIRE_LOG", dir.join("wire.jsonl"))
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
