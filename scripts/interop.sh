@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Interop with external MCP peers, installed at pinned versions by scripts/peers.sh:
-# the MCP Inspector CLI (npm, run on Node 22) and the Python `mcp` SDK 2.3.0 (PyPI, in
-# a venv under target/peers).
+# the MCP Inspector CLI, v1 and v2 (npm, run on Node 22), the Python `mcp` SDK 2.3.0
+# (PyPI, in a venv under target/peers) and the reference servers on both.
 #
 #  1. Real clients -> a minimal echo server built on mcpx-transport
 #     (crates/mcpx-transport/examples/echo_server.rs), over stdio, Streamable HTTP
@@ -17,17 +17,22 @@
 #     modern modes) through `mcpx serve` to npm's server-everything over stdio; and the
 #     conformance suite through `mcpx serve --http` fronting the example server over
 #     stdio, Streamable HTTP and HTTP+SSE.
-#  5. mcpx as a client: the conformance suite's client scenarios against mcpx serve's
+#  5. The first minute (issue #32): Inspector CLI v1 (inspector-cli 1.0.3) and v2
+#     (inspector 2.12.0 --cli), each over stdio to a `mcpx serve` it has just started,
+#     list the tools of four real servers and call one of each: npm's server-everything,
+#     server-memory and server-filesystem through `npx --offline` (peers.sh warms npx's
+#     cache) and PyPI's mcp-server-time, two of them slowed at start by a `sleep`.
+#  6. mcpx as a client: the conformance suite's client scenarios against mcpx serve's
 #     upstream side (scripts/interop/conformance_client.py drives it as a host), and
 #     its client authorization scenarios (auth/*) through `mcpx auth login`, `mcpx
 #     tools` and `mcpx call` (scripts/interop/conformance_auth.py).
-#  6. A real authorization server: npm's oidc-provider in front of the example server
+#  7. A real authorization server: npm's oidc-provider in front of the example server
 #     (scripts/interop/oidc_check.py): login through its pages, refresh, one refresh
 #     for concurrent calls and for concurrent processes.
-#  7. Metrics: Debian's Prometheus (installed by scripts/peers.sh) scrapes `mcpx serve
+#  8. Metrics: Debian's Prometheus (installed by scripts/peers.sh) scrapes `mcpx serve
 #     --metrics` after known traffic; PromQL over its HTTP API counts the calls and the
 #     tool errors, and promtool checks a scrape.
-#  8. Traces: scripts/interop/otlp_check.py runs an OTLP/HTTP receiver on the PyPI
+#  9. Traces: scripts/interop/otlp_check.py runs an OTLP/HTTP receiver on the PyPI
 #     opentelemetry-proto package, `mcpx serve --http` exporting to it, a 2026-07-28
 #     HTTP upstream and a 2025-06-18 stdio upstream that record the trace context
 #     they get, and a host that sends one (header, and 2026-07-28 `_meta`).
@@ -52,17 +57,27 @@ trap cleanup EXIT
 bail() { echo "FAIL $1"; echo "$passed passed, $((failed + 1)) failed"; exit 1; }
 
 # check NAME EXPECTED CMD...: runs CMD (limit: $check_timeout seconds, 60 unless set);
-# passes when it exits 0 and its output contains EXPECTED (a fixed string).
+# passes when it exits 0 and its output contains EXPECTED (a fixed string; several,
+# one a line, as `all_of` makes them, must each occur).
 check_timeout=60
 check() {
   local name="$1" want="$2"; shift 2
-  local out="$log_dir/$name.log"
-  if timeout --kill-after=5 "$check_timeout" "$@" >"$out" 2>&1 && grep -qF -- "$want" "$out"; then
+  local out="$log_dir/$name.log" missing="" s
+  if timeout --kill-after=5 "$check_timeout" "$@" >"$out" 2>&1; then
+    while IFS= read -r s; do
+      grep -qF -- "$s" "$out" || missing+=" '$s'"
+    done <<<"$want"
+  else
+    missing=" (exit status $?)"
+  fi
+  if [[ -z $missing ]]; then
     echo "PASS $name"; passed=$((passed + 1))
   else
-    echo "FAIL $name (log: $out)"; tail -n 5 "$out" | sed 's/^/    /'; failed=$((failed + 1))
+    echo "FAIL $name (log: $out; missing:$missing)"; tail -n 5 "$out" | sed 's/^/    /'; failed=$((failed + 1))
   fi
 }
+# all_of S...: the EXPECTED of a check that needs every one of the strings S.
+all_of() { printf '%s\n' "$@"; }
 
 free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() {
@@ -85,11 +100,18 @@ node22=$(peers_node22) || bail install-node22
 inspector=$(peers_inspector_cli) || bail install-inspector-cli
 py=$(peers_python_mcp) || bail install-python-mcp
 everything=$(peers_server_everything) || bail install-server-everything
+inspector_v2=$(peers_inspector_v2) || bail install-inspector-v2
+for pkg in server-everything:$PEERS_SERVER_EVERYTHING_VERSION server-memory:$PEERS_SERVER_MEMORY_VERSION \
+  server-filesystem:$PEERS_SERVER_FILESYSTEM_VERSION; do
+  npm_cache=$(peers_npx "@modelcontextprotocol/${pkg%%:*}" "${pkg#*:}") || bail "install-npx-${pkg%%:*}"
+done
+time_server=$(peers_python_time) || bail install-mcp-server-time
 peers_conformance 0.1.16 >/dev/null || bail install-conformance-0.1.16
 peers_conformance 0.2.0-alpha.12 >/dev/null || bail install-conformance-0.2.0-alpha.12
-echo "node $("$node22" --version); inspector-cli ${PEERS_INSPECTOR_CLI_VERSION}; python mcp $("$py" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+echo "node $("$node22" --version); inspector-cli ${PEERS_INSPECTOR_CLI_VERSION}; inspector ${PEERS_INSPECTOR_V2_VERSION}; python mcp $("$py" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
 # Commands as arrays, so `timeout` can run them (peers.sh quotes words with %q).
 eval "inspector_cmd=($inspector)"
+eval "inspector_v2_cmd=($inspector_v2)"
 py_client=("$py" "$repo/scripts/interop/py_client.py")
 
 echo "== real clients -> echo server on mcpx-transport"
@@ -252,6 +274,68 @@ for transport in stdio http sse; do
   fi
   check "conformance-0.2.0-alpha.12-all-gateway-$transport" "$want" \
     env CONF_EXPECTED_FAILURES="$baseline" "${conformance_020[@]}" "$url" --suite all
+done
+
+# Issue #32: one-shot hosts see the whole catalog from the first second. Four real
+# servers, started as users start them: three npm reference servers through `npx` (its
+# cache warmed by peers.sh, run --offline) and PyPI's mcp-server-time; two of them
+# behind a wrapper that makes them slow to start (memory 2 s, time 3 s). Each Inspector
+# CLI run starts `mcpx serve` afresh, so every list and call is a host's first, made
+# while the servers are still starting (before the change, the lists lacked them).
+check_timeout=90
+echo "== Inspector CLI v1 and v2 -> mcpx serve (just started) -> four npx/PyPI servers"
+four_dir="$log_dir/four"
+mkdir -p "$four_dir/files"
+echo 'a file for the filesystem server' >"$four_dir/files/hello.txt"
+echo '{"type":"entity","name":"mcpx-interop","entityType":"project","observations":["four servers"]}' \
+  >"$four_dir/memory.jsonl"
+cfg="$log_dir/gateway-four.json"
+NPX="$(command -v npx)" NODE_DIR="$(dirname "$node22")" NPM_CACHE="$npm_cache" FOUR_DIR="$four_dir" \
+  TIME_SERVER="$time_server" EVERYTHING_VERSION="$PEERS_SERVER_EVERYTHING_VERSION" \
+  MEMORY_VERSION="$PEERS_SERVER_MEMORY_VERSION" FILESYSTEM_VERSION="$PEERS_SERVER_FILESYSTEM_VERSION" \
+  "$py" - "$cfg" <<'PYEOF'
+import json, os, sys
+e = os.environ
+# npx runs the bins on the node first on PATH (Node 22), from the warmed cache only.
+npx_env = {"PATH": e["NODE_DIR"] + ":" + e["PATH"], "npm_config_cache": e["NPM_CACHE"],
+           "npm_config_update_notifier": "false"}
+def npx(pkg, version, *args, env=None):
+    return {"command": e["NPX"], "args": ["--offline", "--yes", f"@modelcontextprotocol/{pkg}@{version}", *args],
+            "env": {**npx_env, **(env or {})}}
+def slow(seconds, server):
+    """The same server, slow to start on purpose: it runs `seconds` after mcpx starts it."""
+    cmd = f'sleep {seconds}; exec "$0" "$@"'
+    return {**server, "command": "sh", "args": ["-c", cmd, server["command"], *server.get("args", [])]}
+servers = {
+    "everything": npx("server-everything", e["EVERYTHING_VERSION"], "stdio"),
+    "memory": slow(2, npx("server-memory", e["MEMORY_VERSION"],
+                          env={"MEMORY_FILE_PATH": os.path.join(e["FOUR_DIR"], "memory.jsonl")})),
+    "filesystem": npx("server-filesystem", e["FILESYSTEM_VERSION"], os.path.join(e["FOUR_DIR"], "files")),
+    "time": slow(3, {"command": e["TIME_SERVER"], "args": ["--local-timezone", "UTC"]}),
+}
+json.dump({"mcpServers": servers}, open(sys.argv[1], "w"), indent=2)
+PYEOF
+four=("$mcpx" serve --config "$cfg")
+four_tools=$(all_of '"name": "everything__echo"' '"name": "memory__read_graph"' \
+  '"name": "filesystem__list_directory"' '"name": "time__get_current_time"')
+check gateway-four-inspector-v1-tools-list "$four_tools" "${inspector_cmd[@]}" "${four[@]}" --method tools/list
+check gateway-four-inspector-v2-tools-list "$four_tools" "${inspector_v2_cmd[@]}" --method tools/list -- "${four[@]}"
+# One call to each server, each from a host's first second (v1 takes the server's
+# command first and its own options after; v2 its options first, then `--`).
+four_calls=(
+  'everything__echo|"text": "Echo: first minute"|message=first minute'
+  'memory__read_graph|\"name\": \"mcpx-interop\"|'
+  "filesystem__list_directory|[FILE] hello.txt|path=$four_dir/files"
+  'time__get_current_time|\"timezone\": \"UTC\"|timezone=UTC'
+)
+for call in "${four_calls[@]}"; do
+  IFS='|' read -r tool want arg <<<"$call"
+  args=()
+  [[ -n $arg ]] && args=(--tool-arg "$arg")
+  check "gateway-four-inspector-v1-call-$tool" "$want" \
+    "${inspector_cmd[@]}" "${four[@]}" --method tools/call --tool-name "$tool" "${args[@]}"
+  check "gateway-four-inspector-v2-call-$tool" "$want" \
+    "${inspector_v2_cmd[@]}" --method tools/call --tool-name "$tool" "${args[@]}" -- "${four[@]}"
 done
 
 # The suite's client scenarios, with mcpx's upstream client as the client under test:

@@ -5,6 +5,9 @@
 #
 #   peers_node22              -> path of a Node >= 22 binary
 #   peers_inspector_cli       -> command line running @modelcontextprotocol/inspector-cli
+#   peers_inspector_v2        -> command line running @modelcontextprotocol/inspector 2.x --cli
+#   peers_npx PKG VER         -> npm cache dir in which `npx --offline --yes PKG@VER` runs PKG
+#   peers_python_time         -> path of PyPI mcp-server-time's `mcp-server-time` (same venv)
 #   peers_python_mcp          -> python of a venv that has PyPI mcp installed
 #   peers_server_everything   -> command line running server-everything over stdio
 #   peers_conformance VERSION -> path of the conformance suite's CLI entry (dist/index.js)
@@ -30,6 +33,16 @@
 : "${NODE22_VERSION:=22.23.3}"
 # @modelcontextprotocol/inspector-cli: newest release (npm 'latest') as of 2026-10.
 : "${PEERS_INSPECTOR_CLI_VERSION:=1.0.3}"
+# @modelcontextprotocol/inspector (v2, whose CLI is `mcp-inspector --cli`): newest
+# release (npm 'latest') as of 2026-12.
+: "${PEERS_INSPECTOR_V2_VERSION:=2.12.0}"
+# The reference servers that scripts/interop.sh starts through npx, as users do:
+# newest releases (npm 'latest') as of 2026-12.
+: "${PEERS_SERVER_MEMORY_VERSION:=2026.8.31}"
+: "${PEERS_SERVER_FILESYSTEM_VERSION:=2026.8.31}"
+# PyPI mcp-server-time (the reference time server, on the Python SDK 2.x): newest
+# release as of 2026-12; it needs mcp>=2.3,<3, so it shares the SDK's venv.
+: "${PEERS_PYTHON_TIME_VERSION:=2026.10.19}"
 # @modelcontextprotocol/server-everything: newest release (npm 'latest') as of 2026-10.
 : "${PEERS_SERVER_EVERYTHING_VERSION:=2026.8.31}"
 # PyPI mcp (Python SDK): 2.3.0 exists and is the newest release as of 2026-10.
@@ -129,6 +142,43 @@ peers_inspector_cli() {
   printf '%q %q\n' "$node" "$entry"
 }
 
+peers_inspector_v2() {
+  local dir node pkg=@modelcontextprotocol/inspector entry
+  dir="$(_peers_dir)" || return 1
+  node="$(peers_node22)" || return 1
+  _peers_npm_ensure "$dir/inspector-v2" "$pkg" "$PEERS_INSPECTOR_V2_VERSION" || return 1
+  # The package's bin "mcp-inspector" is clients/launcher/build/index.js; its mode flag
+  # comes first (--cli; web is the default) and it runs that client in-process. It
+  # needs Node >= 22.19 (engines). Usage, options before the server command:
+  #   <cmd> --method tools/list -- <server command> [server args...]  (stdio)
+  #   <cmd> --method tools/call --tool-name NAME --tool-arg k=v -- <server command> ...
+  entry="$dir/inspector-v2/node_modules/$pkg/clients/launcher/build/index.js"
+  [[ -f "$entry" ]] || { _peers_err "inspector v2 launcher missing at $entry"; return 1; }
+  printf '%q %q --cli\n' "$node" "$entry"
+}
+
+# npx, as a user runs a server: `npx --yes PKG@VER` fetches PKG and its dependencies
+# into the npm cache's _npx folder once and runs its bin. This warms that cache (under
+# target/peers, with Node 22 first on PATH, the node npx's bins then run on) and echoes
+# its path; run `npx --offline --yes PKG@VER` with npm_config_cache set to it and Node
+# 22's folder first on PATH, and no network is needed (--offline: only the cache).
+peers_npx() {
+  local pkg="$1" ver="$2" dir node cache
+  [[ -n "$pkg" && -n "$ver" ]] || { _peers_err "usage: peers_npx PKG VERSION"; return 1; }
+  command -v npx >/dev/null 2>&1 || { _peers_err "npx not found"; return 1; }
+  dir="$(_peers_dir)" || return 1
+  node="$(peers_node22)" || return 1
+  cache="$dir/npm-cache"
+  if ! PATH="$(dirname "$node"):$PATH" npm_config_cache="$cache" \
+    npm exec --offline --yes --package="$pkg@$ver" -- true >/dev/null 2>&1; then
+    echo "peers: fetching $pkg@$ver into npx's cache $cache" >&2
+    PATH="$(dirname "$node"):$PATH" npm_config_cache="$cache" \
+      npm exec --yes --no-audit --no-fund --loglevel=error --package="$pkg@$ver" -- true >&2 \
+      || { _peers_err "npx could not fetch $pkg@$ver"; return 1; }
+  fi
+  printf '%s\n' "$cache"
+}
+
 peers_server_everything() {
   local dir node pkg=@modelcontextprotocol/server-everything entry
   dir="$(_peers_dir)" || return 1
@@ -192,6 +242,23 @@ peers_python_otlp() {
       || { _peers_err "opentelemetry-proto not importable in the venv"; return 1; }
   fi
   printf '%s\n' "$py"
+}
+
+# PyPI mcp-server-time in the venv of peers_python_mcp (the SDK kept at its pin): the
+# path of its console script, as a user runs it (`mcp-server-time`, stdio).
+peers_python_time() {
+  local py have bin
+  py="$(peers_python_mcp)" || return 1
+  have="$("$py" -c 'import importlib.metadata as m; print(m.version("mcp-server-time"))' 2>/dev/null || true)"
+  if [[ "$have" != "$PEERS_PYTHON_TIME_VERSION" ]]; then
+    echo "peers: installing mcp-server-time==$PEERS_PYTHON_TIME_VERSION" >&2
+    "$py" -m pip install --disable-pip-version-check -q "mcp-server-time==$PEERS_PYTHON_TIME_VERSION" \
+      "mcp==$PEERS_PYTHON_MCP_VERSION" >&2 \
+      || { _peers_err "pip install mcp-server-time==$PEERS_PYTHON_TIME_VERSION failed"; return 1; }
+  fi
+  bin="$(dirname "$py")/mcp-server-time"
+  [[ -x "$bin" ]] || { _peers_err "mcp-server-time missing at $bin"; return 1; }
+  printf '%s\n' "$bin"
 }
 
 # Prometheus and promtool: Debian's `prometheus` package, installed with apt-get when
