@@ -69,7 +69,6 @@ type Envelope = (Arc<MetaMembers>, Cow<'static, [&'static str]>);
 /// its stderr, which is mcpx's, not the upstream's, failure to report.
 pub const NOWHERE_TO_ASK: &str = "no host request can answer it";
 
-
 /// What the handshake learnt about the upstream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerFacts {

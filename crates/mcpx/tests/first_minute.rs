@@ -297,8 +297,14 @@ async fn a_known_server_is_declared_from_the_era_cache_at_once() {
 
     // Unknown and held back: the lists are declared, logging is not (nothing says so).
     std::fs::write(&gate, "").unwrap();
-    let mut gw =
-        Gateway::start_env("fm-cache-0", &config, R1125, &[], &[("XDG_CACHE_HOME", &cache)]).await;
+    let mut gw = Gateway::start_env(
+        "fm-cache-0",
+        &config,
+        R1125,
+        &[],
+        &[("XDG_CACHE_HOME", &cache)],
+    )
+    .await;
     let caps = caps_of(&gw.initialize().await);
     assert!(still_sleeping(&mut gw, "gated"), "the gate did not hold");
     assert_declares_lists(&caps, "unknown");
@@ -307,20 +313,35 @@ async fn a_known_server_is_declared_from_the_era_cache_at_once() {
 
     // Met once: its handshake is remembered.
     std::fs::remove_file(&gate).unwrap();
-    let mut gw =
-        Gateway::start_env("fm-cache-1", &config, R1125, &[], &[("XDG_CACHE_HOME", &cache)]).await;
+    let mut gw = Gateway::start_env(
+        "fm-cache-1",
+        &config,
+        R1125,
+        &[],
+        &[("XDG_CACHE_HOME", &cache)],
+    )
+    .await;
     gw.initialize().await;
     gw.tools().await;
     drop(gw);
 
     // Held back again: declared at once as it was found, logging included.
     std::fs::write(&gate, "").unwrap();
-    let mut gw =
-        Gateway::start_env("fm-cache-2", &config, R1125, &[], &[("XDG_CACHE_HOME", &cache)]).await;
+    let mut gw = Gateway::start_env(
+        "fm-cache-2",
+        &config,
+        R1125,
+        &[],
+        &[("XDG_CACHE_HOME", &cache)],
+    )
+    .await;
     let caps = caps_of(&gw.initialize().await);
     assert!(still_sleeping(&mut gw, "gated"), "the gate did not hold");
     assert_declares_lists(&caps, "remembered");
-    assert!(caps.get("logging").is_some(), "the remembered logging: {caps}");
+    assert!(
+        caps.get("logging").is_some(),
+        "the remembered logging: {caps}"
+    );
     std::fs::remove_file(&gate).unwrap();
 }
 

@@ -326,7 +326,9 @@ impl Upstream {
 /// upstream's failure is what it reports, not what mcpx told it.
 fn without_own_refusals(detail: &str) -> String {
     let own = mcpx_client::connection::NOWHERE_TO_ASK;
-    let Some((head, tail)) = detail.split_once("; stderr: ").filter(|_| detail.contains(own))
+    let Some((head, tail)) = detail
+        .split_once("; stderr: ")
+        .filter(|_| detail.contains(own))
     else {
         return detail.to_owned();
     };
@@ -353,7 +355,10 @@ mod refusal_tests {
             without_own_refusals(detail),
             "exited with status 1; stderr: starting\nError: ENOENT /nope"
         );
-        assert_eq!(without_own_refusals("exited with status 2"), "exited with status 2");
+        assert_eq!(
+            without_own_refusals("exited with status 2"),
+            "exited with status 2"
+        );
         let only = "exited with status 1; stderr: roots: no host request can answer it\n";
         assert_eq!(without_own_refusals(only), "exited with status 1");
     }
