@@ -850,7 +850,12 @@ impl Gateway {
             match conn.list_all(kind.method(), kind.key(), opts, 1000).await {
                 Ok(items) => lists.set(kind, Some(items)),
                 Err(e) => {
-                    tracing::warn!(upstream = %up.id, "{} failed: {e}", kind.method());
+                    if self.stopping.is_cancelled() || !up.is_current() {
+                        // mcpx is stopping it: nothing the user needs to hear of.
+                        tracing::debug!(upstream = %up.id, "{} failed while stopping: {e}", kind.method());
+                    } else {
+                        tracing::warn!(upstream = %up.id, "{} failed: {e}", kind.method());
+                    }
                     if e.breaks_connection() {
                         up.lost(generation, Cause::Client(e));
                         break;
