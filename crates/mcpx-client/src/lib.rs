@@ -24,6 +24,6 @@ pub use connection::{CallEvent, CallOptions, Connection, ServerFacts, TaskAsks};
 pub use error::{AskRefusal, ClientError};
 pub use mcpx_transport::oauth::code::UserAuth;
 pub use probe::{
-    ClientCredentials, DecidedBy, EraCache, ProtocolPreference, Proxy, Target, TargetTransport,
-    connect,
+    ByteStream, ClientCredentials, DecidedBy, EraCache, Opening, ProtocolPreference, Proxy,
+    StreamOpener, Target, TargetTransport, connect,
 };

@@ -88,7 +88,64 @@ pub enum TargetTransport {
         /// Extra headers.
         headers: Vec<(String, String)>,
     },
+    /// The stdio transport's framing over a byte stream the opener makes: a server in
+    /// this process (in-process tests).
+    Stream(StreamOpener),
 }
+
+/// A reader and a writer speaking newline-delimited JSON-RPC, as a stdio child's
+/// stdout and stdin do.
+pub type ByteStream = (
+    Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+    Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+);
+
+/// The future of a [`StreamOpener`]'s stream.
+pub type Opening = Pin<Box<dyn Future<Output = std::io::Result<ByteStream>> + Send>>;
+
+/// Opens a new byte stream to a server for each connection
+/// ([`TargetTransport::Stream`]): a server in this process, say, over
+/// `tokio::io::duplex`. Two openers are equal when they are the same one.
+#[derive(Clone)]
+pub struct StreamOpener {
+    name: String,
+    open: std::sync::Arc<dyn Fn() -> Opening + Send + Sync>,
+}
+
+impl StreamOpener {
+    /// An opener called `name` (its era-cache identity is `stream:<name>`) that calls
+    /// `open` for each connection.
+    pub fn new(
+        name: impl Into<String>,
+        open: impl Fn() -> Opening + Send + Sync + 'static,
+    ) -> StreamOpener {
+        StreamOpener {
+            name: name.into(),
+            open: std::sync::Arc::new(open),
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl std::fmt::Debug for StreamOpener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamOpener")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for StreamOpener {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && std::sync::Arc::ptr_eq(&self.open, &other.open)
+    }
+}
+
+impl Eq for StreamOpener {}
 
 impl TargetTransport {
     /// What identifies the server for the era cache.
@@ -106,6 +163,7 @@ impl TargetTransport {
             }
             TargetTransport::Http { url, .. } => format!("http:{url}"),
             TargetTransport::Sse { url, .. } => format!("sse:{url}"),
+            TargetTransport::Stream(opener) => format!("stream:{}", opener.name),
         }
     }
 }
@@ -379,6 +437,18 @@ async fn open(target: &Target) -> Result<(AnyUpstream, Unsolicited), ClientError
                 .map_err(|e| transport_err(target, e))
         }
         TargetTransport::Sse { url, headers } => open_sse(target, url, headers).await,
+        TargetTransport::Stream(opener) => {
+            let (reader, writer) = (opener.open)()
+                .await
+                .map_err(|e| transport_err(target, TransportError::Io(e.to_string())))?;
+            let mut c = ChildConfig::new(opener.name.clone(), Vec::<String>::new());
+            if let Some(n) = target.max_pending {
+                c.max_pending = n;
+            }
+            c.limits = target.limits;
+            let (u, rx) = ChildUpstream::over_stream(reader, writer, &c);
+            Ok((AnyUpstream::Child(u), rx))
+        }
     }
 }
 
@@ -994,7 +1064,7 @@ fn redirected(target: &Target, status: u16, location: &str) -> Result<Target, Cl
         TargetTransport::Http { url, .. } | TargetTransport::Sse { url, .. } => {
             *url = to.to_string();
         }
-        TargetTransport::Stdio { .. } => {}
+        TargetTransport::Stdio { .. } | TargetTransport::Stream(_) => {}
     }
     Ok(moved)
 }

@@ -39,6 +39,14 @@
 //! 2025-11-25 basic/lifecycle §Shutdown, stdio): close stdin, wait, `SIGTERM` the
 //! group, wait, `SIGKILL` the group. Dropping a [`ChildUpstream`] runs the same
 //! sequence in the background (or `SIGKILL`s at once when there is no runtime).
+//!
+//! # Over a byte stream
+//!
+//! [`ChildUpstream::over_stream`] speaks the same framing over any reader and writer
+//! instead of a process's stdout and stdin: a server in the same process, over
+//! `tokio::io::duplex`, for in-process tests. There is no process then: no stderr,
+//! no exit status, no signals; closing it closes the writer and waits for the reader
+//! to end.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -53,7 +61,7 @@ use mcpx_protocol::jsonrpc::Kind;
 use mcpx_protocol::{Frame, Id};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::{Notify, watch};
 use tokio_util::codec::FramedRead;
@@ -186,9 +194,43 @@ impl Ring {
     }
 }
 
+/// Where frames to the upstream are written: a child's stdin, or (for
+/// [`ChildUpstream::over_stream`]) any writer.
+enum Writer {
+    Stdin(ChildStdin),
+    Stream(Box<dyn AsyncWrite + Send + Unpin>),
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Writer::Stdin(_) => "Writer::Stdin",
+            Writer::Stream(_) => "Writer::Stream",
+        })
+    }
+}
+
+impl Writer {
+    /// Writes `line` and its newline, and flushes.
+    async fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        match self {
+            Writer::Stdin(w) => {
+                crate::stdio::write_line(w, line).await?;
+                w.flush().await
+            }
+            Writer::Stream(w) => {
+                crate::stdio::write_line(w, line).await?;
+                w.flush().await
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    stdin: tokio::sync::Mutex<Option<Writer>>,
+    /// A child process (`false`: [`ChildUpstream::over_stream`], no process).
+    process: bool,
     pending: Arc<Pending>,
     /// Why the connection is closed, once it is: the error every request fails with
     /// from then on.
@@ -307,6 +349,14 @@ impl Shared {
             .is_ok_and(|r| r.is_ok())
     }
 
+    /// Waits up to `within` for the connection to close (its reader ended).
+    async fn wait_closed(&self, within: Duration) -> bool {
+        let mut rx = self.closed.subscribe();
+        tokio::time::timeout(within, rx.wait_for(Option::is_some))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
     /// The stop sequence (2026-07-28 basic/transports/stdio §Shutdown): close stdin,
     /// wait, SIGTERM the group, wait, SIGKILL the group. Stragglers of the group (a
     /// grandchild that outlives the server) get SIGKILL once the server has exited.
@@ -317,6 +367,11 @@ impl Shared {
             return;
         }
         drop(self.stdin.lock().await.take());
+        if !self.process {
+            // No process: the other end sees EOF and closes its side.
+            self.wait_closed(self.stop_grace).await;
+            return;
+        }
         if !self.wait_exit(self.stop_grace).await {
             tracing::debug!("upstream did not exit after stdin closed; SIGTERM");
             self.signal(Signal::SIGTERM);
@@ -330,7 +385,9 @@ impl Shared {
     }
 }
 
-/// A connection to an upstream server running as a child process.
+/// A connection to an upstream server running as a child process (or, by
+/// [`ChildUpstream::over_stream`], to one speaking the same framing over any byte
+/// stream).
 #[derive(Debug)]
 pub struct ChildUpstream {
     shared: Arc<Shared>,
@@ -382,7 +439,8 @@ impl ChildUpstream {
         let (un_tx, un_rx) = unsolicited(config.unsolicited_queue);
         let (closed_tx, _) = watch::channel(None);
         let shared = Arc::new(Shared {
-            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            stdin: tokio::sync::Mutex::new(Some(Writer::Stdin(stdin))),
+            process: true,
             pending: Arc::new(Pending::new(config.max_pending.max(1))),
             closed: closed_tx,
             exited: exit_rx,
@@ -432,30 +490,56 @@ impl ChildUpstream {
             })
         };
 
-        let limits = config.limits;
-        let reader_shared = shared.clone();
-        tokio::spawn(async move {
-            let shared = reader_shared;
-            if read_stdout(&shared, stdout, &limits, &un_tx).await {
-                return; // given up: `lose` said why
-            }
-            // Stdout is closed: the process exited or is about to. Give it a moment so
-            // the detail can name the exit status and the whole stderr tail.
-            let grace = shared.stop_grace;
-            let status = {
-                let mut rx = shared.exited.clone();
-                match tokio::time::timeout(grace, rx.wait_for(Option::is_some)).await {
-                    Ok(Ok(s)) => *s,
-                    _ => None,
-                }
-            };
-            let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
-            let detail = shared.describe_exit(status);
-            tracing::debug!("upstream closed: {detail}");
-            shared.end(TransportError::Closed { detail });
-        });
-
+        start_reader(
+            shared.clone(),
+            stdout,
+            config.limits,
+            un_tx,
+            Some(stderr_done),
+        );
         Ok((ChildUpstream { shared }, un_rx))
+    }
+
+    /// A connection speaking this transport's framing (newline-delimited JSON-RPC)
+    /// over `reader` and `writer` instead of a process's stdout and stdin: a server in
+    /// this process over `tokio::io::duplex`, say. Of `config`, the limits,
+    /// `max_pending`, `unsolicited_queue` and `stop_grace` apply; the rest describes a
+    /// process and is ignored. Must be called inside a tokio runtime.
+    pub fn over_stream<R, W>(
+        reader: R,
+        writer: W,
+        config: &ChildConfig,
+    ) -> (ChildUpstream, Unsolicited)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (un_tx, un_rx) = unsolicited(config.unsolicited_queue);
+        let (closed_tx, _) = watch::channel(None);
+        // Never sent: there is no process to exit.
+        let (_, exit_rx) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            stdin: tokio::sync::Mutex::new(Some(Writer::Stream(Box::new(writer)))),
+            process: false,
+            pending: Arc::new(Pending::new(config.max_pending.max(1))),
+            closed: closed_tx,
+            exited: exit_rx,
+            stderr: Mutex::new(Ring {
+                buf: VecDeque::new(),
+                cap: 0,
+                dropped: false,
+            }),
+            pgid: None,
+            non_json_lines: AtomicU64::new(0),
+            unfinished: Arc::new(Unfinished::new()),
+            lost: Notify::new(),
+            stop_grace: config.stop_grace,
+            stopping: AtomicBool::new(false),
+            dropped: AtomicBool::new(false),
+            unsolicited_sent: un_tx.count(),
+        });
+        start_reader(shared.clone(), reader, config.limits, un_tx, None);
+        (ChildUpstream { shared }, un_rx)
     }
 
     /// The process id of the child (also its process group id), while known.
@@ -527,11 +611,7 @@ impl ChildUpstream {
             });
         };
         let line = one_line(frame);
-        let res = async {
-            crate::stdio::write_line(stdin, &line).await?;
-            stdin.flush().await
-        }
-        .await;
+        let res = stdin.write_line(&line).await;
         match res {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -552,12 +632,47 @@ impl ChildUpstream {
     }
 }
 
+/// Starts the task reading the upstream's stdout (`reader`) until the connection
+/// closes; `stderr_done` is the task reading a process's stderr.
+fn start_reader<R>(
+    shared: Arc<Shared>,
+    reader: R,
+    limits: Limits,
+    un_tx: UnsolicitedSender,
+    stderr_done: Option<tokio::task::JoinHandle<()>>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        if read_stdout(&shared, reader, &limits, &un_tx).await {
+            return; // given up: `lose` said why
+        }
+        // Stdout is closed: the process exited or is about to. Give it a moment so
+        // the detail can name the exit status and the whole stderr tail.
+        let status = if shared.process {
+            let mut rx = shared.exited.clone();
+            match tokio::time::timeout(shared.stop_grace, rx.wait_for(Option::is_some)).await {
+                Ok(Ok(s)) => *s,
+                _ => None,
+            }
+        } else {
+            None
+        };
+        if let Some(stderr_done) = stderr_done {
+            let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done).await;
+        }
+        let detail = shared.describe_exit(status);
+        tracing::debug!("upstream closed: {detail}");
+        shared.end(TransportError::Closed { detail });
+    });
+}
+
 /// Reads the upstream's stdout until it ends (`false`) or can no longer be framed
 /// (`true`: the connection was given up, and [`Shared::lose`] said why), delivering
 /// each message.
 async fn read_stdout(
     shared: &Shared,
-    stdout: tokio::process::ChildStdout,
+    stdout: impl AsyncRead + Unpin,
     limits: &Limits,
     un_tx: &UnsolicitedSender,
 ) -> bool {
