@@ -22,7 +22,7 @@ use mcpx_server::Seam;
 use crate::config::{self, Config, ConfigError};
 use crate::gateway::{Gateway, GatewayBackend};
 use crate::reload::Plan;
-use crate::upstream::Status;
+use crate::upstream::{Connector, Status};
 use crate::watch::{ConfigWatcher, WatchError};
 
 /// How long [`App::shutdown`] waits for upstreams to stop: enough for a child's
@@ -127,8 +127,30 @@ impl App {
         era_cache: EraCache,
         metrics: Option<Arc<mcpx_metrics::Metrics>>,
     ) -> Arc<App> {
+        App::start_linked(
+            config,
+            path,
+            adjust,
+            era_cache,
+            metrics,
+            Arc::new(crate::upstream::Connect),
+        )
+    }
+
+    /// [`App::start_with_metrics`], whose upstreams' supervisors connect by
+    /// `connector`, the factory of their links: [`crate::upstream::Connect`] connects
+    /// as configured (what `mcpx serve` does); an in-process test's connector reaches
+    /// servers in the test process.
+    pub fn start_linked(
+        config: Config,
+        path: Option<PathBuf>,
+        adjust: Option<Adjust>,
+        era_cache: EraCache,
+        metrics: Option<Arc<mcpx_metrics::Metrics>>,
+        connector: Arc<dyn Connector>,
+    ) -> Arc<App> {
         let policy = config.spec.clone();
-        let gateway = Gateway::with_metrics(config, era_cache, metrics.clone());
+        let gateway = Gateway::linked(config, era_cache, metrics.clone(), connector);
         gateway.start();
         let seam = Arc::new(
             Seam::new(

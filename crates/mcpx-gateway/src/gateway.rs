@@ -135,6 +135,8 @@ pub struct Gateway {
     /// The configuration in force (swapped whole by a reload).
     config: RwLock<Arc<Config>>,
     era_cache: EraCache,
+    /// How each upstream's supervisor connects ([`upstream::Connector`]).
+    connector: Arc<dyn upstream::Connector>,
     upstreams: RwLock<Arc<Upstreams>>,
     catalog: RwLock<Arc<Catalog>>,
     /// Held while a catalog is built and swapped in (see the type's doc). It holds
@@ -397,7 +399,19 @@ impl Gateway {
         era_cache: EraCache,
         metrics: Option<Arc<mcpx_metrics::Metrics>>,
     ) -> Arc<Gateway> {
+        Gateway::linked(config, era_cache, metrics, Arc::new(upstream::Connect))
+    }
+
+    /// [`Gateway::with_metrics`], whose upstreams connect by `connector` (a test's
+    /// in-process servers; [`upstream::Connect`] connects as configured).
+    pub fn linked(
+        config: Config,
+        era_cache: EraCache,
+        metrics: Option<Arc<mcpx_metrics::Metrics>>,
+        connector: Arc<dyn upstream::Connector>,
+    ) -> Arc<Gateway> {
         let gateway = Arc::new(Gateway {
+            connector,
             config: RwLock::new(Arc::new(config)),
             era_cache,
             upstreams: RwLock::new(Arc::new(Upstreams::default())),
@@ -489,6 +503,7 @@ impl Gateway {
             UpstreamId::new(name),
             s.clone(),
             target,
+            self.connector.clone(),
             self.era_cache.clone(),
             config.global.ask_max_pending,
             config.global.startup_wait,

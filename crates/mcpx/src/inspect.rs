@@ -570,6 +570,7 @@ async fn probe_one(
         name.into(),
         s.clone(),
         target,
+        std::sync::Arc::new(mcpx_gateway::upstream::Connect),
         EraCache::disabled(),
         1,
         limit,

@@ -27,18 +27,47 @@ use crate::error::{Cause, GatewayError};
 use crate::id::UpstreamId;
 pub use supervisor::{Busy, Command, InFlight, Link, Settings, State, Status, Supervisor};
 
-/// How the gateway reaches an upstream: mcpx-client's [`connect`] and [`Connection`].
+/// A connection being made, as a [`Connector`] returns it.
+pub type Connecting<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<Connection, ClientError>> + Send + 'a>>;
+
+/// How each [`ClientLink`] connects: the factory of the supervisors' links, which the
+/// app is started with ([`crate::app::App::start_linked`]). [`Connect`], the default,
+/// is mcpx-client's [`connect`] to the configured target; a test's connector reaches
+/// an upstream by its name ([`Target::name`]) some other way, such as a server in the
+/// same process over [`mcpx_client::TargetTransport::Stream`]. Called once per
+/// connection attempt, never per request.
+pub trait Connector: std::fmt::Debug + Send + Sync + 'static {
+    /// Connects to `target` (the upstream [`Target::name`] names), remembering its era
+    /// in `era_cache`.
+    fn connect<'a>(&'a self, target: &'a Target, era_cache: &'a EraCache) -> Connecting<'a>;
+}
+
+/// The default [`Connector`]: mcpx-client's [`connect`] to the configured target.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Connect;
+
+impl Connector for Connect {
+    fn connect<'a>(&'a self, target: &'a Target, era_cache: &'a EraCache) -> Connecting<'a> {
+        Box::pin(connect(target, era_cache))
+    }
+}
+
+/// How the gateway reaches an upstream: a [`Connector`] (by default mcpx-client's
+/// [`connect`]) and the [`Connection`] it makes.
 #[derive(Debug)]
 pub struct ClientLink {
     target: Target,
     era_cache: EraCache,
+    connector: Arc<dyn Connector>,
 }
 
 impl Link for ClientLink {
     type Conn = Connection;
 
     async fn connect(&self) -> Result<Connection, Cause> {
-        connect(&self.target, &self.era_cache)
+        self.connector
+            .connect(&self.target, &self.era_cache)
             .await
             .map_err(Cause::Client)
     }
@@ -112,12 +141,13 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// An upstream for entry `config` named `id`, reached at `target`, and the
-    /// receiver its supervisor's task ([`Upstream::supervisor`]`.run`) reads.
+    /// An upstream for entry `config` named `id`, reached at `target` by `connector`,
+    /// and the receiver its supervisor's task ([`Upstream::supervisor`]`.run`) reads.
     pub fn new(
         id: UpstreamId,
         config: ServerConfig,
         target: Target,
+        connector: Arc<dyn Connector>,
         era_cache: EraCache,
         ask_max_pending: usize,
         call_wait: std::time::Duration,
@@ -134,7 +164,14 @@ impl Upstream {
             max_queued: config.mcpx.max_queued,
         };
         let remembered = era_cache.facts(&target.transport.identity()).map(Arc::new);
-        let (supervisor, commands) = Supervisor::new(ClientLink { target, era_cache }, settings);
+        let (supervisor, commands) = Supervisor::new(
+            ClientLink {
+                target,
+                era_cache,
+                connector,
+            },
+            settings,
+        );
         let up = Arc::new(Upstream {
             namespace: config
                 .mcpx

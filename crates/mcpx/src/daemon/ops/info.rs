@@ -130,6 +130,7 @@ mod tests {
             UpstreamId::new(name),
             s.clone(),
             target,
+            std::sync::Arc::new(mcpx_gateway::upstream::Connect),
             EraCache::default(),
             4,
             std::time::Duration::from_secs(1),
