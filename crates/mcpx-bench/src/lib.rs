@@ -262,6 +262,7 @@ pub async fn run(opts: &Options) -> Result<Report, BenchError> {
             TargetTransport::Stdio { .. } => "stdio",
             TargetTransport::Http { .. } => "http",
             TargetTransport::Sse { .. } => "sse",
+            TargetTransport::Stream(_) => "stream",
         },
         era: opts.era,
         sessions: opts.sessions,
