@@ -543,11 +543,17 @@ pub fn authorization_server_metadata_urls(issuer: &Url) -> Vec<Url> {
             at("/.well-known/openid-configuration"),
         ]
     } else {
-        vec![
+        let mut urls = vec![
             at(&format!("/.well-known/oauth-authorization-server{path}")),
             at(&format!("/.well-known/openid-configuration{path}")),
-            at(&format!("{path}/.well-known/openid-configuration")),
-        ]
+        ];
+        // An issuer whose path is itself `/.well-known/openid-configuration` gives this
+        // one twice: each URL is looked for once.
+        let appended = at(&format!("{path}/.well-known/openid-configuration"));
+        if !urls.contains(&appended) {
+            urls.push(appended);
+        }
+        urls
     }
 }
 
@@ -619,6 +625,18 @@ pub fn token_answer(status: u16, body: &[u8]) -> Result<(HeaderValue, Duration),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the fuzz target: an issuer at `/.well-known/openid-configuration`
+    /// gave `/.well-known/openid-configuration/.well-known/openid-configuration` twice.
+    #[test]
+    fn each_authorization_server_metadata_url_is_looked_for_once() {
+        let issuer = Url::parse("http://128.0.0.1:9/.well-known/openid-configuration/").unwrap();
+        let urls = super::authorization_server_metadata_urls(&issuer);
+        let mut unique = urls.clone();
+        unique.dedup();
+        assert_eq!(urls.len(), 2, "{urls:?}");
+        assert_eq!(urls, unique);
+    }
 
     #[test]
     fn a_token_answer_is_read_and_its_refusal_does_not_quote_it() {
