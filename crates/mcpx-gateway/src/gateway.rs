@@ -560,27 +560,41 @@ impl Gateway {
     /// instructions). The lists are declared whatever comes of it; a slower upstream
     /// joins them later, with `list_changed`.
     pub async fn described(&self) {
-        let deadline = tokio::time::Instant::now() + self.config().global.capability_wait;
+        let within = self.config().global.capability_wait;
+        // An upstream met before declares what it declared then; another is waited
+        // for until its first start settles and, if it came up, it is listed (so that
+        // the session's first lists need no list_changed).
+        self.wait_progress(within, || {
+            !self
+                .upstreams()
+                .iter()
+                .any(|u| !u.is_remembered() && self.first_start_pending(u))
+        })
+        .await;
+        self.described
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether `u` is still on its first start, or up but not yet listed.
+    fn first_start_pending(&self, u: &Upstream) -> bool {
+        let s = u.status();
+        !s.settled
+            || (s.state == State::Ready && !self.listed.lock().is_ok_and(|l| l.contains(&u.id)))
+    }
+
+    /// Waits until `done` holds, looking again each time an upstream settles or is
+    /// listed (`progress`), for at most `within`; whether it came to hold.
+    pub(super) async fn wait_progress(&self, within: Duration, done: impl Fn() -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
         loop {
             let notified = self.progress.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            // An upstream met before declares what it declared then; another is
-            // waited for until its first start settles and, if it came up, it is
-            // listed (so that the session's first lists need no list_changed).
-            let pending = self.upstreams().iter().any(|u| {
-                if u.is_remembered() {
-                    return false;
-                }
-                let s = u.status();
-                !s.settled
-                    || (s.state == State::Ready
-                        && !self.listed.lock().is_ok_and(|l| l.contains(&u.id)))
-            });
-            if !pending || tokio::time::timeout_at(deadline, notified).await.is_err() {
-                self.described
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-                return;
+            if done() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return false;
             }
         }
     }
@@ -604,24 +618,13 @@ impl Gateway {
     }
 
     async fn settle(&self) {
-        let wait = self.config().global.startup_wait;
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            let notified = self.progress.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let pending = self.upstreams().iter().any(|u| {
-                let s = u.status();
-                !s.settled
-                    || (s.state == State::Ready
-                        && !self.listed.lock().is_ok_and(|l| l.contains(&u.id)))
-            });
-            if !pending || tokio::time::timeout_at(deadline, notified).await.is_err() {
-                self.settled
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-                return;
-            }
-        }
+        let within = self.config().global.startup_wait;
+        self.wait_progress(within, || {
+            !self.upstreams().iter().any(|u| self.first_start_pending(u))
+        })
+        .await;
+        self.settled
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Begins shutting down: hosts' `subscriptions/listen` streams end gracefully.

@@ -558,10 +558,19 @@ impl Gateway {
     /// The upstreams still making their first start, or up but not yet listed: what
     /// a list answered now lacks (`_meta` [`mcpx_protocol::meta::STARTING`]).
     fn starting(&self) -> Vec<String> {
-        let listed = self.listed.lock().map(|l| l.clone()).unwrap_or_default();
-        self.upstreams()
-            .iter()
-            .filter(|u| !listed.contains(&u.id))
+        let ups = self.upstreams();
+        // The common case, on every list: every upstream listed, nothing to look at.
+        let Ok(listed) = self.listed.lock() else {
+            return Vec::new();
+        };
+        if ups.iter().all(|u| listed.contains(&u.id)) {
+            return Vec::new();
+        }
+        let unlisted: Vec<&Arc<Upstream>> =
+            ups.iter().filter(|u| !listed.contains(&u.id)).collect();
+        drop(listed);
+        unlisted
+            .into_iter()
             .filter(|u| {
                 let s = u.status();
                 !s.settled || s.state == State::Ready
@@ -572,18 +581,10 @@ impl Gateway {
 
     /// Waits until `up`'s lists are in the catalog, up to `within`.
     pub(super) async fn wait_listed(&self, up: &Upstream, within: Duration) {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let notified = self.progress.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.listed.lock().is_ok_and(|l| l.contains(&up.id)) {
-                return;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return;
-            }
-        }
+        self.wait_progress(within, || {
+            self.listed.lock().is_ok_and(|l| l.contains(&up.id))
+        })
+        .await;
     }
 
     /// Starts the lazy upstreams that were never listed, and waits for their lists
