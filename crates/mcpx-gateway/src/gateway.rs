@@ -16,8 +16,9 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
 use std::time::Duration;
 
 use mcpx_client::{
@@ -40,11 +41,10 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
-use crate::catalog::{self, Catalog, ListKind, ToolFacts};
+use crate::catalog::{Catalog, ListKind, ToolFacts};
 use crate::config::{Config, ServerConfig, Transport};
 use crate::error::{Cause, GatewayError};
 use crate::id::UpstreamId;
-use crate::naming::NameRules;
 use crate::reload;
 use crate::upstream::{self, State, Upstream};
 
@@ -52,58 +52,19 @@ use crate::upstream::{self, State, Upstream};
 // the gateway's private fields).
 mod asks;
 mod authorize;
+mod catalog_cell;
+mod coalesce;
 mod forward;
 // Metrics: the upstream leg, the catalog's tool names, the gauges at a scrape.
 mod observe;
 mod subscriptions;
 // Gateway tasks (H13): they drive calls through the routing in `forward`.
 mod tasks;
+mod upstream_set;
 
 use asks::*;
 use forward::*;
-
-/// The upstreams in force, in configuration order; swapped whole by a reload.
-#[derive(Debug, Default)]
-pub struct Upstreams {
-    list: Vec<Arc<Upstream>>,
-    by_id: HashMap<UpstreamId, Arc<Upstream>, foldhash::fast::RandomState>,
-}
-
-impl Upstreams {
-    fn new(list: Vec<Arc<Upstream>>) -> Upstreams {
-        let by_id = list.iter().map(|u| (u.id.clone(), u.clone())).collect();
-        Upstreams { list, by_id }
-    }
-
-    /// In configuration order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Upstream>> {
-        self.list.iter()
-    }
-
-    /// The upstream of this id.
-    pub fn get(&self, id: &str) -> Option<&Arc<Upstream>> {
-        self.by_id.get(id)
-    }
-
-    /// The upstream of `id`, looked for first at `position` (where the catalog found
-    /// it: the same unless a reload changed the set since).
-    pub fn at(&self, position: usize, id: &UpstreamId) -> Option<&Arc<Upstream>> {
-        match self.list.get(position) {
-            Some(u) if u.id == *id => Some(u),
-            _ => self.get(id.as_str()),
-        }
-    }
-
-    /// How many.
-    pub fn len(&self) -> usize {
-        self.list.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-}
+pub use upstream_set::Upstreams;
 
 /// The gateway: the upstreams, the merged catalog, and what hosts hold across requests.
 ///
@@ -134,41 +95,14 @@ impl Upstreams {
 pub struct Gateway {
     /// The configuration in force (swapped whole by a reload).
     config: RwLock<Arc<Config>>,
-    era_cache: EraCache,
-    /// How each upstream's supervisor connects ([`upstream::Connector`]).
-    connector: Arc<dyn upstream::Connector>,
-    upstreams: RwLock<Arc<Upstreams>>,
-    catalog: RwLock<Arc<Catalog>>,
-    /// Held while a catalog is built and swapped in (see the type's doc). It holds
-    /// what the last build made of each upstream's lists, and which lists those were:
-    /// the next build reuses it for the upstreams whose lists are still the same.
-    rebuilding: Mutex<Made>,
-    /// Upstreams' lists set and rebuilds due, so that the lists several upstreams set
-    /// at once are built into one catalog (see [`Gateway::rebuild_covering`]).
-    coalesce: Coalesce,
-    /// Catalog warnings already logged: each is logged once.
-    warned: Mutex<std::collections::HashSet<String>>,
-    /// Upstreams whose first lists are in the catalog (a host's first request waits
-    /// for them, up to `startupWaitMs`).
-    listed: Mutex<std::collections::HashSet<UpstreamId>>,
-    /// Told whenever an upstream settles or is listed.
-    progress: tokio::sync::Notify,
-    /// Every upstream settled its first start, or `startupWaitMs` passed: requests no
-    /// longer wait.
-    settled: std::sync::atomic::AtomicBool,
-    /// Every upstream's capabilities are known (or it settled its first start), or
-    /// `capabilityWaitMs` passed: `initialize` and `server/discover` no longer wait.
-    described: std::sync::atomic::AtomicBool,
-    /// The supervisors' tasks, for shutdown.
-    supervisors: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    /// The capabilities offered, kept current as upstreams connect (read per request).
-    offered: Mutex<Offered>,
+    /// The upstreams in force, how they connect and their supervisors.
+    upstreams: upstream_set::UpstreamSet,
+    /// The merged catalog and when requests may read it.
+    catalog: catalog_cell::CatalogCell,
     /// Fired when mcpx shuts down: its listen streams end gracefully (H1).
     stopping: tokio_util::sync::CancellationToken,
     /// Each forwarded call's event channel, reused from call to call.
     event_channels: ChannelPool<Box<CallEvent>>,
-    /// The most verbose log level any legacy host asked for, applied to legacy upstreams.
-    upstream_log_level: Mutex<Option<Level>>,
     /// What hosts are told and subscribed to.
     subs: subscriptions::Subscriptions,
     /// What the ask bridge holds across requests.
@@ -182,87 +116,6 @@ pub struct Gateway {
 /// A `subscriptions/listen` call has no response to wait for: it lasts as long as
 /// the connection.
 const LISTEN_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
-
-/// What the last catalog build made of each upstream's lists, and the lists it made it
-/// of.
-type Made = HashMap<UpstreamId, (Arc<catalog::Lists>, catalog::Made)>;
-
-/// How [`Gateway::rebuild_covering`] folds rebuilds together: `set` counts the lists
-/// upstreams have set (each `relist` takes the next number as its ticket), `built`
-/// is the highest number a built catalog holds, `due` says a caller has taken the
-/// next rebuild and will run it shortly, and `rebuilt` wakes the callers waiting for
-/// it.
-#[derive(Debug, Default)]
-struct Coalesce {
-    set: AtomicU64,
-    built: AtomicU64,
-    due: AtomicBool,
-    rebuilt: tokio::sync::Notify,
-}
-
-impl Coalesce {
-    /// The ticket of lists just set.
-    fn ticket(&self) -> u64 {
-        self.set.fetch_add(1, Ordering::SeqCst) + 1
-    }
-
-    /// What a rebuild that reads the lists now holds: every ticket up to this one.
-    fn covers(&self) -> u64 {
-        self.set.load(Ordering::SeqCst)
-    }
-
-    /// A rebuild that read the lists at `covers` is in place.
-    fn built(&self, covers: u64) {
-        self.built.fetch_max(covers, Ordering::SeqCst);
-    }
-
-    /// Runs `rebuild` (which calls [`Coalesce::covers`] before it reads the lists and
-    /// [`Coalesce::built`] once its catalog is in place) unless a rebuild already
-    /// holds `ticket`'s lists; `None` when another caller's did.
-    ///
-    /// Each upstream's arrival or `list_changed` sets its lists, and a rebuild walks
-    /// every upstream's. When many set theirs at once (50 upstreams starting), one
-    /// rebuild each would cost the square of their number. So the first caller to
-    /// find no rebuild due takes it, and yields once first: the others whose lists
-    /// came in the same turn set them meanwhile, find it due, and wait for it.
-    async fn covering<T>(&self, ticket: u64, rebuild: impl FnOnce() -> T) -> Option<T> {
-        loop {
-            if self.built.load(Ordering::SeqCst) >= ticket {
-                return None;
-            }
-            if !self.due.swap(true, Ordering::SeqCst) {
-                // Cleared (and the waiters told) even if this future is dropped at
-                // the yield, so that they never wait for a rebuild nobody runs.
-                let due = Due(self);
-                tokio::task::yield_now().await;
-                // Cleared before the lists are read: lists set after this need a
-                // rebuild of their own.
-                self.due.store(false, Ordering::SeqCst);
-                let made = rebuild();
-                drop(due);
-                return Some(made);
-            }
-            let rebuilt = self.rebuilt.notified();
-            tokio::pin!(rebuilt);
-            rebuilt.as_mut().enable();
-            if self.built.load(Ordering::SeqCst) >= ticket || !self.due.load(Ordering::SeqCst) {
-                continue;
-            }
-            rebuilt.await;
-        }
-    }
-}
-
-/// The rebuild a caller took: when it ends (run, or the caller dropped at its
-/// yield), no rebuild is due any longer and the waiters look again.
-struct Due<'a>(&'a Coalesce);
-
-impl Drop for Due<'_> {
-    fn drop(&mut self) {
-        self.0.due.store(false, Ordering::SeqCst);
-        self.0.rebuilt.notify_waiters();
-    }
-}
 
 /// Capacity of a forwarded call's event channel (progress, logs and asks, relayed to the
 /// host in order).
@@ -411,23 +264,11 @@ impl Gateway {
         connector: Arc<dyn upstream::Connector>,
     ) -> Arc<Gateway> {
         let gateway = Arc::new(Gateway {
-            connector,
             config: RwLock::new(Arc::new(config)),
-            era_cache,
-            upstreams: RwLock::new(Arc::new(Upstreams::default())),
-            catalog: RwLock::new(Arc::new(Catalog::default())),
-            rebuilding: Mutex::new(Made::default()),
-            coalesce: Coalesce::default(),
-            warned: Mutex::new(std::collections::HashSet::new()),
-            listed: Mutex::new(std::collections::HashSet::new()),
-            progress: tokio::sync::Notify::new(),
-            settled: std::sync::atomic::AtomicBool::new(false),
-            described: std::sync::atomic::AtomicBool::new(false),
-            supervisors: Mutex::new(Vec::new()),
+            upstreams: upstream_set::UpstreamSet::new(connector, era_cache),
+            catalog: catalog_cell::CatalogCell::default(),
             stopping: tokio_util::sync::CancellationToken::new(),
-            offered: Mutex::new(Offered::default()),
             event_channels: ChannelPool::new(EVENT_CAPACITY, EVENT_CHANNELS_KEPT),
-            upstream_log_level: Mutex::new(None),
             subs: subscriptions::Subscriptions::new(),
             bridge: asks::Bridge::new(),
             tasks: tasks::Store::default(),
@@ -442,18 +283,12 @@ impl Gateway {
 
     /// The configuration in force.
     pub fn config(&self) -> Arc<Config> {
-        self.config
-            .read()
-            .map(|c| c.clone())
-            .unwrap_or_else(|e| e.into_inner().clone())
+        self.config.read().clone()
     }
 
     /// The upstreams in force.
     pub fn upstreams(&self) -> Arc<Upstreams> {
-        self.upstreams
-            .read()
-            .map(|u| u.clone())
-            .unwrap_or_else(|e| e.into_inner().clone())
+        self.upstreams.current()
     }
 
     /// The upstream named `id`, if the configuration in force has it.
@@ -463,10 +298,7 @@ impl Gateway {
 
     /// The catalog in force (a snapshot: never held across an await by anyone).
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.catalog
-            .read()
-            .map(|c| c.clone())
-            .unwrap_or_else(|e| e.into_inner().clone())
+        self.catalog.snapshot()
     }
 
     /// Whether names carry namespaces (several upstreams are configured).
@@ -483,9 +315,7 @@ impl Gateway {
         for (name, s) in config.servers.iter().filter(|(_, s)| !s.disabled) {
             list.push(self.spawn_upstream(&config, name, s, None));
         }
-        if let Ok(mut u) = self.upstreams.write() {
-            *u = Arc::new(Upstreams::new(list));
-        }
+        self.upstreams.replace(list);
         self.rebuild();
     }
 
@@ -498,16 +328,7 @@ impl Gateway {
         s: &ServerConfig,
         predecessor: Option<Arc<Upstream>>,
     ) -> Arc<Upstream> {
-        let target = upstream_target(config, name, s);
-        let (up, commands) = Upstream::new(
-            UpstreamId::new(name),
-            s.clone(),
-            target,
-            self.connector.clone(),
-            self.era_cache.clone(),
-            config.global.ask_max_pending,
-            config.global.startup_wait,
-        );
+        let (up, commands) = self.upstreams.make(config, name, s);
         let before = predecessor.map(|old| {
             up.inherit(&old);
             let drain = config.global.drain_timeout;
@@ -533,24 +354,21 @@ impl Gateway {
             let mut restarts = 0;
             while status.changed().await.is_ok() {
                 let Some(gw) = gw.upgrade() else { return };
-                gw.progress.notify_waiters();
+                gw.catalog.progressed();
                 let now = status.borrow().restarts;
                 if let Some(up) = weak_up.upgrade() {
                     gw.observe_restarts(&up, &mut restarts, now);
                 }
             }
         });
-        if let Ok(mut t) = self.supervisors.lock() {
-            t.retain(|h| !h.is_finished());
-            t.push(task);
-        }
+        self.upstreams.track(task);
         up
     }
 
     /// Whether what the gateway declares is known: every upstream connected or
     /// settled its first start, or one wait for that took `capabilityWaitMs`.
     pub fn is_described(&self) -> bool {
-        self.described.load(std::sync::atomic::Ordering::Relaxed)
+        self.catalog.is_described()
     }
 
     /// Waits, up to `capabilityWaitMs`, until every upstream not met before (not in the
@@ -561,48 +379,13 @@ impl Gateway {
     /// joins them later, with `list_changed`.
     pub async fn described(&self) {
         let within = self.config().global.capability_wait;
-        // An upstream met before declares what it declared then; another is waited
-        // for until its first start settles and, if it came up, it is listed (so that
-        // the session's first lists need no list_changed).
-        self.wait_progress(within, || {
-            !self
-                .upstreams()
-                .iter()
-                .any(|u| !u.is_remembered() && self.first_start_pending(u))
-        })
-        .await;
-        self.described
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Whether `u` is still on its first start, or up but not yet listed.
-    fn first_start_pending(&self, u: &Upstream) -> bool {
-        let s = u.status();
-        !s.settled
-            || (s.state == State::Ready && !self.listed.lock().is_ok_and(|l| l.contains(&u.id)))
-    }
-
-    /// Waits until `done` holds, looking again each time an upstream settles or is
-    /// listed (`progress`), for at most `within`; whether it came to hold.
-    pub(super) async fn wait_progress(&self, within: Duration, done: impl Fn() -> bool) -> bool {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let notified = self.progress.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if done() {
-                return true;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return false;
-            }
-        }
+        self.catalog.describe(within, || self.upstreams()).await;
     }
 
     /// Whether every upstream has settled its first start (or one wait for that
     /// took `startupWaitMs`): then nothing waits for first starts again.
     pub fn is_settled(&self) -> bool {
-        self.settled.load(std::sync::atomic::Ordering::Relaxed)
+        self.catalog.is_settled()
     }
 
     /// Waits, up to `startupWaitMs`, until every upstream has settled its first start
@@ -610,21 +393,12 @@ impl Gateway {
     /// up are listed: what a host's first list waits for, so that it is the full
     /// list, and what a name not known yet waits for before it is refused.
     pub async fn settled(&self) {
-        if self.settled.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.catalog.is_settled() {
             return;
         }
         // Boxed: awaited on every request, and only the first ones wait.
-        Box::pin(self.settle()).await;
-    }
-
-    async fn settle(&self) {
         let within = self.config().global.startup_wait;
-        self.wait_progress(within, || {
-            !self.upstreams().iter().any(|u| self.first_start_pending(u))
-        })
-        .await;
-        self.settled
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Box::pin(self.catalog.settle(within, || self.upstreams())).await;
     }
 
     /// Begins shutting down: hosts' `subscriptions/listen` streams end gracefully.
@@ -639,11 +413,7 @@ impl Gateway {
             up.retire();
             up.supervisor().command(upstream::Command::Stop);
         }
-        let tasks: Vec<_> = self
-            .supervisors
-            .lock()
-            .map(|mut t| std::mem::take(&mut *t))
-            .unwrap_or_default();
+        let tasks = self.upstreams.take_supervisors();
         let all = futures_util::future::join_all(tasks);
         if tokio::time::timeout(within, all).await.is_err() {
             tracing::warn!("some upstreams did not stop within {within:?}");
@@ -671,8 +441,7 @@ impl Gateway {
         let up = up.clone();
         let conn = conn.clone();
         tokio::spawn(async move {
-            let level = gw.upstream_log_level.lock().ok().and_then(|l| *l);
-            if let Some(level) = level {
+            if let Some(level) = gw.upstreams.log_level() {
                 gw.apply_log_level(&conn, level).await;
             }
             gw.relist(&up).await;
@@ -686,10 +455,8 @@ impl Gateway {
 
     /// The capabilities offered, as the upstreams' last facts say.
     fn update_offered(&self) {
-        let offered = GatewayBackend::summary_of(self).offered();
-        if let Ok(mut o) = self.offered.lock() {
-            *o = offered;
-        }
+        self.catalog
+            .set_offered(GatewayBackend::summary_of(self).offered());
     }
 
     /// A legacy upstream's log level is its session's: mcpx sets it to the most
@@ -712,18 +479,7 @@ impl Gateway {
     /// Lowers the log level of the legacy upstreams' sessions to `level` if it is more
     /// verbose than the current one (hosts' own thresholds filter what they get; H9).
     async fn lower_upstream_log_level(&self, level: Level) {
-        let lower = {
-            let Ok(mut current) = self.upstream_log_level.lock() else {
-                return;
-            };
-            if current.is_some_and(|c| c <= level) {
-                false
-            } else {
-                *current = Some(level);
-                true
-            }
-        };
-        if lower {
+        if self.upstreams.lower_log_level(level) {
             for up in self.upstreams().iter() {
                 if let Some(conn) = up.ready() {
                     self.apply_log_level(&conn, level).await;
@@ -882,91 +638,17 @@ impl Gateway {
             }
         }
         up.set_lists(lists);
-        let ticket = self.coalesce.ticket();
-        // In the catalog before it counts as listed: a host's first request, which
-        // waits for that, must find its tools.
-        let changed = self.rebuild_covering(ticket).await;
-        if let Ok(mut l) = self.listed.lock() {
-            l.insert(up.id.clone());
-        }
-        self.progress.notify_waiters();
+        let changed = self.catalog.lists_set(&up.id, || self.rebuild()).await;
         self.announce_changed(changed).await;
     }
 
-    /// Rebuilds the catalog unless one built after the lists of `ticket` were set
-    /// holds them already ([`Coalesce::covering`]); returns the kinds of lists hosts
-    /// see changed, for this caller to announce (none when another rebuild covered
-    /// it: that one's caller announces them).
-    async fn rebuild_covering(&self, ticket: u64) -> Vec<ListKind> {
-        self.coalesce
-            .covering(ticket, || self.rebuild())
-            .await
-            .unwrap_or_default()
-    }
-
-    /// Builds the catalog from every upstream's last known lists and swaps it in
-    /// (see the type's doc on locks); returns the kinds of lists hosts see changed.
+    /// Builds the catalog from every upstream's last known lists and swaps it in;
+    /// returns the kinds of lists hosts see changed.
     fn rebuild(&self) -> Vec<ListKind> {
-        let mut serial = self
-            .rebuilding
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Every list set up to here is read below.
-        let covers = self.coalesce.covers();
-        let previous = std::mem::take(&mut *serial);
-        let config = self.config();
-        let ups = self.upstreams();
-        let rules = NameRules {
-            separator: config.global.separator.clone(),
-            max_len: config.global.max_name_len,
-            prefix: ups.len() > 1,
-        };
-        let lists: Vec<Arc<catalog::Lists>> = ups.iter().map(|u| u.lists()).collect();
-        let sources: Vec<catalog::Source<'_>> = ups
-            .iter()
-            .zip(&lists)
-            .map(|(u, l)| catalog::Source {
-                id: &u.id,
-                namespace: &u.namespace,
-                tools: &u.config.mcpx.tools,
-                lists: l,
-                previous: previous
-                    .get(&u.id)
-                    .filter(|(was, _)| Arc::ptr_eq(was, l))
-                    .map(|(_, made)| made),
-            })
-            .collect();
-        let mut built = catalog::build(&rules, &sources);
-        drop(sources);
-        *serial = ups
-            .iter()
-            .zip(lists)
-            .zip(std::mem::take(&mut built.made))
-            .map(|((u, l), made)| (u.id.clone(), (l, made)))
-            .collect();
-        drop(previous);
-        if let Ok(mut warned) = self.warned.lock() {
-            for w in &built.warnings {
-                if warned.insert(w.key.clone()) {
-                    tracing::warn!("{}", w.message);
-                }
-            }
-        }
-        for (id, tool, headers) in &built.tool_headers {
-            if let Some(c) = ups.get(id.as_str()).and_then(|u| u.ready()) {
-                c.set_tool_param_headers(tool, headers.clone());
-            }
-        }
-        let fresh = Arc::new(built.catalog);
-        self.observe_catalog(&fresh);
-        let before = match self.catalog.write() {
-            Ok(mut c) => std::mem::replace(&mut *c, fresh.clone()),
-            Err(_) => return Vec::new(),
-        };
-        self.coalesce.built(covers);
-        drop(serial);
+        let rebuilt = self.catalog.rebuild(|| (self.config(), self.upstreams()));
+        self.observe_catalog(&rebuilt.catalog);
         self.update_offered();
-        fresh.changed_since(&before)
+        rebuilt.changed
     }
 
     /// [`Gateway::rebuild`], then one notification per changed list to every host.
@@ -997,9 +679,7 @@ impl Gateway {
         let old = self.config();
         let plan = reload::plan(&old, &new);
         let new = Arc::new(new);
-        if let Ok(mut c) = self.config.write() {
-            *c = new.clone();
-        }
+        *self.config.write() = new.clone();
         let current = self.upstreams();
         let mut list = Vec::new();
         for (name, s) in new.servers.iter().filter(|(_, s)| !s.disabled) {
@@ -1018,9 +698,7 @@ impl Gateway {
                 tokio::spawn(retire(up.clone(), new.global.drain_timeout));
             }
         }
-        if let Ok(mut u) = self.upstreams.write() {
-            *u = Arc::new(Upstreams::new(list));
-        }
+        self.upstreams.replace(list);
         tracing::info!("configuration reloaded: {plan}");
         for what in &plan.restart_needed {
             tracing::warn!("{what} changed: it applies after mcpx restarts");
@@ -1114,7 +792,7 @@ impl Resumes {
 
 impl Backend for GatewayBackend {
     fn offered(&self) -> Offered {
-        self.0.offered.lock().map(|o| *o).unwrap_or_default()
+        self.0.catalog.offered()
     }
 
     async fn described(&self) {
@@ -1377,76 +1055,5 @@ impl Backend for GatewayBackend {
             outcome
         });
         tracing::Instrument::instrument(call_future, span)
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod coalesce_tests {
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
-
-    use super::Coalesce;
-
-    /// Ten callers set their lists in one turn: one rebuild holds them all, and none
-    /// returns before a rebuild holding its lists is in place.
-    #[tokio::test]
-    async fn lists_set_in_one_turn_are_built_once_and_each_caller_waits_for_it() {
-        let c = Arc::new(Coalesce::default());
-        let lists = Arc::new(Mutex::new(Vec::new()));
-        let builds: Arc<Mutex<Vec<Vec<u32>>>> = Arc::default();
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..10u32 {
-            let (c, lists, builds) = (c.clone(), lists.clone(), builds.clone());
-            tasks.spawn(async move {
-                lists.lock().unwrap().push(i);
-                let ticket = c.ticket();
-                c.covering(ticket, || {
-                    let covers = c.covers();
-                    let seen = lists.lock().unwrap().clone();
-                    builds.lock().unwrap().push(seen);
-                    c.built(covers);
-                })
-                .await;
-                assert!(
-                    builds.lock().unwrap().iter().any(|b| b.contains(&i)),
-                    "caller {i} returned before its lists were built"
-                );
-            });
-        }
-        while let Some(done) = tasks.join_next().await {
-            done.unwrap();
-        }
-        let builds = builds.lock().unwrap();
-        assert_eq!(builds.len(), 1, "{builds:?}");
-        assert_eq!(builds[0].len(), 10, "{builds:?}");
-    }
-
-    /// Lists set after a rebuild read them get a rebuild of their own.
-    #[tokio::test]
-    async fn lists_set_later_are_built_again() {
-        let c = Coalesce::default();
-        let first = c.ticket();
-        assert_eq!(c.covering(first, || c.built(c.covers())).await, Some(()));
-        assert_eq!(c.covering(first, || c.built(c.covers())).await, None);
-        let second = c.ticket();
-        assert_eq!(c.covering(second, || c.built(c.covers())).await, Some(()));
-    }
-
-    /// A caller that took the rebuild and was dropped at its yield leaves none due:
-    /// the next caller rebuilds instead of waiting for ever.
-    #[tokio::test]
-    async fn a_dropped_taker_leaves_no_rebuild_due() {
-        let c = Coalesce::default();
-        let first = c.ticket();
-        {
-            let taker = c.covering(first, || c.built(c.covers()));
-            tokio::pin!(taker);
-            assert!(futures_util::poll!(taker.as_mut()).is_pending());
-        }
-        let second = c.ticket();
-        let next = c.covering(second, || c.built(c.covers()));
-        let ran = tokio::time::timeout(Duration::from_secs(5), next).await;
-        assert_eq!(ran.ok(), Some(Some(())));
     }
 }

@@ -265,7 +265,8 @@ pub(super) struct ProgressRoute<'a> {
 
 impl Drop for ProgressRoute<'_> {
     fn drop(&mut self) {
-        if let Ok(mut m) = self.routes.lock() {
+        {
+            let mut m = self.routes.lock();
             m.remove(&self.token);
         }
     }
@@ -619,11 +620,7 @@ impl Gateway {
 
     /// Whether another call may be parked (`mcpx.limits.maxParkedCalls`).
     pub(super) fn may_park(&self) -> bool {
-        self.bridge
-            .parked
-            .lock()
-            .map(|m| m.len() < self.config().global.max_parked)
-            .unwrap_or(false)
+        self.bridge.parked.lock().len() < self.config().global.max_parked
     }
 
     pub(super) fn park(self: &Arc<Self>, token: String, mut p: Parked) {
@@ -632,7 +629,8 @@ impl Gateway {
             .parkings
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         p.generation = generation;
-        if let Ok(mut parked) = self.bridge.parked.lock() {
+        {
+            let mut parked = self.bridge.parked.lock();
             parked.insert(token.clone(), p);
         }
         // A host that never comes back: after the ask timeout an open elicitation is
@@ -643,15 +641,13 @@ impl Gateway {
         tokio::spawn(async move {
             tokio::time::sleep(timeout).await;
             let Some(gw) = gw.upgrade() else { return };
-            let stale = gw
-                .bridge
-                .parked
-                .lock()
-                .ok()
-                .and_then(|mut m| match m.get(&token) {
+            let stale = {
+                let mut m = gw.bridge.parked.lock();
+                match m.get(&token) {
                     Some(p) if p.generation == generation => m.remove(&token),
                     _ => None,
-                });
+                }
+            };
             if let Some(p) = stale {
                 for q in p.open {
                     let answer = if q.method == "elicitation/create" {
@@ -673,12 +669,7 @@ impl Gateway {
     /// on.
     pub(super) async fn resume(self: &Arc<Self>, call: &Call, state: &str) -> Result<Reply, Fault> {
         let token = state.strip_prefix(PARKED_PREFIX).unwrap_or_default();
-        let parked = self
-            .bridge
-            .parked
-            .lock()
-            .ok()
-            .and_then(|mut m| m.remove(token));
+        let parked = self.bridge.parked.lock().remove(token);
         let Some(mut p) = parked else {
             // 2026-07-28 basic/patterns/mrtr: state that fails its integrity check
             // is rejected; an unknown token is what a forged or replayed one is.
@@ -710,7 +701,8 @@ impl Gateway {
             Ok(s) => s,
             Err(f) => {
                 // The parked call stays for a well-formed retry.
-                if let Ok(mut m) = self.bridge.parked.lock() {
+                {
+                    let mut m = self.bridge.parked.lock();
                     m.insert(token.to_owned(), p);
                 }
                 return Err(f);
@@ -915,7 +907,8 @@ impl Gateway {
         if !mcpx_protocol::method::server_may_send("notifications/elicitation/complete", host) {
             return;
         }
-        if let Ok(mut m) = self.bridge.url_elicitations.lock() {
+        {
+            let mut m = self.bridge.url_elicitations.lock();
             m.retain(|(u, e, _)| !(u == up && e == id));
             m.push_back((up.clone(), id.to_owned(), peer.clone()));
             while m.len() > MAX_URL_ELICITATIONS {
@@ -957,7 +950,7 @@ impl Gateway {
             .and_then(|p| mcpx_protocol::jsonrpc::member(p, "elicitationId"))
             .and_then(|v| serde_json::from_str::<String>(v).ok());
         let peer = id.as_ref().and_then(|id| {
-            let mut m = self.bridge.url_elicitations.lock().ok()?;
+            let mut m = self.bridge.url_elicitations.lock();
             let at = m.iter().position(|(u, e, _)| u == up && e == id)?;
             m.remove(at).map(|(_, _, p)| p)
         });
@@ -1227,7 +1220,6 @@ impl Gateway {
         self.bridge
             .ask_progress
             .lock()
-            .ok()?
             .insert(token.clone(), (id, theirs));
         Some(ProgressRoute {
             routes: &self.bridge.ask_progress,
@@ -1245,12 +1237,7 @@ impl Gateway {
         let Some(token) = params.get("progressToken").and_then(Value::as_str) else {
             return;
         };
-        let route = self
-            .bridge
-            .ask_progress
-            .lock()
-            .ok()
-            .and_then(|m| m.get(token).cloned());
+        let route = self.bridge.ask_progress.lock().get(token).cloned();
         let Some((id, theirs)) = route else {
             return;
         };

@@ -123,7 +123,8 @@ impl Gateway {
                     "url": flow.url,
                 });
                 label_elicitation(self.label(&up).as_deref(), &mut shown);
-                if let Ok(mut states) = self.bridge.login_states.lock() {
+                {
+                    let mut states = self.bridge.login_states.lock();
                     states.push_back((
                         token.clone(),
                         LoginState {
@@ -154,8 +155,8 @@ impl Gateway {
                         "notifications/elicitation/complete",
                         asker.host,
                     )
-                    && let Ok(mut peers) = flow.peers.lock()
                 {
+                    let mut peers = flow.peers.lock();
                     // Once per session (a host that calls again is told once).
                     peers.retain(|p| !p.is_closed() && p.session_id() != peer.session_id());
                     peers.push(peer);
@@ -202,7 +203,7 @@ impl Gateway {
             .unwrap_or_default();
         let token = state.strip_prefix(LOGIN_STATE_PREFIX).unwrap_or_default();
         // Checked before it is spent: a malformed retry leaves it for a good one.
-        let known = self.bridge.login_states.lock().ok().and_then(|m| {
+        let known = Some(self.bridge.login_states.lock()).and_then(|m| {
             m.iter()
                 .find(|(t, _)| t == token)
                 .map(|(_, s)| (s.method.clone(), s.target.clone()))
@@ -226,7 +227,7 @@ impl Gateway {
             .and_then(|r| r.get("action"))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let ask = self.bridge.login_states.lock().ok().and_then(|mut m| {
+        let ask = Some(self.bridge.login_states.lock()).and_then(|mut m| {
             let at = m.iter().position(|(t, _)| t == token)?;
             m.remove(at).map(|(_, s)| s)
         });
@@ -398,11 +399,7 @@ async fn finish_login(
     if result.is_err() {
         return;
     }
-    let peers = flow
-        .peers
-        .lock()
-        .map(|mut p| std::mem::take(&mut *p))
-        .unwrap_or_default();
+    let peers = std::mem::take(&mut *flow.peers.lock());
     let Ok(params) = RawValue::from_string(json!({ "elicitationId": flow.id }).to_string()) else {
         return;
     };

@@ -542,7 +542,7 @@ impl Gateway {
             }
             return Err(refused);
         };
-        let listed = self.listed.lock().is_ok_and(|l| l.contains(&up.id));
+        let listed = self.catalog.is_listed(&up.id);
         match up.status().state {
             State::Idle | State::Starting { .. } => {
                 up.connection().await.map_err(|e| e.to_fault(call.host))?;
@@ -558,33 +558,12 @@ impl Gateway {
     /// The upstreams still making their first start, or up but not yet listed: what
     /// a list answered now lacks (`_meta` [`mcpx_protocol::meta::STARTING`]).
     fn starting(&self) -> Vec<String> {
-        let ups = self.upstreams();
-        // The common case, on every list: every upstream listed, nothing to look at.
-        let Ok(listed) = self.listed.lock() else {
-            return Vec::new();
-        };
-        if ups.iter().all(|u| listed.contains(&u.id)) {
-            return Vec::new();
-        }
-        let unlisted: Vec<&Arc<Upstream>> =
-            ups.iter().filter(|u| !listed.contains(&u.id)).collect();
-        drop(listed);
-        unlisted
-            .into_iter()
-            .filter(|u| {
-                let s = u.status();
-                !s.settled || s.state == State::Ready
-            })
-            .map(|u| u.id.as_str().to_owned())
-            .collect()
+        self.catalog.starting(&self.upstreams())
     }
 
     /// Waits until `up`'s lists are in the catalog, up to `within`.
     pub(super) async fn wait_listed(&self, up: &Upstream, within: Duration) {
-        self.wait_progress(within, || {
-            self.listed.lock().is_ok_and(|l| l.contains(&up.id))
-        })
-        .await;
+        self.catalog.wait_listed(&up.id, within).await;
     }
 
     /// Starts the lazy upstreams that were never listed, and waits for their lists
@@ -595,7 +574,7 @@ impl Gateway {
             .iter()
             .filter(|u| {
                 u.config.mcpx.start == crate::config::StartMode::Lazy
-                    && !self.listed.lock().is_ok_and(|l| l.contains(&u.id))
+                    && !self.catalog.is_listed(&u.id)
             })
             .cloned()
             .collect();

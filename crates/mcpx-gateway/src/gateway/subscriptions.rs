@@ -59,15 +59,11 @@ impl Gateway {
     /// hosts on their `subscriptions/listen` streams.
     pub(super) async fn announce(&self, kind: ListKind) {
         let _ = self.subs.changes.send(kind);
-        let peers: Vec<Peer> = self
-            .subs
-            .legacy_peers
-            .lock()
-            .map(|mut p| {
-                p.retain(|_, peer| !peer.is_closed());
-                p.values().cloned().collect()
-            })
-            .unwrap_or_default();
+        let peers: Vec<Peer> = {
+            let mut p = self.subs.legacy_peers.lock();
+            p.retain(|_, peer| !peer.is_closed());
+            p.values().cloned().collect()
+        };
         for peer in peers {
             let _ = peer
                 .notify(Frame::notification(kind.changed_notification(), None))
@@ -102,11 +98,8 @@ impl Gateway {
             .subs
             .subscribers
             .lock()
-            .ok()
-            .and_then(|s| {
-                s.get(&exposed)
-                    .map(|v| v.iter().map(|(p, _)| p.clone()).collect())
-            })
+            .get(&exposed)
+            .map(|v| v.iter().map(|(p, _)| p.clone()).collect())
             .unwrap_or_default();
         for peer in peers {
             let _ = peer.notify(frame.clone()).await;
@@ -127,20 +120,17 @@ impl Gateway {
             .subs
             .subscribers
             .lock()
-            .map(|s| {
-                s.iter()
-                    .filter_map(|(exposed, subs)| {
-                        let (owner, theirs) = catalog.resource(exposed)?;
-                        (*owner == up.id).then(|| {
-                            (
-                                theirs.to_owned(),
-                                subs.iter().map(|(_, t)| t.clone()).collect(),
-                            )
-                        })
-                    })
-                    .collect()
+            .iter()
+            .filter_map(|(exposed, subs)| {
+                let (owner, theirs) = catalog.resource(exposed)?;
+                (*owner == up.id).then(|| {
+                    (
+                        theirs.to_owned(),
+                        subs.iter().map(|(_, t)| t.clone()).collect(),
+                    )
+                })
             })
-            .unwrap_or_default();
+            .collect();
         if facts.era == Era::Legacy {
             let holds = self.subs.listen_holds.lock().await;
             for (id, uri) in holds.keys() {
@@ -223,8 +213,8 @@ impl Gateway {
             .subs
             .subscribers
             .lock()
-            .map(|s| s.get(exposed).is_some_and(|v| !v.is_empty()))
-            .unwrap_or(true);
+            .get(exposed)
+            .is_some_and(|v| !v.is_empty());
         if let Some(conn) = up.ready().filter(|c| !held && c.facts().era == Era::Legacy) {
             let params = Params::of_value(&json!({ "uri": theirs }));
             let _ = conn
@@ -311,11 +301,7 @@ impl Gateway {
                 .await?;
         }
         let others_remain = {
-            let mut subs = self
-                .subs
-                .subscribers
-                .lock()
-                .map_err(|_| fault(INTERNAL_ERROR, "lock poisoned".into(), call.host))?;
+            let mut subs = self.subs.subscribers.lock();
             let entry = subs.entry(uri.to_owned()).or_default();
             let already = entry
                 .iter()
@@ -359,7 +345,8 @@ impl Gateway {
 
     pub(super) fn remember_peer(&self, peer: &Option<Peer>) {
         let Some(peer) = peer else { return };
-        if let Ok(mut peers) = self.subs.legacy_peers.lock() {
+        {
+            let mut peers = self.subs.legacy_peers.lock();
             let key = peer.session_id().unwrap_or("");
             if !peers.contains_key(key) {
                 // Once per session: the ended ones go, so the map never outgrows the

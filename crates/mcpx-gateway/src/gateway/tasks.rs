@@ -42,7 +42,9 @@
 //! request (E-17).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mcpx_client::{AskRefusal, CallEvent, CallOptions, ClientError, Connection, ServerFacts};
@@ -228,9 +230,7 @@ pub(super) struct Waiting<'a> {
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        let Ok(mut map) = self.store.map.lock() else {
-            return;
-        };
+        let mut map = self.store.map.lock();
         if let Some(e) = map.get_mut(&self.id) {
             e.asks = e.asks.saturating_sub(1);
             if e.asks == 0 && e.status == Status::InputRequired {
@@ -257,10 +257,6 @@ fn now_ms() -> u64 {
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn poisoned(host: Revision) -> Fault {
-    fault(INTERNAL_ERROR, "task store lock poisoned".into(), host)
 }
 
 fn not_found(id: &str, host: Revision) -> Fault {
@@ -341,14 +337,14 @@ fn clean(mut reply: Reply) -> Reply {
 impl Store {
     /// How many tasks it holds (the `mcpx_tasks` gauge).
     pub(super) fn len(&self) -> usize {
-        self.map.lock().map_or(0, |m| m.len())
+        self.map.lock().len()
     }
 
     /// Marks `call`'s task (if it is the work of a 2025-11-25 host's task) as waiting
     /// on an ask until the returned guard is dropped.
     pub(super) fn waiting(&self, call: &Call) -> Option<Waiting<'_>> {
         let id = call.related_task.as_ref()?;
-        let mut map = self.map.lock().ok()?;
+        let mut map = self.map.lock();
         let e = map
             .get_mut(id)
             .filter(|e| matches!(e.owner, Owner::Core(_)))?;
@@ -377,9 +373,7 @@ impl Store {
     /// Records the upstream task behind `call`'s extension task (where its
     /// `tasks/update` goes); false when there is no such task.
     fn attach(&self, call: &Call, upstream: UpstreamTask) -> bool {
-        let Ok(mut map) = self.map.lock() else {
-            return false;
-        };
+        let mut map = self.map.lock();
         Self::extension_task(&mut map, call).is_some_and(|e| {
             e.upstream = Some(upstream);
             true
@@ -390,9 +384,7 @@ impl Store {
     /// extension task shows the ones not yet answered (ext-tasks §Task Polling: all of
     /// them, as a snapshot) and is `input_required` while any is left.
     fn surface(&self, call: &Call, requests: Map<String, Value>) {
-        let Ok(mut map) = self.map.lock() else {
-            return;
-        };
+        let mut map = self.map.lock();
         let Some(e) = Self::extension_task(&mut map, call) else {
             return;
         };
@@ -452,7 +444,7 @@ impl Store {
             upstream: None,
         };
         let task = task_json(&id, &e, poll);
-        let mut map = self.map.lock().map_err(|_| poisoned(host))?;
+        let mut map = self.map.lock();
         Self::purge(&mut map);
         if map.len() >= max {
             // 2025-11-25 §Resource Management: a bound on tasks, documented
@@ -470,9 +462,7 @@ impl Store {
 
     /// Records how the work ended: `None` is cancelled.
     fn finish(&self, id: &str, outcome: Option<Result<Reply, Fault>>) {
-        let Ok(mut map) = self.map.lock() else {
-            return;
-        };
+        let mut map = self.map.lock();
         let Some(e) = map.get_mut(id) else {
             return;
         };
@@ -1288,7 +1278,7 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
                 .and_then(|n| n.parse::<usize>().ok())
                 .ok_or_else(|| fault(INVALID_PARAMS, format!("invalid cursor {c}"), host))?,
         };
-        let mut map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
+        let mut map = gw.tasks.map.lock();
         Store::purge(&mut map);
         let mut mine: Vec<(&String, &Entry)> =
             map.iter().filter(|(_, e)| e.owner == owner).collect();
@@ -1317,7 +1307,7 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
         return update(gw, call, &id, &params, &owner).await;
     }
     let mut changed = {
-        let mut map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
+        let mut map = gw.tasks.map.lock();
         Store::purge(&mut map);
         let e = map
             .get_mut(&id)
@@ -1401,7 +1391,7 @@ pub(super) async fn method(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
         }
     }
     let outcome = {
-        let map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
+        let map = gw.tasks.map.lock();
         map.get(&id)
             .ok_or_else(|| not_found(&id, host))?
             .outcome
@@ -1461,7 +1451,7 @@ async fn update(
         ));
     };
     let (up, open) = {
-        let mut map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
+        let mut map = gw.tasks.map.lock();
         Store::purge(&mut map);
         let e = map
             .get(id)
@@ -1480,7 +1470,7 @@ async fn update(
     let keys: Vec<String> = open.keys().cloned().collect();
     gw.update_upstream(call, &up.upstream, &up.conn, &up.id, open)
         .await?;
-    let mut map = gw.tasks.map.lock().map_err(|_| poisoned(host))?;
+    let mut map = gw.tasks.map.lock();
     if let Some(e) = map.get_mut(id) {
         for k in keys {
             e.inputs.remove(&k);
