@@ -55,6 +55,8 @@ mod authorize;
 mod catalog_cell;
 mod coalesce;
 mod forward;
+mod handlers;
+mod method;
 // Metrics: the upstream leg, the catalog's tool names, the gauges at a scrape.
 mod observe;
 mod subscriptions;
@@ -64,6 +66,7 @@ mod upstream_set;
 
 use asks::*;
 use forward::*;
+use method::Method;
 pub use upstream_set::Upstreams;
 
 /// The gateway: the upstreams, the merged catalog, and what hosts hold across requests.
@@ -862,7 +865,8 @@ impl Backend for GatewayBackend {
         if !span.is_disabled() {
             observe::start_server_span(&span, &call);
         }
-        let tool_call = call.method == "tools/call";
+        let method = Method::of(&call.method);
+        let tool_call = method == Method::ToolsCall;
         let asker = authorize::Asker::of(&call).map(|a| (self.0.clone(), a));
         let call_future = async move {
             let gw = &self.0;
@@ -875,156 +879,16 @@ impl Backend for GatewayBackend {
             if resumes == Resumes::Login {
                 call.params = Box::pin(gw.await_login(&call)).await?;
             }
-            match call.method.as_str() {
-                "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
-                    let kind = match call.method.as_str() {
-                        "tools/list" => ListKind::Tools,
-                        "prompts/list" => ListKind::Prompts,
-                        "resources/list" => ListKind::Resources,
-                        _ => ListKind::Templates,
-                    };
-                    // A full first list: it waits for the eager upstreams' first
-                    // starts, and lazy ones start (boxed: both are the exception).
-                    if !gw.is_settled() {
-                        Box::pin(gw.settled()).await;
-                    }
-                    Box::pin(gw.list_lazy()).await;
-                    gw.list(&call, kind)
-                }
-                "tools/call" | "prompts/get" | "resources/read" if resumes == Resumes::Parked => {
-                    let state: String = call
-                        .params
-                        .as_ref()
-                        .and_then(|p| p.member("requestState"))
-                        .and_then(|s| serde_json::from_str(s).ok())
-                        .unwrap_or_default();
-                    Box::pin(gw.resume(&call, &state)).await
-                }
-                "tools/call" => tasks::tools_call(gw, &call).await,
-                "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
-                    tasks::method(gw, &call).await
-                }
-                // tools/call goes through `tasks` (above); this arm serves prompts/get.
-                "prompts/get" => {
-                    let Routed {
-                        upstream, params, ..
-                    } = match gw.route_name(&call, true) {
-                        Ok(r) => r,
-                        Err(f) => Box::pin(gw.route_once_started(&call, true, f)).await?,
-                    };
-                    // prompts/get changes nothing: safe to re-issue (B-C10).
-                    gw.forward(&call, &upstream, &call.method, &params, true)
-                        .await
-                }
-                "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                    let mut params: Value = call
-                        .params
-                        .as_deref()
-                        .and_then(|p| serde_json::from_str(p).ok())
-                        .unwrap_or(json!({}));
-                    let uri = params
-                        .get("uri")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| {
-                            fault(INVALID_PARAMS, "params.uri is required".into(), call.host)
-                        })?
-                        .to_owned();
-                    let (up, theirs) = Box::pin(gw.route_uri_once_settled(&call, &uri)).await?;
-                    if theirs != uri {
-                        params["uri"] = json!(theirs);
-                    }
-                    match call.method.as_str() {
-                        "resources/subscribe" | "resources/unsubscribe" => {
-                            Box::pin(gw.subscription(&call, &up, &uri, &params)).await
-                        }
-                        _ => {
-                            let reply = gw
-                                .forward(&call, &up, &call.method, &Params::of_value(&params), true)
-                                .await?;
-                            Ok(if theirs == uri {
-                                reply
-                            } else {
-                                expose_contents(reply, &uri, &theirs)
-                            })
-                        }
-                    }
-                }
-                "completion/complete" => {
-                    let mut params: Value = call
-                        .params
-                        .as_deref()
-                        .and_then(|p| serde_json::from_str(p).ok())
-                        .unwrap_or(json!({}));
-                    let r = params.get("ref").cloned().unwrap_or(Value::Null);
-                    let up = match r.get("type").and_then(Value::as_str) {
-                        Some("ref/prompt") => {
-                            let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
-                            if gw.catalog().prompt(name).is_none() && !gw.is_settled() {
-                                // Its upstream may not be listed yet (boxed: rare).
-                                Box::pin(gw.settled()).await;
-                            }
-                            let catalog = gw.catalog();
-                            let found = catalog.prompt(name).ok_or_else(|| {
-                                fault(INVALID_PARAMS, format!("unknown prompt: {name}"), call.host)
-                            })?;
-                            let up = gw.upstream(found.upstream.as_str()).ok_or_else(|| {
-                                GatewayError::Removed {
-                                    upstream: found.upstream.clone(),
-                                }
-                                .to_fault(call.host)
-                            })?;
-                            params["ref"]["name"] = json!(found.original);
-                            up
-                        }
-                        Some("ref/resource") => {
-                            let uri = r
-                                .get("uri")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned();
-                            let (up, theirs) =
-                                Box::pin(gw.route_uri_once_settled(&call, &uri)).await?;
-                            params["ref"]["uri"] = json!(theirs);
-                            up
-                        }
-                        _ => {
-                            return Err(fault(
-                                INVALID_PARAMS,
-                                "params.ref must be ref/prompt or ref/resource".into(),
-                                call.host,
-                            ));
-                        }
-                    };
-                    // C-C9: from 2025-03-26 a server that completes declares `completions`;
-                    // an upstream that did not is not asked (a 2024-11-05 one, which had no
-                    // such capability, is). Its answer is "no suggestions".
-                    let facts = up.ready().map(|c| c.facts());
-                    if let Some(f) = facts.filter(|f| {
-                        f.revision.facts().completions_capability && !f.has("completions")
-                    }) {
-                        return Ok(Reply {
-                            result: Json::of_value(
-                                &json!({ "completion": { "values": [], "hasMore": false } }),
-                            ),
-                            revision: f.revision,
-                        });
-                    }
-                    gw.forward(
-                        &call,
-                        &up,
-                        "completion/complete",
-                        &Params::of_value(&params),
-                        true,
-                    )
-                    .await
-                }
-                "subscriptions/listen" => Box::pin(gw.listen(&call)).await,
-                other => Err(fault(
-                    METHOD_NOT_FOUND,
-                    format!("method not found: {other}"),
-                    call.host,
-                )),
+            if resumes == Resumes::Parked && method.may_resume() {
+                let state: String = call
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.member("requestState"))
+                    .and_then(|s| serde_json::from_str(s).ok())
+                    .unwrap_or_default();
+                return Box::pin(gw.resume(&call, &state)).await;
             }
+            handlers::dispatch(gw, &call, method).await
         };
         // B-C15: a host that can be asked to open a url is asked to authorize an
         // upstream that needs it (boxed: the exception). Other hosts' calls are not

@@ -42,49 +42,6 @@ pub(super) fn expose_contents(mut reply: Reply, exposed: &str, theirs: &str) -> 
 }
 
 impl Gateway {
-    /// One page of a merged list, written as 2026-07-28 (the seam lowers it).
-    pub(super) fn list(&self, call: &Call, kind: ListKind) -> Result<Reply, Fault> {
-        let cursor = call
-            .params
-            .as_deref()
-            .and_then(|p| serde_json::from_str::<Value>(p).ok())
-            .and_then(|p| p.get("cursor").and_then(Value::as_str).map(str::to_owned));
-        let start = match cursor.as_deref() {
-            None => 0,
-            Some(c) => c
-                .strip_prefix("mcpx:")
-                .and_then(|n| n.parse::<usize>().ok())
-                .ok_or_else(|| fault(INVALID_PARAMS, format!("invalid cursor {c:?}"), call.host))?,
-        };
-        let page = self.config().global.page_size.max(1);
-        let catalog = self.catalog();
-        let all = catalog.list(kind);
-        if start > all.len() {
-            return Err(fault(
-                INVALID_PARAMS,
-                format!("cursor {start} is past the end"),
-                call.host,
-            ));
-        }
-        let end = (start + page).min(all.len());
-        let items: Vec<Value> = all[start..end].iter().map(|i| Value::clone(i)).collect();
-        let shaped = (kind == ListKind::Tools)
-            .then(|| tasks::shape_tools(&items, call.host))
-            .flatten();
-        let mut result = json!({ kind.key(): shaped.as_deref().unwrap_or(&items) });
-        if end < all.len() {
-            result["nextCursor"] = json!(format!("mcpx:{end}"));
-        }
-        let starting = self.starting();
-        if !starting.is_empty() {
-            result["_meta"] = json!({ mcpx_protocol::meta::STARTING: starting });
-        }
-        Ok(Reply {
-            result: Json::of_value(&result),
-            revision: Revision::NEWEST,
-        })
-    }
-
     /// The upstream of a `tools/call` or `prompts/get`, the upstream's own name for it,
     /// and the params to send it: the host's text as it came when the name passes
     /// through unchanged (nothing re-encoded), else with `name` rewritten.
@@ -557,7 +514,7 @@ impl Gateway {
 
     /// The upstreams still making their first start, or up but not yet listed: what
     /// a list answered now lacks (`_meta` [`mcpx_protocol::meta::STARTING`]).
-    fn starting(&self) -> Vec<String> {
+    pub(super) fn starting(&self) -> Vec<String> {
         self.catalog.starting(&self.upstreams())
     }
 
