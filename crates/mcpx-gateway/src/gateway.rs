@@ -451,7 +451,7 @@ impl Gateway {
             // A first connection has nothing to subscribe again to, unless it
             // replaced a predecessor (a reload changed the entry).
             if up.inherited() || up.supervisor().ready().is_some_and(|(g, _)| g > 1) {
-                gw.resubscribe(&up, &conn).await;
+                gw.subs.resubscribe(&gw.catalog(), &up, &conn).await;
             }
         });
     }
@@ -516,7 +516,9 @@ impl Gateway {
                         | "notifications/resources/list_changed",
                     ) => gw.schedule_relist(&up),
                     Some("notifications/resources/updated") => {
-                        gw.relay_resource_updated(&id, &frame).await;
+                        gw.subs
+                            .relay_resource_updated(&gw.catalog(), &id, &frame)
+                            .await;
                     }
                     Some("notifications/elicitation/complete") => {
                         gw.relay_elicitation_complete(&id, &frame).await;
@@ -667,7 +669,7 @@ impl Gateway {
             let note = kind.changed_notification();
             if !sent.contains(&note) {
                 sent.push(note);
-                self.announce(kind).await;
+                self.subs.announce(kind).await;
             }
         }
     }
@@ -809,7 +811,7 @@ impl Backend for GatewayBackend {
     fn session_opened(&self, peer: &Peer) {
         // Told of list changes from its start: an upstream may join before the
         // session's first request.
-        self.0.remember_peer(&Some(peer.clone()));
+        self.0.subs.remember_peer(&Some(peer.clone()));
     }
 
     async fn log_level_requested(&self, level: Level) {
@@ -870,7 +872,7 @@ impl Backend for GatewayBackend {
         let asker = authorize::Asker::of(&call).map(|a| (self.0.clone(), a));
         let call_future = async move {
             let gw = &self.0;
-            gw.remember_peer(&call.peer);
+            gw.subs.remember_peer(&call.peer);
             // The request's `requestState`, looked for once: a parked call's (E-1),
             // or a login's (B-C15).
             let resumes = Resumes::of(&call);

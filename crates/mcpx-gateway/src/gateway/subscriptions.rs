@@ -21,23 +21,22 @@ pub(super) type PeerMap = HashMap<Arc<str>, Peer, foldhash::fast::RandomState>;
 #[derive(Debug)]
 pub(super) struct Subscriptions {
     /// List changes, for hosts (legacy sessions and modern listen streams).
-    pub(super) changes: broadcast::Sender<ListKind>,
+    changes: broadcast::Sender<ListKind>,
     /// Upstreams' `notifications/resources/updated`, for modern hosts' listen streams.
-    pub(super) updates: broadcast::Sender<Frame>,
+    updates: broadcast::Sender<Frame>,
     /// Legacy host sessions seen, to tell them about list changes, by session id (""
     /// for a stdio host's connection). Sessions that have ended are dropped whenever a
     /// new one is added, so the map holds about as many as are open.
-    pub(super) legacy_peers: Mutex<PeerMap>,
+    legacy_peers: Mutex<PeerMap>,
     /// Legacy hosts subscribed to each resource URI (as the host names it), with the
     /// token that ends mcpx's own listen stream for it (modern upstreams).
-    pub(super) subscribers:
-        Mutex<HashMap<String, Vec<(Peer, tokio_util::sync::CancellationToken)>>>,
+    subscribers: Mutex<HashMap<String, Vec<(Peer, tokio_util::sync::CancellationToken)>>>,
     /// Modern hosts' listens holding mcpx's `resources/subscribe` at a legacy upstream,
     /// counted by (upstream, upstream's URI). That one upstream subscription is shared
     /// with the legacy hosts in `subscribers`; mcpx unsubscribes only when no host of
     /// either kind holds it (D-C4). An async lock, held across the upstream call it
     /// decides, so an unsubscribe cannot overtake a newer subscribe to the same URI.
-    pub(super) listen_holds: tokio::sync::Mutex<HashMap<(UpstreamId, String), usize>>,
+    listen_holds: tokio::sync::Mutex<HashMap<(UpstreamId, String), usize>>,
 }
 
 impl Subscriptions {
@@ -54,13 +53,13 @@ impl Subscriptions {
     }
 }
 
-impl Gateway {
+impl Subscriptions {
     /// Tells every host that a list changed: legacy sessions by notification, modern
     /// hosts on their `subscriptions/listen` streams.
     pub(super) async fn announce(&self, kind: ListKind) {
-        let _ = self.subs.changes.send(kind);
+        let _ = self.changes.send(kind);
         let peers: Vec<Peer> = {
-            let mut p = self.subs.legacy_peers.lock();
+            let mut p = self.legacy_peers.lock();
             p.retain(|_, peer| !peer.is_closed());
             p.values().cloned().collect()
         };
@@ -74,13 +73,18 @@ impl Gateway {
     /// `notifications/resources/updated` of upstream `id` goes to the legacy hosts that
     /// subscribed to that URI (as the host names it: see [`Catalog::exposed_uri`]), and
     /// to modern hosts' listen streams.
-    pub(super) async fn relay_resource_updated(&self, id: &UpstreamId, frame: &Frame) {
+    pub(super) async fn relay_resource_updated(
+        &self,
+        catalog: &Catalog,
+        id: &UpstreamId,
+        frame: &Frame,
+    ) {
         let uri = frame
             .params()
             .and_then(|p| mcpx_protocol::jsonrpc::member(p, "uri"))
             .and_then(|u| serde_json::from_str::<String>(u).ok())
             .unwrap_or_default();
-        let exposed = self.catalog().exposed_uri(id, &uri).into_owned();
+        let exposed = catalog.exposed_uri(id, &uri).into_owned();
         let frame = if exposed == uri {
             frame.clone()
         } else {
@@ -95,7 +99,6 @@ impl Gateway {
             }
         };
         let peers: Vec<Peer> = self
-            .subs
             .subscribers
             .lock()
             .get(&exposed)
@@ -104,20 +107,18 @@ impl Gateway {
         for peer in peers {
             let _ = peer.notify(frame.clone()).await;
         }
-        let _ = self.subs.updates.send(frame);
+        let _ = self.updates.send(frame);
     }
 
     /// A new connection of `up` has no subscriptions: mcpx subscribes again to every
     /// URI hosts hold at it (a legacy upstream's `resources/subscribe`, a modern one's
     /// listen per legacy host's subscription).
-    pub(super) async fn resubscribe(self: &Arc<Self>, up: &Arc<Upstream>, conn: &Connection) {
+    pub(super) async fn resubscribe(&self, catalog: &Catalog, up: &Upstream, conn: &Connection) {
         let facts = conn.facts();
         if !subscribable(&facts) {
             return;
         }
-        let catalog = self.catalog();
         let mut uris: Vec<(String, Vec<tokio_util::sync::CancellationToken>)> = self
-            .subs
             .subscribers
             .lock()
             .iter()
@@ -132,7 +133,7 @@ impl Gateway {
             })
             .collect();
         if facts.era == Era::Legacy {
-            let holds = self.subs.listen_holds.lock().await;
+            let holds = self.listen_holds.lock().await;
             for (id, uri) in holds.keys() {
                 if *id == up.id && !uris.iter().any(|(u, _)| u == uri) {
                     uris.push((uri.clone(), Vec::new()));
@@ -151,31 +152,30 @@ impl Gateway {
         } else {
             for (uri, tokens) in uris {
                 for t in tokens {
-                    self.listen_for_updates(conn, &uri, t);
+                    listen_for_updates(conn, &uri, t);
                 }
             }
         }
     }
 
-    /// Subscribes mcpx at the upstream owning `uri` for a modern host's listen stream
-    /// (register D-C4): `resources/subscribe` on a legacy upstream, a listen of its own
-    /// with `resourceSubscriptions` on a modern one (ended by `stop`). `None` when no
-    /// upstream that declared `resources.subscribe` owns the URI; else the upstream
-    /// and its own URI.
-    pub(super) async fn subscribe_upstream(
-        self: &Arc<Self>,
-        call: &Call,
-        uri: &str,
+    /// Subscribes mcpx at `up`, the upstream owning a URI it knows as `theirs`, for a
+    /// modern host's listen stream (register D-C4): `resources/subscribe` on a legacy
+    /// upstream, a listen of its own with `resourceSubscriptions` on a modern one
+    /// (ended by `stop`). `None` when it did not declare `resources.subscribe` or
+    /// refused; else the upstream and its own URI.
+    async fn subscribe_upstream(
+        &self,
+        up: Arc<Upstream>,
+        theirs: String,
         stop: &tokio_util::sync::CancellationToken,
     ) -> Option<(Arc<Upstream>, String)> {
-        let (up, theirs) = self.route_uri(call, uri).ok()?;
         let (_, conn) = up.connection().await.ok()?;
         let facts = conn.facts();
         if !subscribable(&facts) {
             return None;
         }
         if facts.era == Era::Legacy {
-            let mut holds = self.subs.listen_holds.lock().await;
+            let mut holds = self.listen_holds.lock().await;
             let params = Params::of_value(&json!({ "uri": theirs }));
             let f = conn
                 .call("resources/subscribe", Some(&params), CallOptions::default())
@@ -185,21 +185,16 @@ impl Gateway {
             *holds.entry((up.id.clone(), theirs.clone())).or_default() += 1;
             return Some((up, theirs));
         }
-        self.listen_for_updates(&conn, &theirs, stop.clone());
+        listen_for_updates(&conn, &theirs, stop.clone());
         Some((up, theirs))
     }
 
-    /// Ends what [`Gateway::subscribe_upstream`] began for a listen stream that ended: a
+    /// Ends what [`Subscriptions::subscribe_upstream`] began for a listen stream that ended: a
     /// legacy upstream is unsubscribed unless another listen or a legacy host still
     /// holds the URI (modern upstreams' listens end with the stream's token). `exposed`
     /// is the URI as the host named it, `theirs` the upstream's.
-    pub(super) async fn unsubscribe_upstream(
-        self: &Arc<Self>,
-        up: &Arc<Upstream>,
-        exposed: &str,
-        theirs: &str,
-    ) {
-        let mut holds = self.subs.listen_holds.lock().await;
+    async fn unsubscribe_upstream(&self, up: &Upstream, exposed: &str, theirs: &str) {
+        let mut holds = self.listen_holds.lock().await;
         let key = (up.id.clone(), theirs.to_owned());
         let Some(n) = holds.get_mut(&key) else {
             return;
@@ -210,7 +205,6 @@ impl Gateway {
         }
         holds.remove(&key);
         let held = self
-            .subs
             .subscribers
             .lock()
             .get(exposed)
@@ -227,42 +221,20 @@ impl Gateway {
         }
     }
 
-    /// mcpx's own `subscriptions/listen` at a modern upstream for one resource's
-    /// updates, until `stop`.
-    pub(super) fn listen_for_updates(
-        &self,
-        conn: &Connection,
-        uri: &str,
-        stop: tokio_util::sync::CancellationToken,
-    ) {
-        let params =
-            Params::of_value(&json!({ "notifications": { "resourceSubscriptions": [uri] } }));
-        let conn = conn.clone();
-        tokio::spawn(async move {
-            let opts = CallOptions {
-                timeout: LISTEN_LIFETIME,
-                max_time: LISTEN_LIFETIME,
-                attribute_unsolicited: false,
-                cancel: stop,
-                ..CallOptions::default()
-            };
-            if let Err(e) = conn.call("subscriptions/listen", Some(&params), opts).await {
-                tracing::debug!(upstream = conn.name(), "resource listen ended: {e}");
-            }
-        });
-    }
-
     /// `resources/subscribe` and `resources/unsubscribe` from a legacy host. A legacy
     /// upstream gets them as they are; a modern one has no such methods, so mcpx holds
     /// a `subscriptions/listen` stream with `resourceSubscriptions` for the URI instead
     /// (register D-C4). `uri` is as the host named it; `params` are for the upstream
     /// (its own URI).
-    pub(super) async fn subscription(
-        self: &Arc<Self>,
+    ///
+    /// `forward` sends the host's request on to the upstream, as the call path does.
+    pub(super) async fn subscription<F: Future<Output = Result<Reply, Fault>>>(
+        &self,
         call: &Call,
         up: &Arc<Upstream>,
         uri: &str,
         params: &Value,
+        forward: impl Fn() -> F,
     ) -> Result<Reply, Fault> {
         let subscribe = call.method == "resources/subscribe";
         let theirs = params
@@ -294,14 +266,13 @@ impl Gateway {
         let holds = if modern {
             None
         } else {
-            Some(self.subs.listen_holds.lock().await)
+            Some(self.listen_holds.lock().await)
         };
         if !modern && subscribe {
-            self.forward(call, up, &call.method, &Params::of_value(params), true)
-                .await?;
+            forward().await?;
         }
         let others_remain = {
-            let mut subs = self.subs.subscribers.lock();
+            let mut subs = self.subscribers.lock();
             let entry = subs.entry(uri.to_owned()).or_default();
             let already = entry
                 .iter()
@@ -310,7 +281,7 @@ impl Gateway {
                 if let (Some(peer), false) = (peer, already) {
                     let token = tokio_util::sync::CancellationToken::new();
                     if modern {
-                        self.listen_for_updates(&conn, &theirs, token.clone());
+                        listen_for_updates(&conn, &theirs, token.clone());
                     }
                     entry.push((peer, token));
                 }
@@ -334,8 +305,7 @@ impl Gateway {
                 .is_some_and(|n| *n > 0)
         });
         if !modern && !subscribe && !others_remain && !listens_remain {
-            self.forward(call, up, &call.method, &Params::of_value(params), true)
-                .await?;
+            forward().await?;
         }
         Ok(Reply {
             result: Json::of_value(&json!({})),
@@ -343,10 +313,11 @@ impl Gateway {
         })
     }
 
+    /// Remembers a legacy host's session, to tell it of list changes.
     pub(super) fn remember_peer(&self, peer: &Option<Peer>) {
         let Some(peer) = peer else { return };
         {
-            let mut peers = self.subs.legacy_peers.lock();
+            let mut peers = self.legacy_peers.lock();
             let key = peer.session_id().unwrap_or("");
             if !peers.contains_key(key) {
                 // Once per session: the ended ones go, so the map never outgrows the
@@ -359,7 +330,15 @@ impl Gateway {
 
     /// `subscriptions/listen` from a modern host: acknowledge the kinds mcpx can deliver,
     /// then deliver them, tagged with the listen id, until the host cancels.
-    pub(super) async fn listen(self: &Arc<Self>, call: &Call) -> Result<Reply, Fault> {
+    ///
+    /// `route` finds the upstream owning a URI the host names, and its own URI for
+    /// it; `stopping` fires when mcpx shuts down.
+    pub(super) async fn listen(
+        &self,
+        call: &Call,
+        stopping: &tokio_util::sync::CancellationToken,
+        route: impl Fn(&str) -> Option<(Arc<Upstream>, String)>,
+    ) -> Result<Reply, Fault> {
         let params: Value = call
             .params
             .as_deref()
@@ -382,7 +361,7 @@ impl Gateway {
         // subscribes at the owning upstreams and grants the URIs it could.
         let stop = tokio_util::sync::CancellationToken::new();
         let _stop_upstream_listens = stop.clone().drop_guard();
-        let mut urx = self.subs.updates.subscribe();
+        let mut urx = self.updates.subscribe();
         let mut watched: Vec<(String, Arc<Upstream>, String)> = Vec::new();
         if let Some(uris) = requested
             .get("resourceSubscriptions")
@@ -392,7 +371,10 @@ impl Gateway {
                 if watched.iter().any(|(u, _, _)| u == uri) {
                     continue;
                 }
-                if let Some((up, theirs)) = self.subscribe_upstream(call, uri, &stop).await {
+                let Some((up, theirs)) = route(uri) else {
+                    continue;
+                };
+                if let Some((up, theirs)) = self.subscribe_upstream(up, theirs, &stop).await {
                     watched.push((uri.to_owned(), up, theirs));
                 }
             }
@@ -406,7 +388,7 @@ impl Gateway {
             Id::String(s) => json!(s),
         };
         let tag = json!({ meta::SUBSCRIPTION_ID: sub_id });
-        let mut rx = self.subs.changes.subscribe();
+        let mut rx = self.changes.subscribe();
         let ack = json!({ "_meta": tag, "notifications": Value::Object(granted.clone()) });
         let _ = call
             .ctx
@@ -418,7 +400,7 @@ impl Gateway {
         loop {
             tokio::select! {
                 () = call.cancel.cancelled() => break,
-                () = self.stopping.cancelled() => {
+                () = stopping.cancelled() => {
                     // H1 reading (2026-07-28 basic/patterns/cancellation and
                     // subscriptions, schema CancelledNotification): mcpx ends the stream
                     // on its own; on stdio it first sends notifications/cancelled for the
@@ -474,4 +456,23 @@ impl Gateway {
             revision: Revision::NEWEST,
         })
     }
+}
+
+/// mcpx's own `subscriptions/listen` at a modern upstream for one resource's
+/// updates, until `stop`.
+fn listen_for_updates(conn: &Connection, uri: &str, stop: tokio_util::sync::CancellationToken) {
+    let params = Params::of_value(&json!({ "notifications": { "resourceSubscriptions": [uri] } }));
+    let conn = conn.clone();
+    tokio::spawn(async move {
+        let opts = CallOptions {
+            timeout: LISTEN_LIFETIME,
+            max_time: LISTEN_LIFETIME,
+            attribute_unsolicited: false,
+            cancel: stop,
+            ..CallOptions::default()
+        };
+        if let Err(e) = conn.call("subscriptions/listen", Some(&params), opts).await {
+            tracing::debug!(upstream = conn.name(), "resource listen ended: {e}");
+        }
+    });
 }

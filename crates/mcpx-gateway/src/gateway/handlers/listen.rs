@@ -9,5 +9,7 @@ use super::super::Gateway;
 
 /// Holds the listen `call` opens.
 pub(super) async fn handle(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Fault> {
-    gw.listen(call).await
+    gw.subs
+        .listen(call, &gw.stopping, |uri| gw.route_uri(call, uri).ok())
+        .await
 }

@@ -29,7 +29,12 @@ pub(super) async fn handle(gw: &Arc<Gateway>, call: &Call, method: Method) -> Re
         params["uri"] = json!(theirs);
     }
     if method != Method::ResourcesRead {
-        return Box::pin(gw.subscription(call, &up, &uri, &params)).await;
+        let (to, sent) = (&up, &params);
+        let forward = move || async move {
+            gw.forward(call, to, &call.method, &Params::of_value(sent), true)
+                .await
+        };
+        return Box::pin(gw.subs.subscription(call, &up, &uri, &params, forward)).await;
     }
     let reply = gw
         .forward(call, &up, &call.method, &Params::of_value(&params), true)
