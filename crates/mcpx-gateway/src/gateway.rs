@@ -52,6 +52,7 @@ use crate::upstream::{self, State, Upstream};
 // the gateway's private fields).
 mod asks;
 mod authorize;
+mod call;
 mod catalog_cell;
 mod coalesce;
 mod forward;
@@ -645,6 +646,41 @@ impl Gateway {
         up.set_lists(lists);
         let changed = self.catalog.lists_set(&up.id, || self.rebuild()).await;
         self.announce_changed(changed).await;
+    }
+
+    /// Sends `method` with `params` to upstream `up` for `call` by the call path
+    /// (`call/`), relaying events, and takes the answer for the host.
+    pub(super) async fn forward(
+        self: &Arc<Self>,
+        call: &Call,
+        up: &Arc<Upstream>,
+        method: &str,
+        params: &Params,
+        idempotent: bool,
+    ) -> Result<Reply, Fault> {
+        call::forward(self, call, up, method, params, idempotent).await
+    }
+
+    /// The host's reply to an upstream's answer (see [`call::answer`]).
+    pub(super) fn answer(
+        &self,
+        call: &Call,
+        facts: &ServerFacts,
+        name: &str,
+        method: &str,
+        frame: Frame,
+    ) -> Result<Reply, Fault> {
+        call::answer(self, call, facts, name, method, frame)
+    }
+
+    /// Starts timing the upstream leg of `call` (`None` with metrics off).
+    pub(super) fn upstream_leg(
+        &self,
+        call: &Call,
+        up: &Upstream,
+        method: &str,
+    ) -> Option<call::UpstreamLeg> {
+        call::leg(self.metrics.as_deref(), call, up, method)
     }
 
     /// Builds the catalog from every upstream's last known lists and swaps it in;

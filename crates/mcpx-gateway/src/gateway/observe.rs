@@ -4,40 +4,10 @@
 //! Everything here is behind `Gateway::metrics`, an `Option`: with metrics off a
 //! call pays one check per leg.
 
-use mcpx_metrics::{End, ErrorType, Metrics, Sample, Source, Timing, UpstreamSample, classify};
+use mcpx_metrics::{End, ErrorType, Metrics, Sample, Source, UpstreamSample, classify};
 use mcpx_protocol::trace::TraceContext;
 
 use super::*;
-
-/// The outcome of an upstream call (a `tools/call` when `tool_call`), as its
-/// `error_type` label says it.
-pub(crate) fn upstream_error_type(
-    tool_call: bool,
-    outcome: &Result<Frame, ClientError>,
-) -> ErrorType {
-    classify(match outcome {
-        Ok(frame) => End::of_response(frame, tool_call),
-        Err(ClientError::Remote { error, .. }) => End::Error {
-            code: error.code,
-            cause: None,
-        },
-        Err(e) => End::Failed { cause: e.kind() },
-    })
-}
-
-/// One upstream call being timed (`None` with metrics off).
-pub(super) struct UpstreamLeg {
-    timing: Timing,
-    tool_call: bool,
-}
-
-impl UpstreamLeg {
-    /// Records the call, which ended with `outcome`.
-    pub(super) fn end(self, outcome: &Result<Frame, ClientError>) {
-        self.timing
-            .end(upstream_error_type(self.tool_call, outcome));
-    }
-}
 
 impl Gateway {
     /// The registry, when metrics are on.
@@ -49,22 +19,6 @@ impl Gateway {
     /// them.
     pub fn tasks_held(&self) -> usize {
         self.tasks.len()
-    }
-
-    /// Starts timing the upstream leg of `call`: `method` sent to `up`.
-    pub(super) fn upstream_leg(
-        &self,
-        call: &Call,
-        up: &Upstream,
-        method: &str,
-    ) -> Option<UpstreamLeg> {
-        let m = self.metrics.as_deref()?;
-        let tool_call = method == "tools/call";
-        let timing = match (&call.tool_series, tool_call) {
-            (Some(series), true) => m.upstream_tool_call(series),
-            _ => m.upstream_call(method, up.id.as_str()),
-        };
-        Some(UpstreamLeg { timing, tool_call })
     }
 
     /// Hands the catalog's tool names, with their upstreams, to the registry: the
@@ -139,27 +93,6 @@ pub(super) fn start_client_span(
     mcpx_telemetry::span::outgoing(span, host)
 }
 
-/// Records how an upstream call ended on its span.
-pub(super) fn end_client_span(
-    span: &tracing::Span,
-    method: &str,
-    outcome: &Result<Frame, ClientError>,
-) {
-    let error_type = upstream_error_type(method == "tools/call", outcome);
-    if error_type != ErrorType::Ok {
-        mcpx_telemetry::span::failed(span, error_type.label());
-    }
-}
-
-/// The conventions' `network.transport` of an upstream: `pipe` for stdio, `tcp`
-/// for HTTP.
-pub(super) fn network_transport(up: &Upstream) -> &'static str {
-    match up.config.transport {
-        crate::config::Transport::Stdio { .. } => "pipe",
-        _ => "tcp",
-    }
-}
-
 /// `{method} {target}`, or the method alone without a target.
 fn span_name(method: &str, params: Option<&Params>) -> String {
     match target(method, params) {
@@ -199,10 +132,7 @@ impl Source for Gateway {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::upstream::State;
-    use mcpx_protocol::jsonrpc::ErrorObject;
-    use mcpx_transport::TransportError;
 
     #[test]
     fn every_state_is_a_value_of_the_state_gauge() {
@@ -227,37 +157,5 @@ mod tests {
         for s in all {
             assert!(State::KEYS.contains(&s.key()), "{s:?}");
         }
-    }
-
-    #[test]
-    fn upstream_outcomes_by_error_type() {
-        let up = || "u".to_owned();
-        let remote = Err(ClientError::Remote {
-            upstream: up(),
-            error: ErrorObject {
-                code: -32602,
-                message: "bad".into(),
-                data: None,
-            },
-        });
-        assert_eq!(upstream_error_type(true, &remote), ErrorType::InvalidParams);
-        let timeout = Err(ClientError::Timeout {
-            upstream: up(),
-            method: "tools/call".into(),
-            after: Duration::from_millis(5),
-        });
-        assert_eq!(upstream_error_type(true, &timeout), ErrorType::Timeout);
-        let cancelled = Err(ClientError::Cancelled {
-            upstream: up(),
-            method: "tools/call".into(),
-        });
-        assert_eq!(upstream_error_type(true, &cancelled), ErrorType::Cancelled);
-        let exited = Err(ClientError::Transport {
-            upstream: up(),
-            source: TransportError::Closed {
-                detail: "exit status 1".into(),
-            },
-        });
-        assert_eq!(upstream_error_type(true, &exited), ErrorType::Transport);
     }
 }
