@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use mcpx_client::ClientError;
 use mcpx_protocol::Revision;
-use mcpx_protocol::error::INTERNAL_ERROR;
+use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, resource_not_found};
 use mcpx_server::Fault;
 use serde_json::{Value, json};
 
@@ -95,6 +95,54 @@ pub enum GatewayError {
     /// The upstream call failed.
     #[error("{0}")]
     Client(ClientError),
+    /// The request's params are not what its method takes (the message says which
+    /// member and why: it is all a host can act on).
+    #[error("{0}")]
+    InvalidParams(String),
+    /// The request names a tool or prompt no upstream lists.
+    #[error("unknown {kind}: {name}")]
+    UnknownName {
+        /// `tool` or `prompt`.
+        kind: &'static str,
+        /// The name, as the host gave it.
+        name: String,
+    },
+    /// The request names a resource no upstream serves.
+    #[error("resource not found: {uri}")]
+    ResourceNotFound {
+        /// The URI, as the host gave it.
+        uri: String,
+    },
+    /// A list cursor mcpx did not hand out.
+    #[error("invalid cursor {0:?}")]
+    InvalidCursor(String),
+    /// A list cursor beyond the list's end (the list shrank since).
+    #[error("cursor {0} is past the end")]
+    CursorPastEnd(usize),
+    /// A `requestState` mcpx does not hold (forged, replayed, or expired).
+    #[error("unknown or expired requestState")]
+    UnknownRequestState,
+    /// A `requestState` of another request (method, tool, prompt or URI).
+    #[error("requestState belongs to another request")]
+    ForeignRequestState,
+    /// A method mcpx does not serve.
+    #[error("method not found: {0}")]
+    MethodNotFound(String),
+    /// A method or mode the target does not support (the message says which).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The upstream asked a legacy host for input more rounds than mcpx answers.
+    #[error("upstream {upstream} asked for input more than {rounds} times")]
+    InputRounds {
+        /// The upstream.
+        upstream: UpstreamId,
+        /// `MAX_INPUT_ROUNDS`.
+        rounds: usize,
+    },
+    /// A failure of mcpx's own, not the request's nor an upstream's (the message is
+    /// all there is to say).
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl From<ClientError> for GatewayError {
@@ -104,39 +152,61 @@ impl From<ClientError> for GatewayError {
 }
 
 impl GatewayError {
-    /// The upstream this error is about.
-    pub fn upstream(&self) -> &str {
+    /// The upstream this error is about, if it is about one.
+    pub fn upstream(&self) -> Option<&str> {
         match self {
             GatewayError::Unavailable { upstream, .. }
             | GatewayError::Removed { upstream }
-            | GatewayError::Busy { upstream, .. } => upstream.as_str(),
-            GatewayError::Client(e) => e.upstream(),
+            | GatewayError::Busy { upstream, .. }
+            | GatewayError::InputRounds { upstream, .. } => Some(upstream.as_str()),
+            GatewayError::Client(e) => Some(e.upstream()),
+            _ => None,
         }
     }
 
-    /// `data` for the host: the upstream, and the state and kind of cause.
-    fn data(&self) -> Value {
+    /// The JSON-RPC error code a host of `host`'s revision gets: -32602 for a request
+    /// that is wrong, -32601 for a method or mode not served, the revision's
+    /// resource-not-found code, else -32603 (the failure is the gateway's or an
+    /// upstream's, not the request's).
+    pub fn code(&self, host: Revision) -> i64 {
         match self {
+            GatewayError::InvalidParams(_)
+            | GatewayError::UnknownName { .. }
+            | GatewayError::InvalidCursor(_)
+            | GatewayError::CursorPastEnd(_)
+            | GatewayError::UnknownRequestState
+            | GatewayError::ForeignRequestState => INVALID_PARAMS,
+            GatewayError::MethodNotFound(_) | GatewayError::Unsupported(_) => METHOD_NOT_FOUND,
+            GatewayError::ResourceNotFound { .. } => resource_not_found(host),
+            _ => INTERNAL_ERROR,
+        }
+    }
+
+    /// `data` for the host: the upstream, and the state and kind of cause (the URI
+    /// of a resource not found).
+    fn data(&self) -> Option<Value> {
+        let upstream = self.upstream();
+        Some(match self {
             GatewayError::Unavailable { state, cause, .. } => {
-                let mut d = json!({ "upstream": self.upstream(), "state": state });
+                let mut d = json!({ "upstream": upstream, "state": state });
                 if let Some(c) = cause {
                     d["cause"] = json!(c.kind());
                 }
                 d
             }
-            GatewayError::Removed { .. } => {
-                json!({ "upstream": self.upstream(), "state": "removed" })
-            }
-            GatewayError::Busy { .. } => json!({ "upstream": self.upstream(), "state": "busy" }),
-            GatewayError::Client(e) => json!({ "upstream": self.upstream(), "cause": e.kind() }),
-        }
+            GatewayError::Removed { .. } => json!({ "upstream": upstream, "state": "removed" }),
+            GatewayError::Busy { .. } => json!({ "upstream": upstream, "state": "busy" }),
+            GatewayError::Client(e) => json!({ "upstream": upstream, "cause": e.kind() }),
+            GatewayError::ResourceNotFound { uri } => json!({ "uri": uri }),
+            _ => return None,
+        })
     }
 
-    /// The JSON-RPC error a host of `host`'s revision gets: -32603 (the failure is
-    /// the gateway's or an upstream's, not the request's), the message, and `data`.
+    /// The JSON-RPC error a host of `host`'s revision gets: [`GatewayError::code`],
+    /// the message, and `data`.
     pub fn to_fault(&self, host: Revision) -> Fault {
-        let mut f = Fault::new(INTERNAL_ERROR, self.to_string(), host);
-        f.data = Some(self.data());
+        let mut f = Fault::new(self.code(host), self.to_string(), host);
+        f.data = self.data();
         f
     }
 }

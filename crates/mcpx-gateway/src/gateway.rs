@@ -164,7 +164,7 @@ async fn retire(old: Arc<Upstream>, drain: Duration) {
 
 fn raw(v: &Value) -> Result<Box<RawValue>, Fault> {
     RawValue::from_string(v.to_string())
-        .map_err(|e| fault(INTERNAL_ERROR, e.to_string(), Revision::NEWEST))
+        .map_err(|e| GatewayError::Internal(e.to_string()).to_fault(Revision::NEWEST))
 }
 
 /// How mcpx reaches the upstream `name` of `config` (`s`): its transport, era

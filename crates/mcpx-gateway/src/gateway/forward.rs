@@ -51,7 +51,8 @@ impl Gateway {
         call: &'a Call,
         prompts: bool,
     ) -> Result<Routed<'a>, Fault> {
-        let required = || fault(INVALID_PARAMS, "params.name is required".into(), call.host);
+        let required =
+            || GatewayError::InvalidParams("params.name is required".into()).to_fault(call.host);
         let raw = call.params.as_ref().ok_or_else(required)?;
         // Where the decoder saw `name` (a walk when it could not tell), and whether it
         // is given only once.
@@ -77,14 +78,11 @@ impl Gateway {
             }
             // 2025-11-25 server/tools §Error Handling: an unknown tool is a protocol error
             // (register D-C14).
-            return Err(fault(
-                INVALID_PARAMS,
-                format!(
-                    "unknown {}: {name}",
-                    if prompts { "prompt" } else { "tool" }
-                ),
-                call.host,
-            ));
+            return Err(GatewayError::UnknownName {
+                kind: if prompts { "prompt" } else { "tool" },
+                name: name.into_owned(),
+            }
+            .to_fault(call.host));
         };
         let up = self.upstream(found.upstream.as_str()).ok_or_else(|| {
             GatewayError::Removed {
@@ -138,13 +136,10 @@ impl Gateway {
             })?;
             return Ok((up, theirs.to_owned()));
         }
-        Err(Fault {
-            code: mcpx_protocol::error::resource_not_found(call.host),
-            message: format!("resource not found: {uri}"),
-            data: Some(json!({ "uri": uri })),
-            from: call.host,
-            input_validation: false,
-        })
+        Err(GatewayError::ResourceNotFound {
+            uri: uri.to_owned(),
+        }
+        .to_fault(call.host))
     }
 
     /// [`Gateway::route_uri`], and when the URI is not known while upstreams are

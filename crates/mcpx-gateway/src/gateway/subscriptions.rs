@@ -253,11 +253,11 @@ impl Subscriptions {
         let modern = facts.era == Era::Modern;
         if !subscribable(&facts) {
             // A-C7: only upstreams that declared resources.subscribe are asked.
-            return Err(fault(
-                METHOD_NOT_FOUND,
-                format!("upstream {} does not support resource subscriptions", up.id),
-                call.host,
-            ));
+            return Err(GatewayError::Unsupported(format!(
+                "upstream {} does not support resource subscriptions",
+                up.id
+            ))
+            .to_fault(call.host));
         }
         // One upstream subscription serves every legacy host subscribed to the URI and
         // every modern host's listen that asked for it: a subscribe always reaches the

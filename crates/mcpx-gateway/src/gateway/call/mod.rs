@@ -23,7 +23,7 @@ mod send;
 use std::sync::Arc;
 
 use mcpx_client::ServerFacts;
-use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, URL_ELICITATION_REQUIRED};
+use mcpx_protocol::error::{INVALID_PARAMS, URL_ELICITATION_REQUIRED};
 use mcpx_protocol::jsonrpc::Json;
 use mcpx_protocol::{Era, Frame, Params};
 use mcpx_server::{Call, Fault, Reply};
@@ -32,6 +32,7 @@ use serde_json::{Value, json};
 pub(super) use observe::{UpstreamLeg, leg};
 
 use super::Gateway;
+use crate::error::GatewayError;
 use crate::upstream::Upstream;
 
 /// How many `input_required` rounds mcpx answers for a legacy host before giving up.
@@ -73,6 +74,8 @@ pub(super) fn answer(
         if e.code == URL_ELICITATION_REQUIRED {
             gw.note_required_elicitations(call, name, e.data.as_deref());
         }
+        // The upstream's own error, relayed as it is (its code, message and data), in
+        // its revision: not one of the gateway's.
         return Err(Fault {
             code: e.code,
             message: format!("upstream {name}: {}", e.message),
@@ -106,14 +109,11 @@ pub(super) fn answer(
             })
             .unwrap_or(false);
         if input_required {
-            return Err(Fault::new(
-                INTERNAL_ERROR,
-                format!(
-                    "upstream {name} (2026-07-28) needs input from the client (an input_required result); mcpx does not yet bridge that to a {} client",
-                    call.host
-                ),
-                call.host,
-            ));
+            return Err(GatewayError::Internal(format!(
+                "upstream {name} (2026-07-28) needs input from the client (an input_required result); mcpx does not yet bridge that to a {} client",
+                call.host
+            ))
+            .to_fault(call.host));
         }
     }
     Ok(Reply {

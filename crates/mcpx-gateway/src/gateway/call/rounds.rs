@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcpx_client::ClientError;
-use mcpx_protocol::error::INTERNAL_ERROR;
 use mcpx_protocol::{Era, Frame, Params};
 use mcpx_server::{Call, Fault, Reply};
 use serde_json::{Map, Value, json};
@@ -69,14 +68,11 @@ pub(super) async fn rounds(
         };
         round += 1;
         if round > MAX_INPUT_ROUNDS {
-            return Err(Fault::new(
-                INTERNAL_ERROR,
-                format!(
-                    "upstream {} asked for input more than {MAX_INPUT_ROUNDS} times",
-                    up.id
-                ),
-                call.host,
-            ));
+            return Err(GatewayError::InputRounds {
+                upstream: up.id.clone(),
+                rounds: MAX_INPUT_ROUNDS,
+            }
+            .to_fault(call.host));
         }
         let responses = match result.get("inputRequests") {
             Some(Value::Object(requests)) => {

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use mcpx_protocol::Params;
-use mcpx_protocol::error::INVALID_PARAMS;
 use mcpx_protocol::jsonrpc::Json;
 use mcpx_server::{Call, Fault, Reply};
 use serde::Deserialize;
@@ -86,9 +85,13 @@ async fn prompt_owner(
         gw.settled().await;
     }
     let catalog = gw.catalog();
-    let found = catalog
-        .prompt(name)
-        .ok_or_else(|| Fault::new(INVALID_PARAMS, format!("unknown prompt: {name}"), call.host))?;
+    let found = catalog.prompt(name).ok_or_else(|| {
+        GatewayError::UnknownName {
+            kind: "prompt",
+            name: name.to_owned(),
+        }
+        .to_fault(call.host)
+    })?;
     let up = gw.upstream(found.upstream.as_str()).ok_or_else(|| {
         GatewayError::Removed {
             upstream: found.upstream.clone(),

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use mcpx_protocol::Revision;
-use mcpx_protocol::error::INVALID_PARAMS;
 use mcpx_protocol::jsonrpc::Json;
 use mcpx_server::{Call, Fault, Reply};
 use serde::Deserialize;
@@ -12,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::super::{Gateway, tasks};
 use crate::catalog::ListKind;
+use crate::error::GatewayError;
 
 /// A list request's params (`PaginatedRequestParams`).
 #[derive(Debug, Deserialize)]
@@ -38,19 +38,13 @@ fn page(gw: &Gateway, call: &Call, kind: ListKind) -> Result<Reply, Fault> {
         Some(c) => c
             .strip_prefix("mcpx:")
             .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| {
-                Fault::new(INVALID_PARAMS, format!("invalid cursor {c:?}"), call.host)
-            })?,
+            .ok_or_else(|| GatewayError::InvalidCursor(c.to_owned()).to_fault(call.host))?,
     };
     let page = gw.config().global.page_size.max(1);
     let catalog = gw.catalog();
     let all = catalog.list(kind);
     if start > all.len() {
-        return Err(Fault::new(
-            INVALID_PARAMS,
-            format!("cursor {start} is past the end"),
-            call.host,
-        ));
+        return Err(GatewayError::CursorPastEnd(start).to_fault(call.host));
     }
     let end = (start + page).min(all.len());
     let items: Vec<Value> = all[start..end].iter().map(|i| Value::clone(i)).collect();

@@ -16,12 +16,12 @@ mod tools_call;
 
 use std::sync::Arc;
 
-use mcpx_protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use mcpx_server::{Call, Fault, Reply};
 use serde::de::DeserializeOwned;
 
 use super::Gateway;
 use super::method::Method;
+use crate::error::GatewayError;
 
 /// Serves `call` of `method`.
 pub(super) async fn dispatch(
@@ -39,11 +39,7 @@ pub(super) async fn dispatch(
         Method::Complete => complete::handle(gw, call).await,
         Method::Listen => Box::pin(listen::handle(gw, call)).await,
         Method::Tasks => tasks::handle(gw, call).await,
-        Method::Other => Err(Fault::new(
-            METHOD_NOT_FOUND,
-            format!("method not found: {}", call.method),
-            call.host,
-        )),
+        Method::Other => Err(GatewayError::MethodNotFound(call.method.clone()).to_fault(call.host)),
     }
 }
 
@@ -51,7 +47,8 @@ pub(super) async fn dispatch(
 /// saying `what` when they are not.
 pub(super) fn params<T: DeserializeOwned>(call: &Call, what: &str) -> Result<T, Fault> {
     let text = call.params.as_deref().map_or("{}", |p| p);
-    serde_json::from_str(text).map_err(|_| Fault::new(INVALID_PARAMS, what.to_owned(), call.host))
+    serde_json::from_str(text)
+        .map_err(|_| GatewayError::InvalidParams(what.to_owned()).to_fault(call.host))
 }
 
 /// `call`'s params as JSON, to forward with changes (`{}` when absent or not JSON: the
