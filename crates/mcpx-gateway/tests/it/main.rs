@@ -16,5 +16,7 @@
 mod harness;
 
 mod first_list;
+mod idle;
 mod lists;
+mod restarts;
 mod timeouts;
