@@ -212,13 +212,32 @@ impl UpstreamTap {
                     } else {
                         rev
                     };
-                    tap().validate_response(rev, &m, line)
+                    match extension_result(rev, &m, &v) {
+                        Some(def) => tap().validate_tasks_extension_response(def, line),
+                        None => tap().validate_response(rev, &m, line),
+                    }
                 }
                 None => tap().validate_frame(self.session(), line),
             },
             (None, None) => tap().validate_frame(self.session(), line),
         };
         valid.map_err(|e| e.to_string())
+    }
+}
+
+/// The tasks extension's definition a 2026-07-28 result of `method` is checked
+/// against, if it is one of the extension's: a task handle, or the answer to one of
+/// its methods.
+fn extension_result(rev: Revision, method: &str, response: &Value) -> Option<&'static str> {
+    if rev != Revision::V2026_07_28 || response.get("result").is_none() {
+        return None;
+    }
+    match method {
+        "tasks/get" => Some("GetTaskResult"),
+        "tasks/cancel" => Some("CancelTaskResult"),
+        "tasks/update" => Some("UpdateTaskResult"),
+        _ if response["result"]["resultType"] == "task" => Some("CreateTaskResult"),
+        _ => None,
     }
 }
 

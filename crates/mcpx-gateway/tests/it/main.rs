@@ -15,8 +15,11 @@
 
 mod harness;
 
+mod asks;
 mod first_list;
 mod idle;
 mod lists;
 mod restarts;
+mod tap;
+mod tasks;
 mod timeouts;
