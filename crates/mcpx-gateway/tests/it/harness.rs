@@ -642,11 +642,19 @@ impl Host {
         cancel: CancellationToken,
     ) -> Answer {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        params["_meta"] = json!({
-            meta::PROTOCOL_VERSION: self.rev.as_str(),
-            meta::CLIENT_CAPABILITIES: caps,
-            meta::CLIENT_INFO: {"name": "in-process-host", "version": "0"},
-        });
+        // The request's own `_meta` (a progress token) is kept.
+        let mut m = params
+            .get("_meta")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        m.insert(meta::PROTOCOL_VERSION.into(), json!(self.rev.as_str()));
+        m.insert(meta::CLIENT_CAPABILITIES.into(), caps);
+        m.insert(
+            meta::CLIENT_INFO.into(),
+            json!({"name": "in-process-host", "version": "0"}),
+        );
+        params["_meta"] = Value::Object(m);
         let text =
             json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
         if let Err(e) = tap().validate_frame(self.rev, &text) {
@@ -922,6 +930,44 @@ impl LegacyHost {
                 }
             }
         }
+    }
+
+    /// Reads frames until a notification `method` comes (answering the gateway's
+    /// requests meanwhile, which no request of the host's is waiting for); returns it.
+    pub async fn wait_note(&mut self, method: &str) -> Value {
+        loop {
+            let v = self.next_frame(method).await;
+            let text = v.to_string();
+            if let Err(e) = tap().validate_frame(self.rev, &text) {
+                panic!(
+                    "the gateway sent the host invalid {}: {e}\n{text}",
+                    self.rev
+                );
+            }
+            assert!(
+                v.get("method").is_some(),
+                "a response no request awaits: {v}"
+            );
+            assert!(
+                v.get("id").is_none(),
+                "a request while none is in flight: {v}"
+            );
+            self.notes.push(v.clone());
+            if v["method"] == method {
+                return v;
+            }
+        }
+    }
+
+    /// `tools/list`'s tool names.
+    pub async fn tool_names(&mut self) -> Vec<String> {
+        let a = self.request("tools/list", json!({})).await;
+        a.result()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
     }
 
     /// `tools/call` of `tool` with `arguments`.

@@ -16,6 +16,7 @@
 mod harness;
 
 mod asks;
+mod availability;
 mod first_list;
 mod idle;
 mod lists;
