@@ -20,6 +20,7 @@ mod availability;
 mod first_list;
 mod idle;
 mod lists;
+mod matrix;
 mod restarts;
 mod tap;
 mod tasks;
