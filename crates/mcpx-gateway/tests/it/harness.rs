@@ -745,6 +745,11 @@ pub fn refuse_all() -> Responder {
     Box::new(|_| Err(json!({"code": -32601, "message": "Method not found"})))
 }
 
+/// A request id as sent: a number when `id` parses as one, else a string.
+fn wire_id(id: &str) -> Value {
+    id.parse::<u64>().map_or_else(|_| json!(id), |n| json!(n))
+}
+
 /// A legacy host (2024-11-05 to 2025-11-25) on the gateway's stdio listener, in
 /// process: the seam served by `mcpx_transport::stdio::serve` over
 /// `tokio::io::duplex`, as `mcpx serve` serves stdin and stdout. It initializes, sends
@@ -761,6 +766,8 @@ pub struct LegacyHost {
     /// The gateway's notifications so far.
     pub notes: Vec<Value>,
     responder: Responder,
+    /// Requests sent and not yet answered: id → method.
+    pending: HashMap<String, String>,
     write: WriteHalf<DuplexStream>,
     read: BufReader<ReadHalf<DuplexStream>>,
     next_id: u64,
@@ -808,6 +815,7 @@ impl LegacyHost {
             asks: Vec::new(),
             notes: Vec::new(),
             responder,
+            pending: HashMap::new(),
             write,
             read: BufReader::new(read),
             next_id: 1,
@@ -866,24 +874,38 @@ impl LegacyHost {
     pub async fn request(&mut self, method: &str, params: Value) -> Answer {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        self.response(json!(id), method).await
+        self.send_request(&id.to_string(), method, params).await;
+        self.response(&id.to_string()).await
     }
 
-    /// Sends request `method` with `params` under `id`, not waiting for its answer
-    /// (see [`LegacyHost::response`]).
+    /// Sends request `method` with `params` under `id` (a number when it parses as
+    /// one), not waiting for its answer (see [`LegacyHost::response`]).
     pub async fn send_request(&mut self, id: &str, method: &str, params: Value) {
+        let id = wire_id(id);
+        self.pending.insert(id.to_string(), method.to_owned());
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await;
     }
 
-    /// Waits for the response to request `id` (a `method`), answering the gateway's
-    /// requests meanwhile.
-    pub async fn response(&mut self, id: Value, method: &str) -> Answer {
+    /// Waits for the response to request `id`, answering the gateway's requests
+    /// meanwhile; fails on a response to another request.
+    pub async fn response(&mut self, id: &str) -> Answer {
+        let a = self.next_response().await;
+        assert_eq!(
+            a.response["id"],
+            wire_id(id),
+            "a response to another request: {:?}",
+            a.response
+        );
+        a
+    }
+
+    /// Waits for the next response to any request of the host's, answering the
+    /// gateway's requests meanwhile.
+    pub async fn next_response(&mut self) -> Answer {
         let mut related = Vec::new();
         loop {
-            let v = self.next_frame(method).await;
+            let v = self.next_frame("a response").await;
             let text = v.to_string();
             match v.get("method").and_then(Value::as_str) {
                 Some(m) => {
@@ -916,13 +938,15 @@ impl LegacyHost {
                     }
                 }
                 None => {
-                    if let Err(e) = tap().validate_response(self.rev, method, &text) {
+                    let Some(method) = self.pending.remove(&v["id"].to_string()) else {
+                        panic!("a response to no request in flight: {v}");
+                    };
+                    if let Err(e) = tap().validate_response(self.rev, &method, &text) {
                         panic!(
                             "the gateway sent the host invalid {}: {e}\n{text}",
                             self.rev
                         );
                     }
-                    assert_eq!(v["id"], id, "a response to another request: {v}");
                     return Answer {
                         response: v,
                         related,

@@ -17,10 +17,12 @@ mod harness;
 
 mod asks;
 mod availability;
+mod bad_upstreams;
 mod first_list;
 mod idle;
 mod lists;
 mod matrix;
+mod probing;
 mod restarts;
 mod tap;
 mod tasks;
