@@ -1,14 +1,19 @@
 //! Gateway tasks on the paused clock: a task is kept `taskTtlMs` from its creation,
 //! then forgotten and its work cancelled; hosts are told `taskPollIntervalMs`, and
-//! mcpx polls an upstream's task no more often than that.
+//! mcpx polls an upstream's task no more often than that. Also the tasks hosts of
+//! each kind see, core and extension.
+//!
+//! In-process versions of `crates/mcpx/tests/tasks.rs`'s `core_host_gets_gateway_tasks`,
+//! `core_host_tool_level_negotiation`, `core_host_cancellation` and
+//! `modern_upstream_tasks`.
 
 use std::time::Duration;
 
 use mcpx_protocol::Revision;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::time::{Instant, sleep};
 
-use crate::harness::{Host, InMemory, Upstream, config, text};
+use crate::harness::{Host, InMemory, LegacyHost, Upstream, config, refuse_all, text};
 
 /// A 2026-07-28 host declaring the tasks extension, in front of a 2026-07-28 upstream.
 fn tasked(global: serde_json::Value) -> Host {
@@ -123,4 +128,284 @@ async fn a_host_without_the_extension_gets_the_driven_tasks_result() {
     );
     assert!(!host.links.requests_to("up", "tasks/get").is_empty());
     host.finish().await;
+}
+
+/// A 2025-11-25 host in front of a 2025-11-25 upstream.
+async fn core_host() -> LegacyHost {
+    let links = InMemory::default().with("up", Upstream::strict(Revision::V2025_11_25));
+    LegacyHost::start(
+        config(json!({}), &[("up", json!({}))]),
+        links,
+        Revision::V2025_11_25,
+        json!({}),
+        refuse_all(),
+    )
+    .await
+}
+
+fn tool<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no tool {name} in {list}"))
+}
+
+/// Polls a core task until `done(status)`, a paused 50 ms apart; returns the last
+/// `tasks/get` result.
+async fn poll_core(h: &mut LegacyHost, id: &str, done: &[&str]) -> Value {
+    for _ in 0..200 {
+        let v = h.request("tasks/get", json!({"taskId": id})).await;
+        let r = v.result().clone();
+        if done.contains(&r["status"].as_str().unwrap_or_default()) {
+            return r;
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+    panic!("task {id} never reached {done:?}");
+}
+
+/// Polls an extension task until `done(status)`; returns the last `tasks/get` result.
+async fn poll_ext(h: &Host, id: &str, done: &[&str]) -> Value {
+    for _ in 0..200 {
+        let v = h
+            .request_ext("tasks/get", json!({"taskId": id}), "GetTaskResult")
+            .await;
+        let r = v.result().clone();
+        if done.contains(&r["status"].as_str().unwrap_or_default()) {
+            return r;
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+    panic!("task {id} never reached {done:?}");
+}
+
+/// The frames mcpx sent upstream `up` whose text holds every one of `needles`.
+fn containing(h: &InMemory, needles: &[&str]) -> Vec<Value> {
+    h.sent_to("up")
+        .into_iter()
+        .filter(|v| {
+            let l = v.to_string();
+            needles.iter().all(|n| l.contains(n))
+        })
+        .collect()
+}
+
+/// H13, C-C12: a 2025-11-25 host sees taskSupport, gets gateway tasks for
+/// task-augmented calls (CreateTaskResult, tasks/get, tasks/list, tasks/result), with
+/// related-task on the tasks/result response only; an "optional" tool reaches the
+/// upstream as a plain call, a "required" one as an upstream task mcpx drives.
+#[tokio::test(start_paused = true)]
+async fn core_host_gets_gateway_tasks() {
+    let mut h = core_host().await;
+    assert_eq!(
+        h.initialized["capabilities"]["tasks"],
+        json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+        "{}",
+        h.initialized
+    );
+    let list = h.request("tools/list", json!({})).await;
+    let list = list.result();
+    assert_eq!(
+        tool(list, "slow_compute")["execution"]["taskSupport"],
+        "optional"
+    );
+    assert_eq!(
+        tool(list, "failing_job")["execution"]["taskSupport"],
+        "required"
+    );
+
+    let v = h
+        .request(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0.3, "label": "a"},
+                   "task": {"ttl": 60000}}),
+        )
+        .await;
+    let task = &v.result()["task"];
+    let id = task["taskId"]
+        .as_str()
+        .expect("a CreateTaskResult")
+        .to_owned();
+    assert_eq!(task["status"], "working");
+    assert_eq!(task["ttl"], 60000);
+    let g = h.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(g.result()["taskId"], json!(id));
+    assert!(
+        g.result().get("_meta").is_none(),
+        "C-C12: no related-task on tasks/get: {:?}",
+        g.response
+    );
+    let l = h.request("tasks/list", json!({})).await;
+    assert!(
+        l.result()["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["taskId"] == json!(id))
+    );
+    // tasks/result blocks until the task ends, and names it.
+    let r = h.request("tasks/result", json!({"taskId": id})).await;
+    let r = r.result();
+    assert_eq!(text(r), "computed a after 0.3 s");
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/related-task"],
+        json!({"taskId": id})
+    );
+    let done = poll_core(&mut h, &id, &["completed"]).await;
+    assert!(done.get("_meta").is_none());
+
+    // "required": mcpx runs the upstream's task; isError ends it failed (2025-11-25).
+    let v = h
+        .request(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}, "task": {}}),
+        )
+        .await;
+    let id2 = v.result()["task"]["taskId"].as_str().unwrap().to_owned();
+    let r = h.request("tasks/result", json!({"taskId": id2})).await;
+    assert_eq!(r.result()["isError"], true);
+    assert_eq!(
+        poll_core(&mut h, &id2, &["failed", "completed"]).await["status"],
+        "failed"
+    );
+    // Unknown ids are -32602.
+    let u = h.request("tasks/get", json!({"taskId": "nope"})).await;
+    assert_eq!(u.error()["code"], -32602);
+
+    let plain = containing(&h.links, &["\"tools/call\"", "slow_compute"]);
+    assert!(
+        !plain.is_empty() && plain.iter().all(|l| !l.to_string().contains("\"task\"")),
+        "{plain:?}"
+    );
+    assert!(
+        !containing(&h.links, &["\"tools/call\"", "failing_job", "\"task\""]).is_empty(),
+        "the required tool as an upstream task"
+    );
+    assert!(!containing(&h.links, &["\"tasks/result\""]).is_empty());
+    // E-17: no client-side tasks capability toward the upstream.
+    let init_up = containing(&h.links, &["\"initialize\""]);
+    assert!(
+        !init_up.is_empty() && init_up.iter().all(|l| !l.to_string().contains("\"tasks\"")),
+        "{init_up:?}"
+    );
+    h.finish().await;
+}
+
+/// C-C10: 2025-11-25 §Tool-Level Negotiation, -32601 both ways.
+#[tokio::test(start_paused = true)]
+async fn core_host_tool_level_negotiation() {
+    let mut h = core_host().await;
+    for (params, what) in [
+        (
+            json!({"name": "failing_job", "arguments": {}}),
+            "required tool without task",
+        ),
+        (
+            json!({"name": "greet", "arguments": {"name": "x"}, "task": {}}),
+            "forbidden tool with task",
+        ),
+        (
+            json!({"name": "test_simple_text", "arguments": {}, "task": {}}),
+            "tool without taskSupport, with task",
+        ),
+    ] {
+        let v = h.request("tools/call", params).await;
+        assert_eq!(v.error()["code"], -32601, "{what}: {:?}", v.response);
+    }
+    let v = h
+        .request(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "x"}}),
+        )
+        .await;
+    assert_eq!(text(v.result()), "Hello, x!");
+    h.finish().await;
+}
+
+/// C-C11: tasks/cancel moves the task to cancelled before replying, cancels the upstream
+/// work, and the task stays cancelled; cancelling a terminal task is -32602.
+#[tokio::test(start_paused = true)]
+async fn core_host_cancellation() {
+    let mut h = core_host().await;
+    let v = h
+        .request(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0.6}, "task": {}}),
+        )
+        .await;
+    let id = v.result()["task"]["taskId"].as_str().unwrap().to_owned();
+    let c = h.request("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(c.result()["status"], "cancelled");
+    // Past the moment the work would have completed: still cancelled.
+    sleep(Duration::from_millis(900)).await;
+    let g = h.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(g.result()["status"], "cancelled");
+    let again = h.request("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(again.error()["code"], -32602, "cancel a cancelled task");
+    // A completed task cannot be cancelled either.
+    let v = h
+        .request(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0}, "task": {}}),
+        )
+        .await;
+    let id2 = v.result()["task"]["taskId"].as_str().unwrap().to_owned();
+    poll_core(&mut h, &id2, &["completed"]).await;
+    let c2 = h.request("tasks/cancel", json!({"taskId": id2})).await;
+    assert_eq!(c2.error()["code"], -32602, "cancel a completed task");
+    assert!(
+        !containing(&h.links, &["notifications/cancelled"]).is_empty(),
+        "the upstream work was cancelled"
+    );
+    h.finish().await;
+}
+
+/// H13, C-C13 against a 2026-07-28 upstream: its handles are wrapped in gateway tasks for
+/// a declaring host, polled to completion for the others (mcpx declares the extension
+/// upstream), and cancellation reaches the upstream as tasks/cancel.
+#[tokio::test(start_paused = true)]
+async fn modern_upstream_tasks() {
+    let h = tasked(json!({}));
+    let v = h
+        .request_ext(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "e"}}),
+            "CreateTaskResult",
+        )
+        .await;
+    let id = v.result()["taskId"].as_str().unwrap().to_owned();
+    let done = poll_ext(&h, &id, &["completed"]).await;
+    assert_eq!(text(&done["result"]), "computed e after 0.2 s");
+    let v = h
+        .request_ext(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 30}}),
+            "CreateTaskResult",
+        )
+        .await;
+    let id = v.result()["taskId"].as_str().unwrap().to_owned();
+    h.request_ext("tasks/cancel", json!({"taskId": id}), "CancelTaskResult")
+        .await;
+    assert_eq!(
+        poll_ext(&h, &id, &["cancelled", "completed", "failed"]).await["status"],
+        "cancelled"
+    );
+    // Without the extension: the required tool still runs, driven by mcpx.
+    let v = h
+        .request(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+        )
+        .await;
+    let r = v.result();
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["isError"], true);
+    assert!(!containing(&h.links, &["\"tasks/get\""]).is_empty());
+    assert!(
+        !containing(&h.links, &["\"tasks/cancel\""]).is_empty(),
+        "cancellation reached the upstream"
+    );
+    h.finish().await;
 }
