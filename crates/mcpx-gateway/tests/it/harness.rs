@@ -34,6 +34,11 @@ use tokio_util::sync::CancellationToken;
 /// The 2026-07-28 tasks extension's name.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
+/// 2026-07-28 client capabilities declaring the tasks extension.
+pub fn ext_caps() -> Value {
+    json!({"extensions": {TASKS_EXTENSION: {}}})
+}
+
 /// The longest a host waits for one frame: far beyond any test's timers, so on the
 /// paused clock a gateway that never answers fails the test instead of hanging it.
 const NO_ANSWER: Duration = Duration::from_secs(24 * 3600);
@@ -607,9 +612,14 @@ impl Host {
     /// validated against the extension's definition `def` (`CreateTaskResult`,
     /// `GetTaskResult`, `CancelTaskResult`).
     pub async fn request_ext(&self, method: &str, params: Value, def: &str) -> Answer {
-        let caps = json!({"extensions": {TASKS_EXTENSION: {}}});
-        self.request_full(method, params, caps, Some(def), CancellationToken::new())
-            .await
+        self.request_full(
+            method,
+            params,
+            ext_caps(),
+            Some(def),
+            CancellationToken::new(),
+        )
+        .await
     }
 
     /// `tools/call` of `tool` with the further params `extra` (`arguments`,

@@ -4,8 +4,9 @@
 //! each kind see, core and extension.
 //!
 //! In-process versions of `crates/mcpx/tests/tasks.rs`'s `core_host_gets_gateway_tasks`,
-//! `core_host_tool_level_negotiation`, `core_host_cancellation` and
-//! `modern_upstream_tasks`.
+//! `core_host_tool_level_negotiation`, `core_host_cancellation`,
+//! `older_host_never_sees_tasks`, `extension_host_gets_handles`,
+//! `modern_host_without_extension_gets_final_results` and `modern_upstream_tasks`.
 
 use std::time::Duration;
 
@@ -13,7 +14,9 @@ use mcpx_protocol::Revision;
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep};
 
-use crate::harness::{Host, InMemory, LegacyHost, Upstream, config, refuse_all, text};
+use crate::harness::{
+    Host, InMemory, LegacyHost, TASKS_EXTENSION, Upstream, config, ext_caps, refuse_all, text,
+};
 
 /// A 2026-07-28 host declaring the tasks extension, in front of a 2026-07-28 upstream.
 fn tasked(global: serde_json::Value) -> Host {
@@ -406,6 +409,193 @@ async fn modern_upstream_tasks() {
     assert!(
         !containing(&h.links, &["\"tasks/cancel\""]).is_empty(),
         "cancellation reached the upstream"
+    );
+    h.finish().await;
+}
+
+/// H13 toward a 2025-06-18 host: no tasks capability, no taskSupport, task params
+/// stripped, tasks/* absent; a "required" upstream tool is driven to its final result.
+#[tokio::test(start_paused = true)]
+async fn older_host_never_sees_tasks() {
+    let links = InMemory::default().with("up", Upstream::strict(Revision::V2025_11_25));
+    let mut h = LegacyHost::start(
+        config(json!({}), &[("up", json!({}))]),
+        links,
+        Revision::V2025_06_18,
+        json!({}),
+        refuse_all(),
+    )
+    .await;
+    assert!(
+        h.initialized["capabilities"].get("tasks").is_none(),
+        "{}",
+        h.initialized
+    );
+    let list = h.request("tools/list", json!({})).await;
+    assert!(
+        list.result()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("execution").is_none()),
+        "{:?}",
+        list.response
+    );
+    let v = h
+        .request(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+        )
+        .await;
+    let r = v.result();
+    assert_eq!(r["isError"], true);
+    assert!(
+        r.get("_meta").is_none(),
+        "the upstream's related-task is not passed on: {r}"
+    );
+    let v = h
+        .request(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "b"},
+                   "task": {"ttl": 5}}),
+        )
+        .await;
+    assert_eq!(text(v.result()), "computed b after 0 s");
+    let v = h.request("tasks/get", json!({"taskId": "x"})).await;
+    assert_eq!(v.error()["code"], -32601, "tasks/get on 2025-06-18");
+    let calls = containing(&h.links, &["\"tools/call\"", "slow_compute"]);
+    assert!(
+        !calls.is_empty() && calls.iter().all(|l| !l.to_string().contains("\"task\"")),
+        "{calls:?}"
+    );
+    h.finish().await;
+}
+
+/// A 2026-07-28 host in front of a 2025-11-25 upstream.
+fn modern_before_core() -> Host {
+    let links = InMemory::default().with("up", Upstream::strict(Revision::V2025_11_25));
+    Host::start(config(json!({}), &[("up", json!({}))]), links)
+}
+
+/// H13, C-C11, C-C13 toward a 2026-07-28 host that declared the extension, in front of
+/// a 2025-11-25 upstream: flat handles, tasks/get inlining result or error, a tool error
+/// completed (not failed), cooperative cancellation, core-only methods absent.
+#[tokio::test(start_paused = true)]
+async fn extension_host_gets_handles() {
+    let h = modern_before_core();
+    let d = h.request_as("server/discover", json!({}), ext_caps()).await;
+    assert_eq!(
+        d.result()["capabilities"]["extensions"][TASKS_EXTENSION],
+        json!({}),
+        "{:?}",
+        d.response
+    );
+    assert!(d.result()["capabilities"].get("tasks").is_none());
+    let list = h.request_as("tools/list", json!({}), ext_caps()).await;
+    assert!(
+        list.result()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("execution").is_none())
+    );
+
+    let call = |params: Value| h.request_ext("tools/call", params, "CreateTaskResult");
+    let v =
+        call(json!({"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "c"}})).await;
+    assert_eq!(v.result()["resultType"], "task");
+    let id = v.result()["taskId"].as_str().unwrap().to_owned();
+    let done = poll_ext(&h, &id, &["completed"]).await;
+    assert_eq!(text(&done["result"]), "computed c after 0.2 s");
+
+    let v = call(json!({"name": "failing_job", "arguments": {}})).await;
+    let id = v.result()["taskId"].as_str().unwrap().to_owned();
+    let done = poll_ext(&h, &id, &["completed", "failed"]).await;
+    assert_eq!(
+        done["status"], "completed",
+        "ext-tasks: a tool error is completed"
+    );
+    assert_eq!(done["result"]["isError"], true);
+
+    let v = call(json!({"name": "protocol_error_job", "arguments": {}})).await;
+    let id = v.result()["taskId"].as_str().unwrap().to_owned();
+    let done = poll_ext(&h, &id, &["completed", "failed"]).await;
+    assert_eq!(done["status"], "failed");
+    assert_eq!(done["error"]["code"], -32603);
+
+    // Cooperative cancellation: an empty ack, then the work's own end.
+    let v = call(json!({"name": "slow_compute", "arguments": {"seconds": 30}})).await;
+    let id = v.result()["taskId"].as_str().unwrap().to_owned();
+    let ack = h
+        .request_ext("tasks/cancel", json!({"taskId": id}), "CancelTaskResult")
+        .await;
+    assert_eq!(ack.result()["resultType"], "complete");
+    assert!(ack.result().get("status").is_none(), "{:?}", ack.response);
+    assert_eq!(
+        poll_ext(&h, &id, &["cancelled", "completed", "failed"]).await["status"],
+        "cancelled"
+    );
+    // A terminal task's cancel is acknowledged too (no -32602 in the extension).
+    let again = h
+        .request_ext("tasks/cancel", json!({"taskId": id}), "CancelTaskResult")
+        .await;
+    again.result();
+    let u = h
+        .request_ext(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {}}),
+            "UpdateTaskResult",
+        )
+        .await;
+    u.result();
+    let nf = h
+        .request_as("tasks/get", json!({"taskId": "nope"}), ext_caps())
+        .await;
+    assert_eq!(nf.error()["code"], -32602, "unknown task");
+    for m in ["tasks/result", "tasks/list"] {
+        let v = h.request_as(m, json!({"taskId": id}), ext_caps()).await;
+        assert_eq!(
+            v.error()["code"],
+            -32601,
+            "{m} does not exist in the extension"
+        );
+    }
+    h.finish().await;
+}
+
+/// C-C13: a 2026-07-28 request without the extension never gets a handle: final results
+/// (mcpx drives the upstream's required task), and tasks/* are -32021.
+#[tokio::test(start_paused = true)]
+async fn modern_host_without_extension_gets_final_results() {
+    let h = modern_before_core();
+    let d = h.request("server/discover", json!({})).await;
+    assert_eq!(
+        d.result()["capabilities"]["extensions"][TASKS_EXTENSION],
+        json!({})
+    );
+    let v = h
+        .request(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "d"}}),
+        )
+        .await;
+    let r = v.result();
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(text(r), "computed d after 0.1 s");
+    let v = h
+        .request(
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+        )
+        .await;
+    let r = v.result();
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["isError"], true);
+    let v = h.request("tasks/get", json!({"taskId": "x"})).await;
+    assert_eq!(v.error()["code"], -32021, "tasks/get without the extension");
+    assert_eq!(
+        v.error()["data"]["requiredCapabilities"]["extensions"][TASKS_EXTENSION],
+        json!({})
     );
     h.finish().await;
 }
