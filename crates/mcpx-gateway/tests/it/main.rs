@@ -18,6 +18,7 @@ mod harness;
 mod asks;
 mod availability;
 mod bad_upstreams;
+mod elicitation;
 mod first_list;
 mod idle;
 mod lists;
