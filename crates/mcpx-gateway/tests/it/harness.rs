@@ -747,8 +747,14 @@ pub fn text(result: &Value) -> &str {
 }
 
 /// How a [`LegacyHost`] answers a request the gateway sends it (sampling,
-/// elicitation, roots): given the request, `Ok(result)` or `Err(error)`.
+/// elicitation, roots): given the request, `Ok(result)` or `Err(error)`; `Err(null)`
+/// leaves it unanswered (the test may answer it later with [`LegacyHost::send`]).
 pub type Responder = Box<dyn FnMut(&Value) -> Result<Value, Value> + Send>;
+
+/// A responder that answers nothing.
+pub fn answer_none() -> Responder {
+    Box::new(|_| Err(Value::Null))
+}
 
 /// A responder refusing every request with -32601, as a host without the capability.
 pub fn refuse_all() -> Responder {
@@ -851,6 +857,11 @@ impl LegacyHost {
         host
     }
 
+    /// Answers the gateway's requests by `responder` from now on.
+    pub fn answer_with(&mut self, responder: Responder) {
+        self.responder = responder;
+    }
+
     /// Writes one frame, validated first.
     pub async fn send(&mut self, frame: &Value) {
         let text = frame.to_string();
@@ -932,6 +943,7 @@ impl LegacyHost {
                             Ok(result) => {
                                 json!({"jsonrpc": "2.0", "id": v["id"], "result": result})
                             }
+                            Err(Value::Null) => continue,
                             Err(error) => json!({"jsonrpc": "2.0", "id": v["id"], "error": error}),
                         };
                         let reply_text = reply.to_string();

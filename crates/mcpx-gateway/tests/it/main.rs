@@ -15,6 +15,7 @@
 
 mod harness;
 
+mod ask_bounds;
 mod asks;
 mod availability;
 mod bad_upstreams;
