@@ -43,9 +43,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mcpx_client::{AskRefusal, CallEvent, CallOptions, ClientError, Connection, ServerFacts};
 use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, translate_code};
@@ -60,6 +60,8 @@ use mcpx_server::{Call, Fault, Reply};
 use super::{GatewayError, Upstream};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
+// tokio's clock (the system's but when a test pauses it), as the supervisor's.
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Asks, Gateway, fault, random_token};

@@ -15,6 +15,17 @@
 
 mod harness;
 
+mod ask_bounds;
+mod asks;
+mod availability;
+mod bad_upstreams;
+mod elicitation;
 mod first_list;
+mod idle;
 mod lists;
+mod matrix;
+mod probing;
+mod restarts;
+mod tap;
+mod tasks;
 mod timeouts;
