@@ -15,6 +15,8 @@
 
 mod harness;
 
+mod config;
+mod config_doc;
 mod first_list;
 mod lists;
 mod timeouts;
