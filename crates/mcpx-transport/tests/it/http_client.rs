@@ -33,6 +33,8 @@ struct Seen {
 #[derive(Clone)]
 struct St {
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Told of each request `seen` records.
+    arrived: Arc<tokio::sync::Notify>,
     dropped: mpsc::UnboundedSender<()>,
 }
 
@@ -81,6 +83,7 @@ async fn handle(
         headers: headers.clone(),
         body: body.clone(),
     });
+    st.arrived.notify_waiters();
     let id = body.get("id").cloned().unwrap_or(Value::Null);
     let rpc_method = body.get("method").and_then(Value::as_str).unwrap_or("");
     match (method.as_str(), path.as_str()) {
@@ -183,6 +186,7 @@ static LAST_ID: Mutex<Option<Value>> = Mutex::new(None);
 struct Server {
     base: String,
     seen: Arc<Mutex<Vec<Seen>>>,
+    arrived: Arc<tokio::sync::Notify>,
     dropped: mpsc::UnboundedReceiver<()>,
 }
 
@@ -196,15 +200,32 @@ impl Server {
             .cloned()
             .collect()
     }
+
+    /// Waits (at most 10 s) until `n` requests to `path` have come; those seen by then.
+    async fn seen_until(&self, path: &str, n: usize) -> Vec<Seen> {
+        let waiting = async {
+            loop {
+                let next = self.arrived.notified();
+                if self.seen(path).len() >= n {
+                    return;
+                }
+                next.await;
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(10), waiting).await;
+        self.seen(path)
+    }
 }
 
 async fn server() -> Server {
     let (tx, rx) = mpsc::unbounded_channel();
     let st = St {
         seen: Arc::default(),
+        arrived: Arc::default(),
         dropped: tx,
     };
     let seen = st.seen.clone();
+    let arrived = st.arrived.clone();
     let app = Router::new().fallback(handle).with_state(st);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -212,6 +233,7 @@ async fn server() -> Server {
     Server {
         base: format!("http://{addr}"),
         seen,
+        arrived,
         dropped: rx,
     }
 }
@@ -455,8 +477,7 @@ async fn get_stream_feeds_unsolicited() {
         .unwrap();
     assert_eq!(f.method(), Some("notifications/tools/list_changed"));
     // The stream ended; the reopen carries the last event id.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let gets = srv.seen("/gs");
+    let gets = srv.seen_until("/gs", 2).await;
     assert!(gets.len() >= 2, "{gets:?}");
     assert_eq!(h(&gets[1], "last-event-id"), Some("g1"));
 }

@@ -39,6 +39,26 @@ struct Recorder {
     peer: Mutex<Option<Peer>>,
     /// Session ids `session_closed` was called with.
     closed: Mutex<Vec<String>>,
+    /// Told of each entry in `done`.
+    finished: tokio::sync::Notify,
+}
+
+impl Recorder {
+    /// Waits (at most 10 s) until `f` holds for the finished requests; whether it did.
+    async fn done_until(&self, f: impl Fn(&[(String, bool)]) -> bool) -> bool {
+        let waiting = async {
+            loop {
+                let next = self.finished.notified();
+                if f(&self.done.lock().unwrap()) {
+                    return;
+                }
+                next.await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .is_ok()
+    }
 }
 
 impl Service for Recorder {
@@ -67,6 +87,7 @@ impl Service for Recorder {
             .lock()
             .unwrap()
             .push((method, token.is_cancelled()));
+        self.finished.notify_waiters();
         r
     }
     async fn notification(&self, n: Incoming, peer: Option<Peer>) {
@@ -514,7 +535,9 @@ async fn legacy_progress_stream_primes_and_disconnect_does_not_cancel() {
     sse.next().await.unwrap();
     sse.next().await.unwrap();
     drop(sse);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The call goes on to its end.
+    let calls = |d: &[(String, bool)]| d.iter().filter(|(m, _)| m == "tools/call").count();
+    s.svc.done_until(|d| calls(d) == 2).await;
     let done = s.svc.done.lock().unwrap().clone();
     assert!(
         done.iter().filter(|(m, c)| m == "tools/call" && !c).count() == 2,
@@ -702,7 +725,8 @@ async fn modern_progress_stream_and_close_cancels() {
     let mut sse = Sse::new(slow(2, 40).send().await.unwrap());
     sse.next().await.unwrap();
     drop(sse);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let cancelled = |d: &[(String, bool)]| d.contains(&("tools/call".into(), true));
+    s.svc.done_until(cancelled).await;
     let done = s.svc.done.lock().unwrap().clone();
     assert!(done.contains(&("tools/call".into(), true)), "{done:?}");
 
@@ -719,7 +743,12 @@ async fn modern_progress_stream_and_close_cancels() {
         .send()
         .await;
     assert!(r.is_err());
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cancelled = |d: &[(String, bool)]| {
+        d.iter()
+            .filter(|d| **d == ("tools/call".into(), true))
+            .count()
+    };
+    s.svc.done_until(|d| cancelled(d) >= 2).await;
     let done = s.svc.done.lock().unwrap().clone();
     assert_eq!(
         done.iter()
