@@ -867,13 +867,12 @@ async fn timed_out_asks_are_cancelled_only_on_legacy_connections() {
 
 /// Waits (bounded) until mcpx has sent the upstream a frame `pred` accepts.
 async fn wait_for_wire(h: &Host, pred: impl Fn(&Value) -> bool) -> bool {
-    for _ in 0..200 {
-        if h.wire().iter().any(&pred) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+    let every = Duration::from_millis(50);
+    crate::wait::poll_every(Duration::from_secs(10), every, async || {
+        h.wire().iter().any(&pred).then_some(())
+    })
+    .await
+    .is_some()
 }
 
 /// C-C6: a legacy host's progress on an ask reaches the legacy upstream that asked,

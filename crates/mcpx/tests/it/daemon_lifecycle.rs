@@ -279,19 +279,18 @@ async fn hosts_on_mcp_and_attached_share_one_upstream_process() {
     )
     .await;
     assert_ne!(r["isError"], true, "{r}");
-    let deadline = tokio::time::Instant::now() + WITHIN;
-    for conn in [&legacy, &attached, &modern] {
-        loop {
-            if tool_names(&ask(conn, "tools/list", json!({})).await).contains(&dynamic) {
-                break;
+    // Every connection sees it within one bound.
+    let every = Duration::from_millis(50);
+    let seen = crate::wait::poll_every(WITHIN, every, async || {
+        for conn in [&legacy, &attached, &modern] {
+            if !tool_names(&ask(conn, "tools/list", json!({})).await).contains(&dynamic) {
+                return None;
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the change is not seen"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-    }
+        Some(())
+    })
+    .await;
+    assert!(seen.is_some(), "the change is not seen");
     let r = ask(
         &attached,
         "tools/call",
@@ -471,14 +470,8 @@ async fn autostart_starts_a_daemon_that_later_commands_share() {
     assert_eq!(v["daemon"]["pid"].as_u64(), Some(pid));
     let (ok, _, err) = run(&dir, &["stop", "--config", cfg]).await;
     assert!(ok, "{err}");
-    let deadline = tokio::time::Instant::now() + WITHIN;
-    while alive(pid) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the daemon outlived stop"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let gone = crate::wait::until(WITHIN, async || !alive(pid)).await;
+    assert!(gone, "the daemon outlived stop");
 }
 
 #[tokio::test]
@@ -594,20 +587,14 @@ async fn another_users_process_is_refused_on_the_socket() {
         "{other:?}"
     );
     // And says so in its log.
-    let deadline = tokio::time::Instant::now() + WITHIN;
-    while !d
-        .stderr
-        .lock()
-        .unwrap()
-        .contains("refused a connection from uid 65534")
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{}",
-            d.stderr.lock().unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let logged = crate::wait::until(WITHIN, async || {
+        d.stderr
+            .lock()
+            .unwrap()
+            .contains("refused a connection from uid 65534")
+    })
+    .await;
+    assert!(logged, "{}", d.stderr.lock().unwrap());
     d.post("/v1/shutdown", &json!({})).await;
 }
 
@@ -699,11 +686,7 @@ async fn a_call_on_a_terminal_answers_the_servers_questions() {
     assert!(!out.contains("Hello,"), "{out}");
     // In-process, without the daemon: the same.
     d.post("/v1/shutdown", &json!({})).await;
-    let deadline = tokio::time::Instant::now() + WITHIN;
-    while d.socket.exists() {
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(crate::wait::until(WITHIN, async || !d.socket.exists()).await);
     let (ok, out) = on_terminal(&d, &args, "Grace\n").await;
     assert!(ok, "{out}");
     assert!(out.contains("Hello, Grace!"), "{out}");

@@ -583,12 +583,11 @@ async fn wire_request_from_a_modern_upstream_is_dropped_while_strict() {
         result(&v, &tag);
         if lenient {
             // The answer is written upstream asynchronously: wait for it (bounded).
-            for _ in 0..50 {
-                if h.wire().iter().any(|v| v["id"] == "ask-1") {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            let every = Duration::from_millis(100);
+            let _ = crate::wait::poll_every(Duration::from_secs(5), every, async || {
+                h.wire().iter().any(|v| v["id"] == "ask-1").then_some(())
+            })
+            .await;
         } else {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -638,7 +637,12 @@ async fn ping_from_a_legacy_upstream_is_answered() {
     assert!(notes.iter().all(|n| n.get("id").is_none()), "{notes:?}");
     let (v, _) = h.request("ping", json!({})).await;
     assert_eq!(result(&v, "ping"), &json!({}));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The answer is written upstream asynchronously: wait for it (bounded).
+    let every = Duration::from_millis(100);
+    let _ = crate::wait::poll_every(Duration::from_secs(5), every, async || {
+        h.wire().iter().any(|v| v["id"] == "ask-1").then_some(())
+    })
+    .await;
     let wire = h.finish().await;
     let answer = wire
         .iter()

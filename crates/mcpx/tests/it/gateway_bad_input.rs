@@ -292,21 +292,23 @@ impl Host {
     /// backoff, 1 s at the defaults); every error meanwhile names the upstream and a
     /// state of a restart.
     async fn restarted(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let r = self.tool("bad__boom", json!({"mode": "ok"})).await;
-            if r["result"]["content"][0]["text"] == "ok" {
-                return;
+        let mut last = Value::Null;
+        let every = Duration::from_millis(100);
+        let restarted = crate::wait::poll_every(Duration::from_secs(10), every, async || {
+            last = self.tool("bad__boom", json!({"mode": "ok"})).await;
+            if last["result"]["content"][0]["text"] == "ok" {
+                return Some(());
             }
-            let e = error(&r, "while restarting");
+            let e = error(&last, "while restarting");
             let state = e["data"]["state"].as_str().unwrap_or_default();
             assert!(
                 ["backoff", "starting"].contains(&state),
-                "not a restart's state: {r}"
+                "not a restart's state: {last}"
             );
-            assert!(Instant::now() < deadline, "not restarted in 10 s: {r}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            None
+        })
+        .await;
+        assert!(restarted.is_some(), "not restarted in 10 s: {last}");
     }
 }
 

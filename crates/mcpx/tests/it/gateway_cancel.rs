@@ -126,16 +126,11 @@ async fn a_modern_host_closing_its_stream_cancels_the_upstream_call() {
     );
     start_then_drop(port, &req).await;
     // The upstream (stdio) is told: notifications/cancelled for mcpx's request.
-    let cancelled = tokio::time::timeout(Duration::from_secs(3), async {
-        loop {
-            if wire(&d).contains("notifications/cancelled") {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    let cancelled = crate::wait::until(Duration::from_secs(3), async || {
+        wire(&d).contains("notifications/cancelled")
     })
     .await;
-    assert!(cancelled.is_ok(), "no cancellation upstream:\n{}", wire(&d));
+    assert!(cancelled, "no cancellation upstream:\n{}", wire(&d));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,6 +36,7 @@ mod common;
 mod daemon_support;
 #[path = "common/runtime.rs"]
 mod runtime;
+mod wait;
 
 mod ask_bounds;
 mod ask_bridge;

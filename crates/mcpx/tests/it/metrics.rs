@@ -364,16 +364,12 @@ async fn each_outcome_lands_in_its_own_series() {
 
 /// Scrapes until `ok` holds (at most 10 s); returns that scrape.
 async fn loop_until(url: &str, ok: impl Fn(&str) -> bool) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = scrape(url).await;
-        if ok(&text) {
-            return text;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not within 10 s; the last scrape:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut last = String::new();
+    let every = Duration::from_millis(50);
+    let found = crate::wait::poll_every(Duration::from_secs(10), every, async || {
+        last = scrape(url).await;
+        ok(&last).then(|| last.clone())
+    })
+    .await;
+    found.unwrap_or_else(|| panic!("not within 10 s; the last scrape:\n{last}"))
 }

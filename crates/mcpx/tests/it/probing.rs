@@ -251,19 +251,15 @@ done
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let listens = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let text = std::fs::read_to_string(&wire).unwrap_or_default();
-            let n = text.matches("\"subscriptions/listen\"").count();
-            if n >= 2 {
-                return n;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+    let every = Duration::from_millis(100);
+    let listens = crate::wait::poll_every(Duration::from_secs(10), every, async || {
+        let text = std::fs::read_to_string(&wire).unwrap_or_default();
+        let n = text.matches("\"subscriptions/listen\"").count();
+        (n >= 2).then_some(n)
     })
     .await;
     let _ = child.kill().await;
-    assert!(listens.is_ok(), "the listen was not opened again");
+    assert!(listens.is_some(), "the listen was not opened again");
     let _ = std::fs::remove_dir_all(&d);
 }
 

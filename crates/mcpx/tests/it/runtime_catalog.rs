@@ -167,18 +167,17 @@ async fn a_resource_uri_listed_twice_is_kept_by_the_first_and_namespaced_for_the
         "test://example-resource",
         "test://embedded-resource",
     ];
-    let d = Deadline::after(Duration::from_secs(10));
-    let uris = loop {
-        let uris = resource_uris(&mut gw).await;
-        if shared
+    // The last list, whether or not it has them all by then.
+    let mut uris = Vec::new();
+    let every = Duration::from_millis(100);
+    let _ = crate::wait::poll_every(Duration::from_secs(10), every, async || {
+        uris = resource_uris(&mut gw).await;
+        shared
             .iter()
             .all(|u| uris.contains(&(*u).to_owned()) && uris.contains(&format!("mcpx://b/{u}")))
-            || d.passed()
-        {
-            break uris;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+            .then_some(())
+    })
+    .await;
     for u in shared {
         let plain = uris.iter().filter(|x| *x == u).count();
         let other = uris

@@ -55,18 +55,17 @@ async fn a_changed_file_restarts_only_what_changed() {
     let listen = listen(&url, "tools-listen", json!({"toolsListChanged": true})).await;
 
     // Every upstream up, and the hosts' streams quiet.
-    let d = Deadline::after(Duration::from_secs(20));
-    loop {
-        let names = legacy.tools().await;
-        if ["a", "b", "c"]
+    let mut names = Vec::new();
+    let every = Duration::from_millis(100);
+    let up = crate::wait::poll_every(Duration::from_secs(20), every, async || {
+        names = legacy.tools().await;
+        ["a", "b", "c"]
             .iter()
             .all(|u| names.contains(&format!("{u}__test_simple_text")))
-        {
-            break;
-        }
-        assert!(!d.passed(), "not every upstream came up: {names:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            .then_some(())
+    })
+    .await;
+    assert!(up.is_some(), "not every upstream came up: {names:?}");
     let pid = gw.pid;
     let [a1, b1, c1] = wait_for(
         Duration::from_secs(10),
@@ -162,25 +161,24 @@ async fn a_changed_file_restarts_only_what_changed() {
     )
     .await;
 
-    let d = Deadline::after(Duration::from_secs(10));
-    loop {
-        let names = legacy.tools().await;
+    let mut names = Vec::new();
+    let every = Duration::from_millis(100);
+    let swapped = crate::wait::poll_every(Duration::from_secs(10), every, async || {
+        names = legacy.tools().await;
         let has_d = names.contains(&"d__test_simple_text".to_owned());
         let has_c = names.iter().any(|x| x.starts_with("c__"));
-        if has_d && !has_c {
-            assert!(
-                names.contains(&"a__test_simple_text".to_owned()),
-                "{names:?}"
-            );
-            assert!(
-                names.contains(&"b__test_simple_text".to_owned()),
-                "{names:?}"
-            );
-            break;
-        }
-        assert!(!d.passed(), "d's tools in, c's out: not in 10 s: {names:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (has_d && !has_c).then_some(())
+    })
+    .await;
+    assert!(swapped.is_some(), "d's tools in, c's out: not in 10 s: {names:?}");
+    assert!(
+        names.contains(&"a__test_simple_text".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"b__test_simple_text".to_owned()),
+        "{names:?}"
+    );
 
     let done = tokio::time::timeout(Duration::from_secs(20), slow)
         .await

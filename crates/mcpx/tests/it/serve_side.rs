@@ -1246,13 +1246,12 @@ async fn an_upstream_subscription_outlives_a_legacy_unsubscribe_while_a_listen_h
     assert_eq!(unsubscribes(), 0, "{:?}", upstream_wire(&dir));
     // The last holder goes: mcpx unsubscribes, once.
     drop(second);
-    let ended = tokio::time::timeout(Duration::from_secs(10), async {
-        while unsubscribes() == 0 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    let every = Duration::from_millis(50);
+    let ended = crate::wait::poll_every(Duration::from_secs(10), every, async || {
+        (unsubscribes() > 0).then_some(())
     })
     .await;
-    assert!(ended.is_ok(), "no unsubscribe: {:?}", upstream_wire(&dir));
+    assert!(ended.is_some(), "no unsubscribe: {:?}", upstream_wire(&dir));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let upstream = upstream_wire(&dir);
     assert_eq!(unsubscribes(), 1, "{upstream:?}");

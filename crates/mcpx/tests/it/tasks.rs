@@ -95,19 +95,20 @@ impl Host {
 
     /// Polls a task until `done(status)`; returns the last tasks/get result.
     async fn poll_core(&mut self, id: &str, done: &[&str]) -> Value {
-        for _ in 0..200 {
+        let every = Duration::from_millis(50);
+        let r = crate::wait::poll_every(Duration::from_secs(10), every, async || {
             let (v, _) = self.request("tasks/get", json!({"taskId": id})).await;
             let r = result(&v, "tasks/get").clone();
-            if done.contains(&r["status"].as_str().unwrap_or_default()) {
-                return r;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("task {id} never reached {done:?}");
+            done.contains(&r["status"].as_str().unwrap_or_default())
+                .then_some(r)
+        })
+        .await;
+        r.unwrap_or_else(|| panic!("task {id} never reached {done:?}"))
     }
 
     async fn poll_ext(&mut self, id: &str, done: &[&str]) -> Value {
-        for _ in 0..200 {
+        let every = Duration::from_millis(50);
+        let r = crate::wait::poll_every(Duration::from_secs(10), every, async || {
             let v = self
                 .modern(
                     "tasks/get",
@@ -117,12 +118,11 @@ impl Host {
                 )
                 .await;
             let r = result(&v, "tasks/get").clone();
-            if done.contains(&r["status"].as_str().unwrap_or_default()) {
-                return r;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("task {id} never reached {done:?}");
+            done.contains(&r["status"].as_str().unwrap_or_default())
+                .then_some(r)
+        })
+        .await;
+        r.unwrap_or_else(|| panic!("task {id} never reached {done:?}"))
     }
 }
 

@@ -710,13 +710,9 @@ fn hanging_calls(s: &Seen, ctx: &Ctx) -> Option<Response> {
 }
 
 async fn wait_for(what: &str, f: impl Fn() -> bool) {
-    for _ in 0..200 {
-        if f() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
+    let every = Duration::from_millis(50);
+    let seen = crate::wait::poll_every(Duration::from_secs(10), every, async || f().then_some(())).await;
+    assert!(seen.is_some(), "timed out waiting for {what}");
 }
 
 fn short_timeout() -> CallOptions {

@@ -40,17 +40,12 @@ async fn a_call_whose_upstream_withholds_its_headers_times_out_and_is_cancelled(
         "the call ended after {took:?}, not at its 1.5 s timeout"
     );
     // The legacy upstream was told.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    let told = crate::wait::until(Duration::from_secs(5), async || {
         let seen = std::fs::read_to_string(&log).unwrap_or_default();
-        if seen.lines().any(|l| l == "notifications/cancelled") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no notifications/cancelled: {seen}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        seen.lines().any(|l| l == "notifications/cancelled")
+    })
+    .await;
+    let seen = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(told, "no notifications/cancelled: {seen}");
     host.finish().await;
 }

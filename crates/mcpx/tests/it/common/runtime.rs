@@ -61,16 +61,7 @@ impl Deadline {
 
 /// Polls `f` every 20 ms until it returns `Some`, for at most `within`.
 pub async fn poll<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let d = Deadline::after(within);
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if d.passed() {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(20).min(d.left())).await;
-    }
+    crate::wait::poll(within, async || f()).await
 }
 
 /// [`poll`], panicking with `what` (and `why()`, for context) when `within` passes.
@@ -628,22 +619,21 @@ impl Gateway {
     /// most `within` (an upstream that is still starting answers with an error);
     /// returns the result.
     pub async fn call_until_ok(&mut self, name: &str, arguments: Value, within: Duration) -> Value {
-        let d = Deadline::after(within);
-        loop {
-            let v = self.call(name, arguments.clone()).await;
-            if let Some(r) = v.get("result")
-                && r["isError"] != true
-            {
-                return r.clone();
-            }
-            if d.passed() {
-                panic!(
-                    "{name} did not become callable within {within:?}; last answer: {v}\nmcpx's stderr:\n{}",
-                    self.stderr()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100).min(d.left())).await;
-        }
+        let mut last = Value::Null;
+        let every = Duration::from_millis(100);
+        let ok = crate::wait::poll_every(within, every, async || {
+            last = self.call(name, arguments.clone()).await;
+            last.get("result")
+                .filter(|r| r["isError"] != true)
+                .cloned()
+        })
+        .await;
+        ok.unwrap_or_else(|| {
+            panic!(
+                "{name} did not become callable within {within:?}; last answer: {last}\nmcpx's stderr:\n{}",
+                self.stderr()
+            )
+        })
     }
 
     /// Every tool name the host sees (all pages).
@@ -673,17 +663,14 @@ impl Gateway {
         what: &str,
         pred: impl Fn(&[String]) -> bool,
     ) -> Vec<String> {
-        let d = Deadline::after(within);
-        loop {
-            let names = self.tools().await;
-            if pred(&names) {
-                return names;
-            }
-            if d.passed() {
-                panic!("{what}: not within {within:?}; tools: {names:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(100).min(d.left())).await;
-        }
+        let mut last = Vec::new();
+        let every = Duration::from_millis(100);
+        let found = crate::wait::poll_every(within, every, async || {
+            last = self.tools().await;
+            pred(&last).then(|| last.clone())
+        })
+        .await;
+        found.unwrap_or_else(|| panic!("{what}: not within {within:?}; tools: {last:?}"))
     }
 
     /// Reads what mcpx has written until it has been quiet for `quiet` (for at most
@@ -1198,17 +1185,16 @@ impl Stream {
 
     /// Waits (at most `within`) until nothing has been read for `quiet`.
     pub async fn settle(&self, quiet: Duration, within: Duration) {
-        let d = Deadline::after(within);
         let mut last = (self.len(), Instant::now());
-        while !d.passed() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        // Quiet or not, the wait ends at `within`.
+        let _ = crate::wait::poll(within, async || {
             let n = self.len();
             if n != last.0 {
                 last = (n, Instant::now());
-            } else if last.1.elapsed() >= quiet {
-                return;
             }
-        }
+            (last.1.elapsed() >= quiet).then_some(())
+        })
+        .await;
     }
 }
 

@@ -253,18 +253,14 @@ impl Daemon {
 
     /// Waits until `check` holds for `GET /v1/status`, or panics after [`WITHIN`].
     pub async fn wait_status(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + WITHIN;
-        loop {
-            let (_, v) = self.get("/v1/status").await;
-            if check(&v) {
-                return v;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{what}: not reached; last status {v}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let mut last = Value::Null;
+        let every = Duration::from_millis(50);
+        let reached = crate::wait::poll_every(WITHIN, every, async || {
+            last = self.get("/v1/status").await.1;
+            check(&last).then(|| last.clone())
+        })
+        .await;
+        reached.unwrap_or_else(|| panic!("{what}: not reached; last status {last}"))
     }
 
     /// Waits until every upstream is ready and its tools are listed (the example
