@@ -4,7 +4,7 @@
 //! [`decode`] turns received text into one [`Frame`] or a batch of them, or a
 //! [`DecodeError`] that says what was wrong and converts to the error response the
 //! sender is owed ([`DecodeError::to_response`]). It never panics, whatever the input:
-//! a property test (`tests/codec_props.rs`) and a fuzz target (`fuzz/`) hold it to that.
+//! a property test (`tests/it/codec_props.rs`) and a fuzz target (`fuzz/`) hold it to that.
 //!
 //! Whether a batch may be *admitted* depends on the revision (only 2025-03-26 has them,
 //! register H11/A-C1/B-C2): [`admit`] applies that rule once the revision is known.
@@ -395,7 +395,7 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
     if walked.is_err() {
         // Not one valid JSON object: serde_json's reading words the error (and tells a
         // syntax error from a message that is valid JSON but not an object). The walk
-        // and serde_json agree on what is valid (tests/scan_props.rs), so this is the
+        // and serde_json agree on what is valid (tests/it/scan_props.rs), so this is the
         // path of bad input only.
         let obj: RawObject<'_> = serde_json::from_str(text).map_err(|e| {
             if e.is_syntax() || e.is_eof() || e.is_io() {

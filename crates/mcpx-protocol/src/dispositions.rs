@@ -5,7 +5,7 @@
 //! here at build time so `mcpx conformance` always reports what the binary was built
 //! with. Its completeness against `../shared/requirements/items.tsv`, each item's title
 //! and area there (items.tsv is not shipped, so the registry carries them), and the
-//! existence of every named test are checked by `tests/dispositions.rs`.
+//! existence of every named test are checked by `tests/it/dispositions.rs`.
 
 use serde::{Deserialize, Serialize};
 

@@ -2,7 +2,7 @@
 //!
 //! [`METHODS`] transcribes the `ClientRequest`, `ServerRequest`, `ClientNotification`
 //! and `ServerNotification` unions of each revision's `schema.json`; a test
-//! (`tests/method_table.rs`) re-derives it from the five schemas and fails on any
+//! (`tests/it/method_table.rs`) re-derives it from the five schemas and fails on any
 //! difference, so this table cannot drift from the spec silently.
 
 use crate::revision::Revision;

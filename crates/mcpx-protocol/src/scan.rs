@@ -8,7 +8,7 @@
 //!
 //! It replaced a serde visitor over `RawValue`s that spent ~20 instructions a byte
 //! (callgrind, docs/performance.md); this walks a string eight bytes at a time. The
-//! property tests in `tests/scan_props.rs` hold it to `serde_json`'s verdict and spans
+//! property tests in `tests/it/scan_props.rs` hold it to `serde_json`'s verdict and spans
 //! on generated and mutated text.
 //!
 //! Nesting is walked with an explicit stack, not recursion: no input can exhaust the

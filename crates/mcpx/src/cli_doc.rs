@@ -1,5 +1,5 @@
 //! `mcpx docs cli`: docs/cli.md, the command line in Markdown, generated from the clap
-//! definitions so the two cannot drift apart (crates/mcpx/tests/cli_doc.rs compares
+//! definitions so the two cannot drift apart (crates/mcpx/tests/it/cli_doc.rs compares
 //! them).
 
 use std::fmt::Write as _;

@@ -19,6 +19,8 @@ mod ask_bounds;
 mod asks;
 mod availability;
 mod bad_upstreams;
+mod config;
+mod config_doc;
 mod elicitation;
 mod first_list;
 mod idle;
