@@ -21,8 +21,8 @@ use mcpx_protocol::Revision;
 use serde_json::{Value, json};
 
 use crate::common;
-use common::R1125;
 use crate::runtime;
+use common::R1125;
 use runtime::*;
 
 const LIST_CHANGED: &str = "notifications/tools/list_changed";

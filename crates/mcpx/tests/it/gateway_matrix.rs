@@ -103,15 +103,6 @@ async fn cell(host_rev: Revision, up_rev: Revision) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_host_revision_through_every_upstream_revision() {
-    for host in Revision::ALL {
-        for up in Revision::ALL {
-            cell(host, up).await;
-        }
-    }
-}
-
 /// Progress an upstream on stdio sends right before its response reaches the host
 /// before that response, all of it, in order: the response waits until the
 /// connection's dispatcher has routed every frame the transport read before it

@@ -19,7 +19,9 @@ pub fn scratch_dir(name: &str) -> PathBuf {
     let thread = std::thread::current();
     if let Some((module, _)) = thread.name().and_then(|n| n.split_once("::")) {
         let mut claims = CLAIMS.lock().unwrap_or_else(|e| e.into_inner());
-        let owner = claims.entry(name.to_owned()).or_insert_with(|| module.to_owned());
+        let owner = claims
+            .entry(name.to_owned())
+            .or_insert_with(|| module.to_owned());
         assert!(
             owner == module,
             "the scratch directory {name:?} is taken by the tests of {owner}; \

@@ -12,8 +12,8 @@ use serde_json::json;
 use tokio::process::Command;
 
 use crate::common;
-use common::{R1125, start_listening};
 use crate::runtime;
+use common::{R1125, start_listening};
 use runtime::*;
 
 const LIST_CHANGED: &str = "notifications/tools/list_changed";
@@ -70,118 +70,6 @@ async fn late_upstreams_become_callable_and_are_announced() {
         "the host was not told of late's tools; stderr:\n{}",
         gw.stderr()
     );
-}
-
-/// An idle upstream is killed, and while it waits to be started again another
-/// upstream announces a tool change: the merged list mcpx rebuilds still holds every
-/// tool of the one that is down, and they are callable once it is back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_down_upstream_keeps_its_tools_listed() {
-    let config = json!({"mcpServers": {
-        // Down for 5 s after its kill.
-        "a": with_mcpx(example_entry("a", &[]), json!({"restart": {"backoffMs": 5000}})),
-        "b": example_entry("b", &[]),
-    }});
-    let mut gw = Gateway::start("down-listed", &config, R1125, &[]).await;
-    gw.initialize().await;
-    for name in ["a__test_simple_text", "b__test_simple_text"] {
-        gw.call_until_ok(name, json!({}), Duration::from_secs(20))
-            .await;
-    }
-    let before: Vec<String> = gw
-        .tools()
-        .await
-        .into_iter()
-        .filter(|n| n.starts_with("a__"))
-        .collect();
-    assert!(
-        before.contains(&"a__test_simple_text".to_owned()),
-        "{before:?}"
-    );
-    let a1 = gw.wait_upstream("a", None, Duration::from_secs(10)).await;
-
-    signal(a1, "KILL");
-    wait_for(
-        Duration::from_secs(2),
-        "the killed child is gone",
-        || (!alive(a1)).then_some(()),
-        String::new,
-    )
-    .await;
-    gw.drain(Duration::from_millis(200)).await;
-    let v = gw.call("b__test_trigger_tool_change", json!({})).await;
-    assert!(v["result"]["content"].is_array(), "{v}");
-    assert!(
-        gw.wait_note(LIST_CHANGED, Duration::from_secs(5)).await,
-        "b's change was not announced"
-    );
-    let after = gw
-        .tools_until(Duration::from_secs(5), "b's change in the list", |n| {
-            n.contains(&"b__test_dynamic_tool".to_owned())
-        })
-        .await;
-    assert!(
-        gw.upstream_pid("a").is_none(),
-        "a was started again before the list was checked (backoffMs 5000)"
-    );
-    let missing: Vec<&String> = before.iter().filter(|n| !after.contains(n)).collect();
-    assert!(
-        missing.is_empty(),
-        "a's tools left the list while it was down: {missing:?}; list: {after:?}"
-    );
-
-    gw.wait_upstream("a", Some(a1), Duration::from_secs(15))
-        .await;
-    let r = gw
-        .call_until_ok("a__test_simple_text", json!({}), Duration::from_secs(10))
-        .await;
-    assert_eq!(first_text(&r), SIMPLE_TEXT);
-}
-
-/// Two upstreams, one of which never answers `initialize` (a `sleep` reading nothing):
-/// a stdio host's `initialize` is answered within 2.5 s, the other upstream serves,
-/// and a call to the silent one's tool gets -32603 with `data.state` `starting` (or
-/// `backoff`) once `startupWaitMs` (1 s here; by default the connect timeout) passed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_silent_upstream_does_not_hold_up_a_stdio_host() {
-    let config = json!({
-        "mcpx": {"limits": {"startupWaitMs": 1000}},
-        "mcpServers": {
-            "mute": sh_entry("mute", "exec sleep 600"),
-            "ok": example_entry("ok", &[]),
-        },
-    });
-    let began = Instant::now();
-    let mut gw = Gateway::start("silent-stdio", &config, R1125, &[]).await;
-    let params = gw.init_params();
-    let id = gw.send_request("initialize", params).await;
-    let wait = Duration::from_millis(2500).saturating_sub(began.elapsed());
-    let v = gw
-        .response(id, "initialize", wait)
-        .await
-        .unwrap_or_else(|| {
-            panic!(
-                "initialize was not answered within 2.5 s of mcpx's start; stderr:\n{}",
-                gw.stderr()
-            )
-        });
-    assert!(v["result"]["protocolVersion"].is_string(), "{v}");
-    gw.initialized().await;
-
-    let id = gw
-        .send_request(
-            "tools/call",
-            json!({"name": "mute__test_simple_text", "arguments": {}}),
-        )
-        .await;
-    let v = gw
-        .response(id, "tools/call", Duration::from_secs(5))
-        .await
-        .expect("no answer within 5 s to a call of the silent upstream");
-    let state = not_ready_state(&v, "mute");
-    assert!(state == "starting" || state == "backoff", "{v}");
-    gw.call_until_ok("ok__test_simple_text", json!({}), Duration::from_secs(10))
-        .await;
 }
 
 /// The same over `mcpx serve --http`: the listener is announced and accepts a TCP

@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common;
-use common::{R0618, R1125};
 use crate::runtime;
+use common::R0618;
 use runtime::*;
 
 const LIST_CHANGED: &str = "notifications/tools/list_changed";
@@ -141,89 +141,4 @@ fn reads(gw: &Gateway) -> Vec<Value> {
 fn modern_frame(f: &Value) -> bool {
     f.pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
         .is_some()
-}
-
-/// Two example servers list the same resource URIs; `a` (first by name) speaks only
-/// 2026-07-28, `b` only 2025-06-18, so the frame mcpx sends upstream tells which one
-/// it went to. The list holds each URI twice, plain (a's) and as
-/// `mcpx://b/<uri>` (b's); reading the plain one reaches a with the URI, reading the
-/// `mcpx://` one reaches b with the plain URI; both read the example's text.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resource_uri_listed_twice_is_kept_by_the_first_and_namespaced_for_the_other() {
-    let config = json!({"mcpServers": {
-        "a": example_entry("a", &["--revision", "2026-07-28"]),
-        "b": example_entry("b", &["--revision", "2025-06-18"]),
-    }});
-    let mut gw = Gateway::start("resource-collision", &config, R1125, &[]).await;
-    gw.initialize().await;
-    for name in ["a__test_simple_text", "b__test_simple_text"] {
-        gw.call_until_ok(name, json!({}), Duration::from_secs(20))
-            .await;
-    }
-    let shared = [
-        "test://static-text",
-        "test://static-binary",
-        "test://watched-resource",
-        "test://example-resource",
-        "test://embedded-resource",
-    ];
-    // The last list, whether or not it has them all by then.
-    let mut uris = Vec::new();
-    let every = Duration::from_millis(100);
-    let _ = crate::wait::poll_every(Duration::from_secs(10), every, async || {
-        uris = resource_uris(&mut gw).await;
-        shared
-            .iter()
-            .all(|u| uris.contains(&(*u).to_owned()) && uris.contains(&format!("mcpx://b/{u}")))
-            .then_some(())
-    })
-    .await;
-    for u in shared {
-        let plain = uris.iter().filter(|x| *x == u).count();
-        let other = uris
-            .iter()
-            .filter(|x| **x == format!("mcpx://b/{u}"))
-            .count();
-        assert_eq!((plain, other), (1, 1), "{u}: {uris:?}");
-        assert!(
-            !uris.contains(&format!("mcpx://a/{u}")),
-            "the first upstream's copy was renamed: {uris:?}"
-        );
-    }
-    // Only a (2026-07-28) has this one: listed as it is.
-    assert!(
-        uris.contains(&"test://confirm-resource".to_owned()),
-        "{uris:?}"
-    );
-
-    let expected = "This is the content of test://static-text.";
-    let before = reads(&gw).len();
-    let v = gw
-        .request("resources/read", json!({"uri": "test://static-text"}))
-        .await;
-    assert_eq!(v["result"]["contents"][0]["text"], expected, "{v}");
-    let sent = reads(&gw);
-    let [f] = &sent[before..] else {
-        panic!("one read upstream expected: {sent:?}")
-    };
-    assert_eq!(f["params"]["uri"], "test://static-text", "{f}");
-    assert!(modern_frame(f), "the plain URI did not reach a: {f}");
-
-    let before = sent.len();
-    let v = gw
-        .request(
-            "resources/read",
-            json!({"uri": "mcpx://b/test://static-text"}),
-        )
-        .await;
-    assert_eq!(v["result"]["contents"][0]["text"], expected, "{v}");
-    let sent = reads(&gw);
-    let [f] = &sent[before..] else {
-        panic!("one read upstream expected: {sent:?}")
-    };
-    assert_eq!(
-        f["params"]["uri"], "test://static-text",
-        "b was not given its own URI: {f}"
-    );
-    assert!(!modern_frame(f), "the mcpx:// URI did not reach b: {f}");
 }

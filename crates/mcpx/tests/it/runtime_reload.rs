@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common;
-use common::{R1125, R2026};
 use crate::runtime;
+use common::{R1125, R2026};
 use runtime::*;
 
 const LIST_CHANGED: &str = "notifications/tools/list_changed";
@@ -170,7 +170,10 @@ async fn a_changed_file_restarts_only_what_changed() {
         (has_d && !has_c).then_some(())
     })
     .await;
-    assert!(swapped.is_some(), "d's tools in, c's out: not in 10 s: {names:?}");
+    assert!(
+        swapped.is_some(),
+        "d's tools in, c's out: not in 10 s: {names:?}"
+    );
     assert!(
         names.contains(&"a__test_simple_text".to_owned()),
         "{names:?}"

@@ -18,8 +18,8 @@ use serde_json::json;
 use tokio::process::Command;
 
 use crate::common;
-use common::R1125;
 use crate::runtime;
+use common::R1125;
 use runtime::*;
 
 /// Lines in `file` (0 when it does not exist).
@@ -337,53 +337,4 @@ async fn tools_and_call_leave_no_upstream_process_when_they_give_up() {
         )
         .await;
     }
-}
-
-/// A lazy upstream is not started until a host needs it: a host's first list starts
-/// it, it stops after `idleTimeoutMs` without calls (its tools stay listed), and the
-/// next call starts it again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lazy_upstream_starts_on_use_and_stops_when_idle() {
-    let config = json!({"mcpServers": {
-        "eager": example_entry("eager", &[]),
-        "sleepy": with_mcpx(
-            example_entry("sleepy", &[]),
-            json!({"start": "lazy", "idleTimeoutMs": 1500})
-        ),
-    }});
-    let mut gw = Gateway::start("lazy", &config, R1125, &[]).await;
-    gw.initialize().await;
-    gw.wait_upstream("eager", None, Duration::from_secs(10))
-        .await;
-    assert!(
-        tagged_children(gw.pid, "sleepy").is_empty(),
-        "the lazy upstream started before any use"
-    );
-    let tools = gw.tools().await;
-    assert!(
-        tools.iter().any(|t| t == "sleepy__test_simple_text"),
-        "the first list did not start the lazy upstream: {tools:?}"
-    );
-    let first = gw
-        .wait_upstream("sleepy", None, Duration::from_secs(5))
-        .await;
-    let stopped = poll(Duration::from_secs(8), || (!alive(first)).then_some(())).await;
-    assert!(stopped.is_some(), "not stopped after idleTimeoutMs");
-    let tools = gw.tools().await;
-    assert!(
-        tools.iter().any(|t| t == "sleepy__test_simple_text"),
-        "an idle upstream's tools left the list: {tools:?}"
-    );
-    let r = gw
-        .call_until_ok(
-            "sleepy__test_simple_text",
-            json!({}),
-            Duration::from_secs(10),
-        )
-        .await;
-    assert_eq!(first_text(&r), SIMPLE_TEXT, "{r}");
-    let second = gw
-        .wait_upstream("sleepy", Some(first), Duration::from_secs(5))
-        .await;
-    assert_ne!(first, second);
 }

@@ -711,7 +711,8 @@ fn hanging_calls(s: &Seen, ctx: &Ctx) -> Option<Response> {
 
 async fn wait_for(what: &str, f: impl Fn() -> bool) {
     let every = Duration::from_millis(50);
-    let seen = crate::wait::poll_every(Duration::from_secs(10), every, async || f().then_some(())).await;
+    let seen =
+        crate::wait::poll_every(Duration::from_secs(10), every, async || f().then_some(())).await;
     assert!(seen.is_some(), "timed out waiting for {what}");
 }
 

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common;
-use common::R1125;
 use crate::runtime;
+use common::R1125;
 use runtime::*;
 
 /// The bad upstream's `callTimeoutMs`.

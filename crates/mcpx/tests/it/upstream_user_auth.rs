@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common;
-use common::*;
 use crate::authz;
+use crate::common;
 use authz::*;
+use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_status_refresh_once_per_expiry_and_logout() {

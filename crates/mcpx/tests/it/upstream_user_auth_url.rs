@@ -12,10 +12,10 @@
 
 use serde_json::{Value, json};
 
-use crate::common;
-use common::*;
 use crate::authz;
+use crate::common;
 use authz::*;
+use common::*;
 
 /// `mcpx serve` for `s`'s configuration, with its state directory (the token store)
 /// and no `$BROWSER`: serve must open none.

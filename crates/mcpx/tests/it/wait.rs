@@ -37,5 +37,7 @@ pub async fn poll<T>(within: Duration, f: impl AsyncFnMut() -> Option<T>) -> Opt
 
 /// Whether `f` came to hold within `within` (polled every [`EVERY`]).
 pub async fn until(within: Duration, mut f: impl AsyncFnMut() -> bool) -> bool {
-    poll(within, async || f().await.then_some(())).await.is_some()
+    poll(within, async || f().await.then_some(()))
+        .await
+        .is_some()
 }

@@ -623,9 +623,7 @@ impl Gateway {
         let every = Duration::from_millis(100);
         let ok = crate::wait::poll_every(within, every, async || {
             last = self.call(name, arguments.clone()).await;
-            last.get("result")
-                .filter(|r| r["isError"] != true)
-                .cloned()
+            last.get("result").filter(|r| r["isError"] != true).cloned()
         })
         .await;
         ok.unwrap_or_else(|| {
