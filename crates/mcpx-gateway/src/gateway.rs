@@ -73,13 +73,13 @@ pub use upstream_set::Upstreams;
 /// The gateway: the upstreams, the merged catalog, and what hosts hold across requests.
 ///
 /// Sub-state lives in owned types of its own: `subs` (list changes, resource
-/// subscriptions: `gateway/subscriptions.rs`), `bridge` (parked calls and what asks
-/// hold across requests: `gateway/asks.rs`) and `tasks` (`gateway/tasks.rs`); each
+/// subscriptions: `gateway/subscriptions.rs`), `asks` (parked calls and what asks
+/// hold across requests: `gateway/asks/`) and `tasks` (`gateway/tasks.rs`); each
 /// upstream's own state is its [`Upstream`] and supervisor.
 ///
 /// # Locks
 ///
-/// Every `std::sync` lock here (and in `subs`, `bridge`, [`Upstream`]) guards one
+/// Every `std::sync` lock here (and in `subs`, `asks`, [`Upstream`]) guards one
 /// field, is held for a few instructions and never across an `.await`, and no two
 /// are held at once, except in `Gateway::rebuild`, which holds `rebuilding` while it
 /// reads `upstreams` and then writes `catalog` (order: `rebuilding`, then
@@ -110,7 +110,7 @@ pub struct Gateway {
     /// What hosts are told and subscribed to.
     subs: subscriptions::Subscriptions,
     /// What the ask bridge holds across requests.
-    bridge: asks::Bridge,
+    asks: asks::AskBroker,
     /// Gateway tasks (H13), bounded by `mcpx.limits.maxTasks`/`taskTtlMs`.
     tasks: tasks::Store,
     /// Where calls are measured, when metrics are on (`mcpx serve --metrics`).
@@ -274,7 +274,7 @@ impl Gateway {
             stopping: tokio_util::sync::CancellationToken::new(),
             event_channels: ChannelPool::new(EVENT_CAPACITY, EVENT_CHANNELS_KEPT),
             subs: subscriptions::Subscriptions::new(),
-            bridge: asks::Bridge::new(),
+            asks: asks::AskBroker::new(),
             tasks: tasks::Store::default(),
             metrics,
         });

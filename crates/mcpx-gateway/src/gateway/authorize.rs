@@ -124,7 +124,7 @@ impl Gateway {
                 });
                 label_elicitation(self.label(&up).as_deref(), &mut shown);
                 {
-                    let mut states = self.bridge.login_states.lock();
+                    let mut states = self.asks.login_states.lock();
                     states.push_back((
                         token.clone(),
                         LoginState {
@@ -203,7 +203,7 @@ impl Gateway {
             .unwrap_or_default();
         let token = state.strip_prefix(LOGIN_STATE_PREFIX).unwrap_or_default();
         // Checked before it is spent: a malformed retry leaves it for a good one.
-        let known = Some(self.bridge.login_states.lock()).and_then(|m| {
+        let known = Some(self.asks.login_states.lock()).and_then(|m| {
             m.iter()
                 .find(|(t, _)| t == token)
                 .map(|(_, s)| (s.method.clone(), s.target.clone()))
@@ -227,7 +227,7 @@ impl Gateway {
             .and_then(|r| r.get("action"))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let ask = Some(self.bridge.login_states.lock()).and_then(|mut m| {
+        let ask = Some(self.asks.login_states.lock()).and_then(|mut m| {
             let at = m.iter().position(|(t, _)| t == token)?;
             m.remove(at).map(|(_, s)| s)
         });
@@ -304,7 +304,7 @@ impl Gateway {
             return Ok(None);
         };
         // Held across the flow's first half, so that concurrent calls share one flow.
-        let mut logins = self.bridge.logins.lock().await;
+        let mut logins = self.asks.logins.lock().await;
         if let Some(flow) = logins.get(&up.id) {
             return Ok(Some(flow.clone()));
         }
@@ -390,7 +390,7 @@ async fn finish_login(
         gw.wait_listed(&up, limit).await;
     }
     if let Some(gw) = &gw {
-        let mut logins = gw.bridge.logins.lock().await;
+        let mut logins = gw.asks.logins.lock().await;
         if logins.get(&up.id).is_some_and(|f| Arc::ptr_eq(f, &flow)) {
             logins.remove(&up.id);
         }

@@ -124,7 +124,7 @@ impl Source for Gateway {
                     in_flight: u.supervisor().in_flight(),
                 })
                 .collect(),
-            parked_calls: self.bridge.parked.lock().len(),
+            parked_calls: self.asks.parked.lock().len(),
             tasks: self.tasks.len(),
         }
     }

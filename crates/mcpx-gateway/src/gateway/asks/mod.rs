@@ -15,7 +15,7 @@ use super::*;
 
 /// What the ask bridge holds across requests.
 #[derive(Debug)]
-pub(super) struct Bridge {
+pub(super) struct AskBroker {
     /// Calls of modern hosts to legacy upstreams, parked while the host answers an
     /// `input_required` result, by `requestState` token.
     pub(super) parked: Mutex<HashMap<String, Parked>>,
@@ -37,9 +37,9 @@ pub(super) struct Bridge {
     pub(super) login_states: super::authorize::LoginStates,
 }
 
-impl Bridge {
-    pub(super) fn new() -> Bridge {
-        Bridge {
+impl AskBroker {
+    pub(super) fn new() -> AskBroker {
+        AskBroker {
             parked: Mutex::new(HashMap::new()),
             parkings: std::sync::atomic::AtomicU64::new(0),
             elicitations: std::sync::atomic::AtomicU64::new(1),
@@ -620,17 +620,17 @@ impl Gateway {
 
     /// Whether another call may be parked (`mcpx.limits.maxParkedCalls`).
     pub(super) fn may_park(&self) -> bool {
-        self.bridge.parked.lock().len() < self.config().global.max_parked
+        self.asks.parked.lock().len() < self.config().global.max_parked
     }
 
     pub(super) fn park(self: &Arc<Self>, token: String, mut p: Parked) {
         let generation = self
-            .bridge
+            .asks
             .parkings
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         p.generation = generation;
         {
-            let mut parked = self.bridge.parked.lock();
+            let mut parked = self.asks.parked.lock();
             parked.insert(token.clone(), p);
         }
         // A host that never comes back: after the ask timeout an open elicitation is
@@ -642,7 +642,7 @@ impl Gateway {
             tokio::time::sleep(timeout).await;
             let Some(gw) = gw.upgrade() else { return };
             let stale = {
-                let mut m = gw.bridge.parked.lock();
+                let mut m = gw.asks.parked.lock();
                 match m.get(&token) {
                     Some(p) if p.generation == generation => m.remove(&token),
                     _ => None,
@@ -669,7 +669,7 @@ impl Gateway {
     /// on.
     pub(super) async fn resume(self: &Arc<Self>, call: &Call, state: &str) -> Result<Reply, Fault> {
         let token = state.strip_prefix(PARKED_PREFIX).unwrap_or_default();
-        let parked = self.bridge.parked.lock().remove(token);
+        let parked = self.asks.parked.lock().remove(token);
         let Some(mut p) = parked else {
             // 2026-07-28 basic/patterns/mrtr: state that fails its integrity check
             // is rejected; an unknown token is what a forged or replayed one is.
@@ -702,7 +702,7 @@ impl Gateway {
             Err(f) => {
                 // The parked call stays for a well-formed retry.
                 {
-                    let mut m = self.bridge.parked.lock();
+                    let mut m = self.asks.parked.lock();
                     m.insert(token.to_owned(), p);
                 }
                 return Err(f);
@@ -908,7 +908,7 @@ impl Gateway {
             return;
         }
         {
-            let mut m = self.bridge.url_elicitations.lock();
+            let mut m = self.asks.url_elicitations.lock();
             m.retain(|(u, e, _)| !(u == up && e == id));
             m.push_back((up.clone(), id.to_owned(), peer.clone()));
             while m.len() > MAX_URL_ELICITATIONS {
@@ -950,7 +950,7 @@ impl Gateway {
             .and_then(|p| mcpx_protocol::jsonrpc::member(p, "elicitationId"))
             .and_then(|v| serde_json::from_str::<String>(v).ok());
         let peer = id.as_ref().and_then(|id| {
-            let mut m = self.bridge.url_elicitations.lock();
+            let mut m = self.asks.url_elicitations.lock();
             let at = m.iter().position(|(u, e, _)| u == up && e == id)?;
             m.remove(at).map(|(_, _, p)| p)
         });
@@ -992,7 +992,7 @@ impl Gateway {
     }
 
     pub(super) fn next_elicitation(&self) -> u64 {
-        self.bridge
+        self.asks
             .elicitations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
@@ -1217,12 +1217,12 @@ impl Gateway {
         let theirs = meta.get(meta::PROGRESS_TOKEN)?.clone();
         let token = format!("mcpx-ask-{}", random_token()?);
         meta.insert(meta::PROGRESS_TOKEN.to_owned(), json!(token));
-        self.bridge
+        self.asks
             .ask_progress
             .lock()
             .insert(token.clone(), (id, theirs));
         Some(ProgressRoute {
-            routes: &self.bridge.ask_progress,
+            routes: &self.asks.ask_progress,
             token,
         })
     }
@@ -1237,7 +1237,7 @@ impl Gateway {
         let Some(token) = params.get("progressToken").and_then(Value::as_str) else {
             return;
         };
-        let route = self.bridge.ask_progress.lock().get(token).cloned();
+        let route = self.asks.ask_progress.lock().get(token).cloned();
         let Some((id, theirs)) = route else {
             return;
         };
