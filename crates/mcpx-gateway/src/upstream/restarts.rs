@@ -7,7 +7,8 @@
 //! * A failure is *quick* when the upstream never came up, or was up for less than
 //!   `resetAfter`. A longer uptime forgives every earlier failure.
 //! * Quick failures in a row are retried after `backoff`, doubling per failure up to
-//!   `maxBackoff`.
+//!   `maxBackoff`, less a random jitter of up to a quarter (drawn from a seedable
+//!   `fastrand` generator), so upstreams that failed together do not retry together.
 //! * More than `maxRestarts` quick failures in a row is a crash loop: the next try is
 //!   `crashLoopRetry` later, and each further quick failure waits as long again.
 //! * `onExit: never` gives up at the first failure; `on-failure` gives up when a
@@ -15,6 +16,7 @@
 
 use std::time::Duration;
 
+use fastrand::Rng;
 use tokio::time::Instant;
 
 use crate::config::{OnExit, RestartPolicy};
@@ -63,15 +65,26 @@ pub struct Restarts {
     quick: u32,
     /// Starts after the first one, ever (reported, never reset).
     restarts: u32,
+    /// Draws the jitter of each backoff.
+    rng: Rng,
 }
+
+/// The largest share of a backoff delay the jitter takes off.
+const JITTER: f64 = 0.25;
 
 impl Restarts {
     /// Counters at zero under `policy`.
     pub fn new(policy: RestartPolicy) -> Restarts {
+        Restarts::with_rng(policy, Rng::new())
+    }
+
+    /// Counters at zero under `policy`, the jitter drawn from `rng` (seeded in tests).
+    pub fn with_rng(policy: RestartPolicy, rng: Rng) -> Restarts {
         Restarts {
             policy,
             quick: 0,
             restarts: 0,
+            rng,
         }
     }
 
@@ -109,11 +122,18 @@ impl Restarts {
                 at: now + self.policy.crash_loop_retry,
             };
         }
+        let delay = self.policy.delay(self.quick);
         Next::Retry {
             attempt: self.quick,
-            at: now + self.policy.delay(self.quick),
+            at: now + jittered(delay, self.rng.f64()),
         }
     }
+}
+
+/// `delay` less `draw` (in `0.0..1.0`) times its jitter share: between three quarters
+/// of `delay` and all of it.
+fn jittered(delay: Duration, draw: f64) -> Duration {
+    delay.saturating_sub(delay.mul_f64(draw.clamp(0.0, 1.0) * JITTER))
 }
 
 /// `d` in words for a message: `250 ms`, `4 s`, `2 min`.
@@ -132,6 +152,8 @@ pub fn human(d: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     fn policy() -> RestartPolicy {
@@ -145,44 +167,68 @@ mod tests {
         }
     }
 
+    /// Counters under `policy()` with a seeded jitter.
+    fn restarts(seed: u64) -> Restarts {
+        Restarts::with_rng(policy(), Rng::with_seed(seed))
+    }
+
+    /// Asserts `next` retries as attempt `attempt`, `full` after `now` less its jitter.
+    fn assert_retry(next: Next, attempt: u32, now: Instant, full: Duration) {
+        let Next::Retry { attempt: a, at } = next else {
+            panic!("expected retry {attempt}, got {next:?}");
+        };
+        assert_eq!(a, attempt, "{next:?}");
+        let wait = at - now;
+        assert!(
+            wait <= full && wait >= full.mul_f64(1.0 - JITTER),
+            "retry {attempt} after {wait:?}, expected {full:?} less at most a quarter"
+        );
+    }
+
     #[test]
     fn quick_failures_back_off_doubling_then_crash_loop() {
+        for seed in 0..50 {
+            let t0 = Instant::now();
+            let mut r = restarts(seed);
+            for (attempt, secs) in [(1, 1), (2, 2), (3, 4)] {
+                let next = r.after_failure(Ending::StartFailed, t0);
+                assert_retry(next, attempt, t0, Duration::from_secs(secs));
+            }
+            // The crash loop's wait has no jitter.
+            for failures in [4, 5] {
+                assert_eq!(
+                    r.after_failure(Ending::StartFailed, t0),
+                    Next::CrashLoop {
+                        failures,
+                        at: t0 + Duration::from_secs(300)
+                    }
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_jitter_spreads_retries_and_follows_its_seed() {
         let t0 = Instant::now();
-        let mut r = Restarts::new(policy());
-        let delays: Vec<Next> = (0..5)
-            .map(|_| r.after_failure(Ending::StartFailed, t0))
+        let first = |seed| restarts(seed).after_failure(Ending::StartFailed, t0);
+        let waits: BTreeSet<Duration> = (0..20)
+            .map(|seed| match first(seed) {
+                Next::Retry { at, .. } => at - t0,
+                other => panic!("{other:?}"),
+            })
             .collect();
-        assert_eq!(
-            delays,
-            vec![
-                Next::Retry {
-                    attempt: 1,
-                    at: t0 + Duration::from_secs(1)
-                },
-                Next::Retry {
-                    attempt: 2,
-                    at: t0 + Duration::from_secs(2)
-                },
-                Next::Retry {
-                    attempt: 3,
-                    at: t0 + Duration::from_secs(4)
-                },
-                Next::CrashLoop {
-                    failures: 4,
-                    at: t0 + Duration::from_secs(300)
-                },
-                Next::CrashLoop {
-                    failures: 5,
-                    at: t0 + Duration::from_secs(300)
-                },
-            ]
-        );
+        assert!(waits.len() > 10, "20 seeds drew {} delays", waits.len());
+        assert_eq!(first(3), first(3));
+        let d = Duration::from_secs(4);
+        assert_eq!(jittered(d, 0.0), d);
+        assert_eq!(jittered(d, 0.5), Duration::from_millis(3500));
+        assert_eq!(jittered(d, 1.0), Duration::from_secs(3));
     }
 
     #[test]
     fn a_sustained_uptime_forgives_earlier_failures() {
         let t0 = Instant::now();
-        let mut r = Restarts::new(policy());
+        let mut r = restarts(1);
         for _ in 0..3 {
             r.after_failure(Ending::StartFailed, t0);
         }
@@ -194,13 +240,7 @@ mod tests {
             },
             later,
         );
-        assert_eq!(
-            next,
-            Next::Retry {
-                attempt: 1,
-                at: later + Duration::from_secs(1)
-            }
-        );
+        assert_retry(next, 1, later, Duration::from_secs(1));
         // Up for less than resetAfter: still quick.
         let next = r.after_failure(
             Ending::Ended {

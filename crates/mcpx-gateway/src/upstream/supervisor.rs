@@ -906,14 +906,32 @@ mod tests {
             .collect()
     }
 
+    /// Asserts a start at `at` ms came `delay` ms after a failure at `failed` ms, less
+    /// the backoff's jitter (at most a quarter of it).
+    fn assert_after(at: u64, failed: u64, delay: u64) {
+        let wait = at
+            .checked_sub(failed)
+            .unwrap_or_else(|| panic!("{at} < {failed}"));
+        assert!(
+            (delay - delay / 4..=delay).contains(&wait),
+            "started {wait} ms after the failure, not {delay} ms less at most a quarter"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_failing_command_backs_off_doubling_then_crash_loops() {
         let t0 = Instant::now();
         let link = Arc::new(Scripted::default());
         let (s, _task) = start(&link, settings());
         let st = until_state(&s, "crash_loop").await;
-        // The first start, then 1 s, 2 s, 4 s later: 4 starts, then the crash loop.
-        assert_eq!(offsets(&link, t0), vec![0, 1000, 3000, 7000]);
+        // The first start, then 1 s, 2 s, 4 s later (less jitter): 4 starts, then the
+        // crash loop.
+        let o = offsets(&link, t0);
+        assert_eq!(o.len(), 4, "{o:?}");
+        assert_eq!(o[0], 0);
+        for (i, delay) in [(1, 1000), (2, 2000), (3, 4000)] {
+            assert_after(o[i], o[i - 1], delay);
+        }
         assert!(matches!(st.state, State::CrashLoop { failures: 4, .. }));
         assert!(st.last_error.is_some());
         assert_eq!(st.restarts, 3);
@@ -943,14 +961,18 @@ mod tests {
         );
         assert!(st.last_error.unwrap().to_string().contains("status 3"));
         until_state(&s, "ready").await;
-        assert_eq!(offsets(&link, t0), vec![0, 121_000]);
+        let o = offsets(&link, t0);
+        assert_eq!(o.len(), 2, "{o:?}");
+        assert_after(o[1], 120_000, 1000);
         // Exiting at once after that restart is the second quick failure in a row:
         // 2 s.
         let end = link.end.lock().unwrap().take().unwrap();
         end.send(("exited with status 3".into(), false)).unwrap();
         until_state(&s, "backoff").await;
         until_state(&s, "ready").await;
-        assert_eq!(offsets(&link, t0), vec![0, 121_000, 123_000]);
+        let o = offsets(&link, t0);
+        assert_eq!(o.len(), 3, "{o:?}");
+        assert_after(o[2], o[1], 2000);
     }
 
     /// Issue #32: a recovered upstream's last error is kept with the time it failed
@@ -964,7 +986,9 @@ mod tests {
         let st = until_state(&s, "backoff").await;
         assert_eq!(st.last_error_at, Some(t0));
         let st = until_state(&s, "ready").await;
-        assert_eq!(offsets(&link, t0), vec![0, 1000]);
+        let o = offsets(&link, t0);
+        assert_eq!(o.len(), 2, "{o:?}");
+        assert_after(o[1], 0, 1000);
         assert!(st.last_error.is_some());
         assert_eq!(st.last_error_at, Some(t0), "when it failed");
     }
