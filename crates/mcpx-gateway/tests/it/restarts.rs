@@ -27,7 +27,8 @@ fn gaps(at: &[Instant]) -> Vec<Duration> {
 
 /// `d` within 50 ms after `want` (a start takes a few scheduler turns).
 fn about(d: Duration, want: Duration) -> bool {
-    d >= want && d < want + Duration::from_millis(50)
+    // The backoff's jitter takes up to a quarter off each delay.
+    d >= want * 3 / 4 && d < want + Duration::from_millis(50)
 }
 
 /// The state an error for upstream `name` reports in `data.state`, after checking it
