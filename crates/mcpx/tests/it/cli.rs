@@ -108,7 +108,7 @@ fn conformance_id_prints_one_item_whole() {
         "area     E",
         "kind     peer-settled",
         "status   done",
-        "site     crates/mcpx-gateway/src/gateway/asks.rs::Gateway::relay_elicitation_complete",
+        "site     crates/mcpx-gateway/src/gateway/asks/mod.rs::Gateway::relay_elicitation_complete",
     ] {
         assert!(out.lines().any(|l| l == line), "no line {line:?} in\n{out}");
     }
