@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use mcpx_client::ClientError;
 use mcpx_protocol::Revision;
-use mcpx_protocol::error::{INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, resource_not_found};
+use mcpx_protocol::error::{
+    INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED, resource_not_found,
+};
 use mcpx_server::Fault;
 use serde_json::{Value, json};
 
@@ -139,6 +141,44 @@ pub enum GatewayError {
         /// `MAX_INPUT_ROUNDS`.
         rounds: usize,
     },
+    /// A url-mode elicitation of `upstream` for a host that cannot show one (E-9,
+    /// E-19): -32042 with the elicitation in `data` when the host's revision has that
+    /// code (`id` is then the elicitation's id), else -32603 with the URL in the
+    /// message alone.
+    #[error(
+        "upstream {upstream} needs the user to open {url} ({message}); this client cannot show url-mode elicitations"
+    )]
+    UrlElicitation {
+        /// The asking upstream.
+        upstream: String,
+        /// The URL the user must open.
+        url: String,
+        /// The elicitation's message, labelled (E-10).
+        message: String,
+        /// The elicitation's id, when the host gets -32042.
+        id: Option<String>,
+    },
+    /// `upstream` needs a user's authorization, which the host is asked for with
+    /// the url-mode elicitation `id` (register B-C15: -32042 to a 2025-11-25 host).
+    #[error("upstream {upstream} needs authorization: open {url} to authorize mcpx, then retry")]
+    NeedsLogin {
+        /// The upstream to authorize.
+        upstream: String,
+        /// The authorization URL.
+        url: String,
+        /// The elicitation's message, labelled (E-10).
+        message: String,
+        /// The elicitation's id, the same for every host told of the flow.
+        id: String,
+    },
+    /// A login a 2026-07-28 host was asked for did not end with tokens (`why`).
+    #[error("upstream {upstream} needs authorization ({why}): run `mcpx auth login {upstream}`")]
+    LoginFailed {
+        /// The upstream to authorize.
+        upstream: String,
+        /// Why the login did not end with tokens.
+        why: &'static str,
+    },
     /// A failure of mcpx's own, not the request's nor an upstream's (the message is
     /// all there is to say).
     #[error("{0}")]
@@ -178,6 +218,9 @@ impl GatewayError {
             | GatewayError::ForeignRequestState => INVALID_PARAMS,
             GatewayError::MethodNotFound(_) | GatewayError::Unsupported(_) => METHOD_NOT_FOUND,
             GatewayError::ResourceNotFound { .. } => resource_not_found(host),
+            GatewayError::UrlElicitation { id: Some(_), .. } | GatewayError::NeedsLogin { .. } => {
+                URL_ELICITATION_REQUIRED
+            }
             _ => INTERNAL_ERROR,
         }
     }
@@ -198,6 +241,17 @@ impl GatewayError {
             GatewayError::Busy { .. } => json!({ "upstream": upstream, "state": "busy" }),
             GatewayError::Client(e) => json!({ "upstream": upstream, "cause": e.kind() }),
             GatewayError::ResourceNotFound { uri } => json!({ "uri": uri }),
+            GatewayError::UrlElicitation {
+                url,
+                message,
+                id: Some(id),
+                ..
+            }
+            | GatewayError::NeedsLogin {
+                url, message, id, ..
+            } => json!({ "elicitations": [{
+                "mode": "url", "elicitationId": id, "url": url, "message": message,
+            }]}),
             _ => return None,
         })
     }

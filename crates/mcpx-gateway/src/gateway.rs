@@ -22,17 +22,9 @@ use parking_lot::{Mutex, RwLock};
 use std::time::Duration;
 
 use mcpx_client::{
-    AskRefusal, CallEvent, CallOptions, ClientError, Connection, EraCache, ServerFacts, Target,
-    TargetTransport,
-};
-use mcpx_protocol::error::{
-    INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED,
+    CallEvent, CallOptions, ClientError, Connection, EraCache, ServerFacts, Target, TargetTransport,
 };
 use mcpx_protocol::jsonrpc::Json;
-use mcpx_protocol::lower::elicitation;
-use mcpx_protocol::lower::{
-    SamplingRefusal, check_sampling_request, lower_sampling_request, sampling_tool_fields,
-};
 use mcpx_protocol::{Era, Frame, Id, Params, Revision, meta};
 use mcpx_server::{Backend, Call, Fault, Level, ListCaps, Offered, Reply, Summary};
 use mcpx_transport::Peer;
@@ -51,7 +43,6 @@ use crate::upstream::{self, State, Upstream};
 // One concern per child module, each an `impl Gateway` of its own (child modules see
 // the gateway's private fields).
 mod asks;
-mod authorize;
 mod call;
 mod catalog_cell;
 mod coalesce;
@@ -130,7 +121,7 @@ const EVENT_CHANNELS_KEPT: usize = 256;
 
 /// `{}` as client capabilities: what mcpx declares for itself where a request carries
 /// none of the host's (a legacy upstream's calls). One shared value, not one per call.
-pub(crate) fn no_capabilities() -> Arc<Value> {
+pub(in crate::gateway) fn no_capabilities() -> Arc<Value> {
     static EMPTY: std::sync::LazyLock<Arc<Value>> =
         std::sync::LazyLock::new(|| Arc::new(Value::Object(Map::new())));
     Arc::clone(&EMPTY)
@@ -274,7 +265,7 @@ impl Gateway {
             stopping: tokio_util::sync::CancellationToken::new(),
             event_channels: ChannelPool::new(EVENT_CAPACITY, EVENT_CHANNELS_KEPT),
             subs: subscriptions::Subscriptions::new(),
-            asks: asks::AskBroker::new(),
+            asks: asks::AskBroker::default(),
             tasks: tasks::Store::default(),
             metrics,
         });
@@ -522,7 +513,7 @@ impl Gateway {
                             .await;
                     }
                     Some("notifications/elicitation/complete") => {
-                        gw.relay_elicitation_complete(&id, &frame).await;
+                        gw.asks.relay.relay_elicitation_complete(&id, &frame).await;
                     }
                     _ => {}
                 }
@@ -683,6 +674,144 @@ impl Gateway {
         call::leg(self.metrics.as_deref(), call, up, method)
     }
 
+    /// E-10: "[<namespace>] ", put before upstream `up`'s elicitation messages when
+    /// namespaces are in use (several upstreams; names are then prefixed too).
+    fn label(&self, up: &Upstream) -> Option<String> {
+        self.namespaced().then(|| format!("[{}] ", up.namespace))
+    }
+
+    /// What the ask broker needs to put upstream `name`'s asks to a host.
+    fn asking<'a>(&'a self, name: &'a str) -> Asking<'a> {
+        let up = self.upstream(name);
+        Asking {
+            name,
+            label: up.as_ref().and_then(|u| self.label(u)),
+            up,
+            timeout: self.config().global.ask_timeout,
+            tasks: &self.tasks,
+        }
+    }
+
+    /// Relays one event of upstream `name`'s call for `call`: progress and logs to
+    /// the host, an ask through the ask broker. `Some` when it ends the host's
+    /// request (E-9); the caller then cancels the upstream call.
+    async fn on_event(
+        &self,
+        call: &Call,
+        facts: &ServerFacts,
+        name: &str,
+        ev: CallEvent,
+    ) -> Option<Fault> {
+        match ev {
+            CallEvent::Ask {
+                method,
+                params,
+                reply,
+            } => {
+                let asking = self.asking(name);
+                self.asks
+                    .relay
+                    .on_ask(&asking, call, facts, (method, params), reply)
+                    .await
+            }
+            other => {
+                call::relay_event(call, other).await;
+                None
+            }
+        }
+    }
+
+    /// [`Self::on_event`], except that an ask is started in `asks`, beside the call,
+    /// instead of awaited: the caller polls `asks` with the call.
+    async fn on_event_beside<'a>(
+        &'a self,
+        call: &'a Call,
+        facts: &'a ServerFacts,
+        name: &'a str,
+        ev: CallEvent,
+        asks: &mut Asks<'a>,
+    ) -> Option<Fault> {
+        match ev {
+            CallEvent::Ask {
+                method,
+                params,
+                reply,
+            } => self.asks.relay.ask_beside(
+                self.asking(name),
+                call,
+                facts,
+                (method, params),
+                reply,
+                asks,
+            ),
+            other => {
+                call::relay_event(call, other).await;
+                None
+            }
+        }
+    }
+
+    /// Puts a 2026-07-28 upstream's `inputRequests` to the legacy host of `call`
+    /// ([`asks::relay::Relay::ask_legacy_host_all`]).
+    async fn ask_legacy_host_all<'r>(
+        &self,
+        call: &Call,
+        upstream: &str,
+        requests: impl Iterator<Item = (&'r String, &'r Value)>,
+    ) -> Result<Map<String, Value>, Fault> {
+        let asking = self.asking(upstream);
+        self.asks
+            .relay
+            .ask_legacy_host_all(&asking, call, requests)
+            .await
+    }
+
+    /// A 2026-07-28 upstream's `input_required` result, shaped for a modern host
+    /// ([`asks::relabel_input_required`]); `None` when nothing changes.
+    fn relabel_input_required(&self, name: &str, result: &str) -> Option<Json> {
+        let label = self.upstream(name).and_then(|up| self.label(&up));
+        asks::relabel_input_required(label.as_deref(), result)
+    }
+
+    /// Shapes upstream `name`'s `inputRequests` for a modern host, in place, as
+    /// [`Self::relabel_input_required`] does (an upstream task's, ext-tasks §Input
+    /// Requests, are the same requests).
+    fn relabel_requests(&self, name: &str, requests: &mut Map<String, Value>) {
+        let label = self.upstream(name).and_then(|up| self.label(&up));
+        relabel_input_requests(label.as_deref(), requests);
+    }
+
+    /// E-12: the elicitations of upstream `name`'s -32042 are remembered for their
+    /// completion.
+    fn note_required_elicitations(&self, call: &Call, name: &str, data: Option<&str>) {
+        if let Some(up) = self.upstream(name) {
+            self.asks
+                .relay
+                .note_required_elicitations(call, &up.id, data);
+        }
+    }
+
+    /// `f`, a host call's failure, offered to the host as a login when it is for
+    /// want of a user's authorization of an upstream (B-C15); else `f`.
+    async fn offer_login(self: &Arc<Self>, asker: login::Asker, f: Fault) -> Result<Reply, Fault> {
+        let Some(up) = login::needing_authorization(&f).and_then(|n| self.upstream(n)) else {
+            return Err(f);
+        };
+        let gw = Arc::downgrade(self);
+        let listed: login::Listed = Box::new(move |up, within| {
+            let gw = gw.upgrade()?;
+            Some(Box::pin(async move { gw.wait_listed(&up, within).await }))
+        });
+        let to = login::LoginTo {
+            label: self.label(&up),
+            up,
+            ask_timeout: self.config().global.ask_timeout,
+            listed,
+        };
+        let mint = || self.asks.relay.mint_elicitation_id();
+        self.asks.logins.offer(asker, f, to, mint).await
+    }
+
     /// Builds the catalog from every upstream's last known lists and swaps it in;
     /// returns the kinds of lists hosts see changed.
     fn rebuild(&self) -> Vec<ListKind> {
@@ -806,7 +935,7 @@ enum Resumes {
     /// A call parked at a legacy upstream (`asks::PARKED_PREFIX`, register E-1).
     Parked,
     /// A 2026-07-28 host's retry after a login it was asked for
-    /// (`authorize::LOGIN_STATE_PREFIX`, register B-C15).
+    /// (`login::LOGIN_STATE_PREFIX`, register B-C15).
     Login,
 }
 
@@ -822,8 +951,7 @@ impl Resumes {
         };
         if state.starts_with(PARKED_PREFIX) {
             Resumes::Parked
-        } else if call.host.era() == Era::Modern && state.starts_with(authorize::LOGIN_STATE_PREFIX)
-        {
+        } else if call.host.era() == Era::Modern && state.starts_with(login::LOGIN_STATE_PREFIX) {
             Resumes::Login
         } else {
             Resumes::Nothing
@@ -862,7 +990,9 @@ impl Backend for GatewayBackend {
         if method == "notifications/progress"
             && mcpx_protocol::method::client_may_send(method, host)
         {
-            self.0.relay_ask_progress(params).await;
+            let gw = &self.0;
+            let ready = |id: &UpstreamId| gw.upstream(id.as_str()).and_then(|u| u.ready());
+            gw.asks.relay.relay_progress(params, ready).await;
         }
     }
 
@@ -905,7 +1035,7 @@ impl Backend for GatewayBackend {
         }
         let method = Method::of(&call.method);
         let tool_call = method == Method::ToolsCall;
-        let asker = authorize::Asker::of(&call).map(|a| (self.0.clone(), a));
+        let asker = login::Asker::of(&call).map(|a| (self.0.clone(), a));
         let call_future = async move {
             let gw = &self.0;
             gw.subs.remember_peer(&call.peer);
@@ -915,7 +1045,12 @@ impl Backend for GatewayBackend {
             // B-C15: a 2026-07-28 host's retry after it was asked to authorize an
             // upstream waits for the flow, then goes on as its call (boxed: rare).
             if resumes == Resumes::Login {
-                call.params = Box::pin(gw.await_login(&call)).await?;
+                call.params = Box::pin(
+                    gw.asks
+                        .logins
+                        .retried(&call, gw.config().global.ask_timeout),
+                )
+                .await?;
             }
             if resumes == Resumes::Parked && method.may_resume() {
                 let state: String = call
@@ -924,7 +1059,7 @@ impl Backend for GatewayBackend {
                     .and_then(|p| p.member("requestState"))
                     .and_then(|s| serde_json::from_str(s).ok())
                     .unwrap_or_default();
-                return Box::pin(gw.resume(&call, &state)).await;
+                return Box::pin(call::resume(gw, &call, &state)).await;
             }
             handlers::dispatch(gw, &call, method).await
         };

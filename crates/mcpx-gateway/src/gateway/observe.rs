@@ -124,7 +124,7 @@ impl Source for Gateway {
                     in_flight: u.supervisor().in_flight(),
                 })
                 .collect(),
-            parked_calls: self.asks.parked.lock().len(),
+            parked_calls: self.asks.parked.len(),
             tasks: self.tasks.len(),
         }
     }

@@ -29,7 +29,9 @@ use mcpx_protocol::{Era, Frame, Params};
 use mcpx_server::{Call, Fault, Reply};
 use serde_json::{Value, json};
 
+pub(super) use bridge::resume;
 pub(super) use observe::{UpstreamLeg, leg};
+pub(super) use send::relay_event;
 
 use super::Gateway;
 use crate::error::GatewayError;

@@ -133,3 +133,29 @@ pub(super) async fn send(gw: &Arc<Gateway>, s: Send<'_, '_>) -> Result<Frame, Fa
         GatewayError::Client(e).to_fault(call.host)
     })
 }
+
+/// Relays a progress or log event of an upstream call to the host of `call` (an
+/// ask goes through the ask broker instead: `Gateway::on_event`).
+pub(in crate::gateway) async fn relay_event(call: &Call, ev: CallEvent) {
+    match ev {
+        CallEvent::Progress {
+            progress,
+            total,
+            message,
+        } => {
+            if let Some(p) = &call.progress {
+                p.progress(progress, total, message.as_deref()).await;
+            }
+        }
+        CallEvent::Log {
+            level,
+            logger,
+            data,
+        } => {
+            if let (Some(l), Some(level)) = (&call.log, mcpx_server::Level::parse(&level)) {
+                l.log(level, logger.as_deref(), &data).await;
+            }
+        }
+        CallEvent::Ask { .. } => {}
+    }
+}
