@@ -14,7 +14,6 @@
 //! `forward` (lists, routing, one upstream call), `asks` (the ask bridge),
 //! `subscriptions` (list changes, resource subscriptions, listens) and `tasks`.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -24,6 +23,7 @@ use std::time::Duration;
 use mcpx_client::{
     CallEvent, CallOptions, ClientError, Connection, EraCache, ServerFacts, Target, TargetTransport,
 };
+use mcpx_metrics::{Metrics, Sample, Source, UpstreamSample};
 use mcpx_protocol::jsonrpc::Json;
 use mcpx_protocol::{Era, Frame, Id, Params, Revision, meta};
 use mcpx_server::{Backend, Call, Fault, Level, ListCaps, Offered, Reply, Summary};
@@ -46,19 +46,19 @@ mod asks;
 mod call;
 mod catalog_cell;
 mod coalesce;
-mod forward;
 mod handlers;
 mod method;
-// Metrics: the upstream leg, the catalog's tool names, the gauges at a scrape.
+// The host request's server span.
 mod observe;
+mod route;
 mod subscriptions;
 // Gateway tasks (H13): they drive calls through the routing in `forward`.
 mod tasks;
 mod upstream_set;
 
 use asks::*;
-use forward::*;
 use method::Method;
+use route::Routed;
 pub use upstream_set::Upstreams;
 
 /// The gateway: the upstreams, the merged catalog, and what hosts hold across requests.
@@ -641,7 +641,7 @@ impl Gateway {
 
     /// Sends `method` with `params` to upstream `up` for `call` by the call path
     /// (`call/`), relaying events, and takes the answer for the host.
-    pub(super) async fn forward(
+    async fn forward(
         self: &Arc<Self>,
         call: &Call,
         up: &Arc<Upstream>,
@@ -653,7 +653,7 @@ impl Gateway {
     }
 
     /// The host's reply to an upstream's answer (see [`call::answer`]).
-    pub(super) fn answer(
+    fn answer(
         &self,
         call: &Call,
         facts: &ServerFacts,
@@ -665,12 +665,7 @@ impl Gateway {
     }
 
     /// Starts timing the upstream leg of `call` (`None` with metrics off).
-    pub(super) fn upstream_leg(
-        &self,
-        call: &Call,
-        up: &Upstream,
-        method: &str,
-    ) -> Option<call::UpstreamLeg> {
+    fn upstream_leg(&self, call: &Call, up: &Upstream, method: &str) -> Option<call::UpstreamLeg> {
         call::leg(self.metrics.as_deref(), call, up, method)
     }
 
@@ -810,6 +805,133 @@ impl Gateway {
         };
         let mint = || self.asks.relay.mint_elicitation_id();
         self.asks.logins.offer(asker, f, to, mint).await
+    }
+
+    /// The upstream of a `tools/call` or `prompts/get`, its own name and the params
+    /// to send it ([`route::name`]).
+    fn route_name<'a>(&self, call: &'a Call, prompts: bool) -> Result<route::Routed<'a>, Fault> {
+        route::name(&self.catalog(), &self.upstreams(), call, prompts)
+    }
+
+    /// The upstream serving resource `uri` and the URI to send it ([`route::uri`]).
+    fn route_uri(&self, call: &Call, uri: &str) -> Result<(Arc<Upstream>, String), Fault> {
+        route::uri(&self.catalog(), &self.upstreams(), call, uri)
+    }
+
+    /// [`Gateway::route_uri`], and when the URI is not known while upstreams are
+    /// still making their first start, again once they have (up to `startupWaitMs`):
+    /// its upstream may not be listed yet.
+    async fn route_uri_once_settled(
+        &self,
+        call: &Call,
+        uri: &str,
+    ) -> Result<(Arc<Upstream>, String), Fault> {
+        match self.route_uri(call, uri) {
+            Err(_) if !self.is_settled() => {
+                self.settled().await;
+                self.route_uri(call, uri)
+            }
+            routed => routed,
+        }
+    }
+
+    /// After [`Gateway::route_name`] refused `call` with `refused`: a name of an upstream that is starting,
+    /// lazy and idle, or up but not yet listed, waits (up to the upstream's connect
+    /// timeout) for it to come up and be listed, and is then routed again (else `refused` stands): a lazy
+    /// upstream starts on its first use, and a host's first call need not fail for
+    /// an upstream that is about to be ready.
+    async fn route_once_started<'a>(
+        self: &Arc<Self>,
+        call: &'a Call,
+        prompts: bool,
+        refused: Fault,
+    ) -> Result<Routed<'a>, Fault> {
+        let Some(name) = call_target(call) else {
+            return Err(refused);
+        };
+        let owner = self.catalog().owner_of_name(&name).cloned();
+        let Some(up) = owner.and_then(|id| self.upstream(id.as_str())) else {
+            // No upstream's namespace: known, perhaps, once the first starts end.
+            if !self.is_settled() {
+                self.settled().await;
+                return self.route_name(call, prompts);
+            }
+            return Err(refused);
+        };
+        let listed = self.catalog.is_listed(&up.id);
+        match up.status().state {
+            State::Idle | State::Starting { .. } => {
+                up.connection().await.map_err(|e| e.to_fault(call.host))?;
+            }
+            // Up, but its first lists are still on their way.
+            State::Ready if !listed => {}
+            _ => return Err(refused),
+        }
+        self.wait_listed(&up, up.config.mcpx.connect_timeout).await;
+        self.route_name(call, prompts)
+    }
+
+    /// The upstreams still making their first start, or up but not yet listed: what
+    /// a list answered now lacks (`_meta` [`mcpx_protocol::meta::STARTING`]).
+    fn starting(&self) -> Vec<String> {
+        self.catalog.starting(&self.upstreams())
+    }
+
+    /// Waits until `up`'s lists are in the catalog, up to `within`.
+    async fn wait_listed(&self, up: &Upstream, within: Duration) {
+        self.catalog.wait_listed(&up.id, within).await;
+    }
+
+    /// Starts the lazy upstreams that were never listed, and waits for their lists
+    /// (up to `startupWaitMs`): a host's list is a use of every upstream in it.
+    async fn list_lazy(&self) {
+        let waiting: Vec<Arc<Upstream>> = self
+            .upstreams()
+            .iter()
+            .filter(|u| {
+                u.config.mcpx.start == crate::config::StartMode::Lazy
+                    && !self.catalog.is_listed(&u.id)
+            })
+            .cloned()
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let within = self.config().global.startup_wait;
+        for up in &waiting {
+            up.supervisor().command(upstream::Command::Wake);
+        }
+        let all = waiting.iter().map(|up| self.wait_listed(up, within));
+        futures_util::future::join_all(all).await;
+    }
+
+    /// The registry, when metrics are on.
+    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
+        self.metrics.as_ref()
+    }
+
+    /// Gateway tasks held for hosts (H13), as the metrics' `mcpx_tasks` gauge counts
+    /// them.
+    pub fn tasks_held(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Hands the catalog's tool names, with their upstreams, to the registry: the
+    /// only values `gen_ai_tool_name` takes (else `other`).
+    fn observe_catalog(&self, catalog: &Catalog) {
+        if let Some(m) = &self.metrics {
+            m.set_tools(catalog.tools().map(|(name, up)| (name, up.as_str())));
+        }
+    }
+
+    /// Counts `up`'s restarts as its supervisor publishes them.
+    fn observe_restarts(&self, up: &Upstream, seen: &mut u32, now: u32) {
+        if let Some(m) = &self.metrics
+            && now > *seen
+        {
+            m.restarted(up.id.as_str(), u64::from(now - *seen));
+        }
+        *seen = now;
     }
 
     /// Builds the catalog from every upstream's last known lists and swaps it in;
@@ -1092,5 +1214,24 @@ impl Backend for GatewayBackend {
             outcome
         });
         tracing::Instrument::instrument(call_future, span)
+    }
+}
+
+impl Source for Gateway {
+    fn sample(&self) -> Sample {
+        Sample {
+            states: upstream::State::KEYS,
+            upstreams: self
+                .upstreams()
+                .iter()
+                .map(|u| UpstreamSample {
+                    name: u.id.to_string(),
+                    state: u.status().state.key(),
+                    in_flight: u.supervisor().in_flight(),
+                })
+                .collect(),
+            parked_calls: self.asks.parked.len(),
+            tasks: self.tasks.len(),
+        }
     }
 }

@@ -1,44 +1,10 @@
-//! Metrics: the upstream leg of each call made for a host, the catalog's tool names
-//! handed to the registry, and the gauges sampled at each scrape ([`Source`]).
-//!
-//! Everything here is behind `Gateway::metrics`, an `Option`: with metrics off a
-//! call pays one check per leg.
+//! The host request's server span: named, given the host's session and trace
+//! context, and ended with the outcome (the OpenTelemetry MCP conventions).
 
-use mcpx_metrics::{End, ErrorType, Metrics, Sample, Source, UpstreamSample, classify};
+use mcpx_metrics::{End, ErrorType, classify};
 use mcpx_protocol::trace::TraceContext;
 
 use super::*;
-
-impl Gateway {
-    /// The registry, when metrics are on.
-    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
-        self.metrics.as_ref()
-    }
-
-    /// Gateway tasks held for hosts (H13), as the metrics' `mcpx_tasks` gauge counts
-    /// them.
-    pub fn tasks_held(&self) -> usize {
-        self.tasks.len()
-    }
-
-    /// Hands the catalog's tool names, with their upstreams, to the registry: the
-    /// only values `gen_ai_tool_name` takes (else `other`).
-    pub(super) fn observe_catalog(&self, catalog: &Catalog) {
-        if let Some(m) = &self.metrics {
-            m.set_tools(catalog.tools().map(|(name, up)| (name, up.as_str())));
-        }
-    }
-
-    /// Counts `up`'s restarts as its supervisor publishes them.
-    pub(super) fn observe_restarts(&self, up: &Upstream, seen: &mut u32, now: u32) {
-        if let Some(m) = &self.metrics
-            && now > *seen
-        {
-            m.restarted(up.id.as_str(), u64::from(now - *seen));
-        }
-        *seen = now;
-    }
-}
 
 /// Names the server span `{mcp.method.name} {target}` (the tool or prompt the host
 /// named, else the method alone) and gives it the host's session and trace context.
@@ -109,25 +75,6 @@ fn target(method: &str, params: Option<&Params>) -> Option<String> {
     params
         .and_then(|p| p.member("name"))
         .and_then(|n| serde_json::from_str::<String>(n).ok())
-}
-
-impl Source for Gateway {
-    fn sample(&self) -> Sample {
-        Sample {
-            states: upstream::State::KEYS,
-            upstreams: self
-                .upstreams()
-                .iter()
-                .map(|u| UpstreamSample {
-                    name: u.id.to_string(),
-                    state: u.status().state.key(),
-                    in_flight: u.supervisor().in_flight(),
-                })
-                .collect(),
-            parked_calls: self.asks.parked.len(),
-            tasks: self.tasks.len(),
-        }
-    }
 }
 
 #[cfg(test)]

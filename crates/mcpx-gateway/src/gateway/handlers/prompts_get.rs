@@ -5,7 +5,7 @@ use std::sync::Arc;
 use mcpx_server::{Call, Fault, Reply};
 
 use super::super::Gateway;
-use super::super::forward::Routed;
+use super::super::route::Routed;
 
 /// Gets the prompt `call` names.
 pub(super) async fn handle(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Fault> {

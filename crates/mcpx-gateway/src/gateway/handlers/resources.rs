@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::super::Gateway;
-use super::super::forward::expose_contents;
 use super::super::method::Method;
+use super::super::route::expose_contents;
 
 /// The params every resource request has (`ReadResourceRequestParams`,
 /// `SubscribeRequestParams`, `UnsubscribeRequestParams`).
