@@ -20,7 +20,7 @@ use mcpx_client::EraCache;
 use mcpx_server::Seam;
 
 use crate::config::{self, Config, ConfigError};
-use crate::gateway::{Gateway, GatewayBackend};
+use crate::gateway::{Gateway, Served};
 use crate::reload::Plan;
 use crate::upstream::{Connector, Status};
 use crate::watch::{ConfigWatcher, WatchError};
@@ -89,7 +89,7 @@ pub enum ReloadError {
 /// A running gateway and what it was started from.
 pub struct App {
     gateway: Arc<Gateway>,
-    seam: Arc<Seam<GatewayBackend>>,
+    seam: Arc<Seam<Served>>,
     path: Option<PathBuf>,
     adjust: Option<Adjust>,
     watcher: Mutex<Option<ConfigWatcher>>,
@@ -154,7 +154,7 @@ impl App {
         gateway.start();
         let seam = Arc::new(
             Seam::new(
-                Arc::new(GatewayBackend(gateway.clone())),
+                Arc::new(crate::gateway::served(gateway.clone())),
                 "mcpx",
                 env!("CARGO_PKG_VERSION"),
                 policy,
@@ -177,7 +177,7 @@ impl App {
     }
 
     /// The serve seam, for a listener.
-    pub fn seam(&self) -> Arc<Seam<GatewayBackend>> {
+    pub fn seam(&self) -> Arc<Seam<Served>> {
         self.seam.clone()
     }
 

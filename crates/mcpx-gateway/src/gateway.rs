@@ -49,7 +49,7 @@ mod coalesce;
 mod handlers;
 mod method;
 // The host request's server span.
-mod observe;
+pub mod observe;
 mod route;
 mod subscriptions;
 // Gateway tasks (H13): they drive calls through the routing in `forward`.
@@ -1001,9 +1001,17 @@ impl Gateway {
     }
 }
 
-/// The gateway behind the serve seam.
+/// The gateway behind the serve seam: each host request dispatched to its handler.
 #[derive(Debug, Clone)]
 pub struct GatewayBackend(pub Arc<Gateway>);
+
+/// What the serve seam holds: the gateway with the host request's span around it.
+pub type Served = observe::Observed<GatewayBackend>;
+
+/// The backend a serve seam for `gateway` holds.
+pub fn served(gateway: Arc<Gateway>) -> Served {
+    observe::Observed(GatewayBackend(gateway))
+}
 
 impl GatewayBackend {
     /// What the gateway offers, from its upstreams' last facts.
@@ -1133,30 +1141,7 @@ impl Backend for GatewayBackend {
     // as its largest branch, and a call's is moved and allocated on every call.
     #[allow(clippy::manual_async_fn)]
     fn call(&self, mut call: Call) -> impl Future<Output = Result<Reply, Fault>> + Send {
-        // The host request's span (the OpenTelemetry MCP conventions' server span):
-        // routing fills in the upstream and the tool. Disabled, so free, unless logs
-        // or traces want it.
-        let span = tracing::info_span!(
-            "mcp.request",
-            otel.name = tracing::field::Empty,
-            otel.kind = "server",
-            otel.status_code = tracing::field::Empty,
-            mcp.method.name = call.method.as_str(),
-            mcp.protocol.version = call.host.as_str(),
-            mcp.session.id = tracing::field::Empty,
-            jsonrpc.request.id = %call.id,
-            network.transport = if call.ctx.is_stdio() { "pipe" } else { "tcp" },
-            mcpx.upstream = tracing::field::Empty,
-            gen_ai.tool.name = tracing::field::Empty,
-            gen_ai.prompt.name = tracing::field::Empty,
-            error.type = tracing::field::Empty,
-            trace_id = tracing::field::Empty,
-        );
-        if !span.is_disabled() {
-            observe::start_server_span(&span, &call);
-        }
         let method = Method::of(&call.method);
-        let tool_call = method == Method::ToolsCall;
         let asker = login::Asker::of(&call).map(|a| (self.0.clone(), a));
         let call_future = async move {
             let gw = &self.0;
@@ -1189,7 +1174,7 @@ impl Backend for GatewayBackend {
         // upstream that needs it (boxed: the exception). Other hosts' calls are not
         // wrapped: a `then` costs every poll of the call, and its drop.
         use futures_util::future::Either;
-        let call_future = match asker {
+        match asker {
             None => Either::Left(call_future),
             Some((gw, asker)) => {
                 Either::Right(futures_util::FutureExt::then(call_future, move |outcome| {
@@ -1201,19 +1186,7 @@ impl Backend for GatewayBackend {
                     }
                 }))
             }
-        };
-        // A map, not an `async` block awaiting it: that would hold the call's future
-        // twice (the captured one and the awaited one), and a bigger future is copied
-        // on every call (callgrind: 8 k instructions of memcpy a call). The span is
-        // the current one when the map runs (inside `instrument`): it is not held
-        // twice either, and is looked up only when spans are on.
-        let call_future = futures_util::FutureExt::map(call_future, move |outcome| {
-            if mcpx_telemetry::spans_on() {
-                observe::end_server_span(&tracing::Span::current(), tool_call, &outcome);
-            }
-            outcome
-        });
-        tracing::Instrument::instrument(call_future, span)
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use mcpx_gateway::gateway::GatewayBackend;
+use mcpx_gateway::gateway::Served;
 use mcpx_protocol::Frame;
 use mcpx_server::Seam;
 use mcpx_transport::{Incoming, Peer, RequestCtx, Service};
@@ -16,7 +16,7 @@ use super::{Daemon, Via};
 /// The seam, its `tools/call`s tracked by the daemon.
 #[derive(Debug)]
 pub struct Observed {
-    seam: Arc<Seam<GatewayBackend>>,
+    seam: Arc<Seam<Served>>,
     daemon: Arc<Daemon>,
 }
 

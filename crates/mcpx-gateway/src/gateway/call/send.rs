@@ -51,28 +51,10 @@ pub(super) async fn send(gw: &Arc<Gateway>, s: Send<'_, '_>) -> Result<Frame, Fa
     let cancel = call.cancel.child_token();
     let mut ended: Option<Fault> = None;
     let mut asks = Asks::default();
-    let mut opts = CallOptions {
-        // A clone: `tx` outlives the call, so that the channel can go back to the pool
-        // once the call is over.
-        events: Some(tx.clone()),
-        progress: call.progress.is_some(),
-        log_level: call.log.as_ref().map(|l| l.threshold().as_str().to_owned()),
-        // A modern upstream may only ask for what the host can answer: the host's own
-        // capabilities (per request on modern, from initialize on legacy, where mcpx
-        // answers for it).
-        client_capabilities: if facts.era == Era::Modern {
-            call.client_capabilities.clone()
-        } else {
-            no_capabilities()
-        },
-        timeout: up.config.mcpx.call_timeout,
-        max_time,
-        cancel: cancel.clone(),
-        idempotent,
-        attribute_unsolicited: true,
-        caller_meta_is_envelope: call.host.era() == Era::Modern,
-        trace: None,
-    };
+    let mut opts = options(call, up, facts, max_time, idempotent, &cancel);
+    // A clone: `tx` outlives the call, so that the channel can go back to the pool
+    // once the call is over.
+    opts.events = Some(tx.clone());
     let outcome = {
         let span = observe::upstream_span(up, facts, method, round);
         opts.trace = observe::trace_for(&span, call, method, params);
@@ -106,6 +88,31 @@ pub(super) async fn send(gw: &Arc<Gateway>, s: Send<'_, '_>) -> Result<Frame, Fa
     // request is cancelled and each upstream request refused), and so are those that
     // come after the answer.
     drop(asks);
+    refuse_late(gw, call, facts, up, &mut rx, &mut ended).await;
+    gw.event_channels.give(tx, rx);
+    if let Some(f) = ended {
+        return Err(f);
+    }
+    outcome.map_err(|e| {
+        if e.breaks_connection() {
+            // The supervisor starts it again (a call never does).
+            up.lost(admitted.generation, Cause::Client(e.clone()));
+        }
+        GatewayError::Client(e).to_fault(call.host)
+    })
+}
+
+/// The events left once the upstream has answered: asks are refused (they came
+/// after the answer to the request they served), the rest relayed. The first fault
+/// an event gives is kept in `ended`.
+async fn refuse_late(
+    gw: &Gateway,
+    call: &Call,
+    facts: &mcpx_client::ServerFacts,
+    up: &Upstream,
+    rx: &mut tokio::sync::mpsc::Receiver<Box<CallEvent>>,
+    ended: &mut Option<Fault>,
+) {
     while let Ok(ev) = rx.try_recv() {
         let f = match *ev {
             CallEvent::Ask { method, reply, .. } => {
@@ -121,17 +128,37 @@ pub(super) async fn send(gw: &Arc<Gateway>, s: Send<'_, '_>) -> Result<Frame, Fa
             ended.get_or_insert(f);
         }
     }
-    gw.event_channels.give(tx, rx);
-    if let Some(f) = ended {
-        return Err(f);
+}
+
+/// The options of one send; `events` and `trace` are filled in by [`send`].
+fn options(
+    call: &Call,
+    up: &Upstream,
+    facts: &mcpx_client::ServerFacts,
+    max_time: Duration,
+    idempotent: bool,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> CallOptions {
+    CallOptions {
+        events: None,
+        progress: call.progress.is_some(),
+        log_level: call.log.as_ref().map(|l| l.threshold().as_str().to_owned()),
+        // A modern upstream may only ask for what the host can answer: the host's own
+        // capabilities (per request on modern, from initialize on legacy, where mcpx
+        // answers for it).
+        client_capabilities: if facts.era == Era::Modern {
+            call.client_capabilities.clone()
+        } else {
+            no_capabilities()
+        },
+        timeout: up.config.mcpx.call_timeout,
+        max_time,
+        cancel: cancel.clone(),
+        idempotent,
+        attribute_unsolicited: true,
+        caller_meta_is_envelope: call.host.era() == Era::Modern,
+        trace: None,
     }
-    outcome.map_err(|e| {
-        if e.breaks_connection() {
-            // The supervisor starts it again (a call never does).
-            up.lost(admitted.generation, Cause::Client(e.clone()));
-        }
-        GatewayError::Client(e).to_fault(call.host)
-    })
 }
 
 /// Relays a progress or log event of an upstream call to the host of `call` (an
