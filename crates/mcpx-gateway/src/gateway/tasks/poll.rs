@@ -348,34 +348,34 @@ impl Gateway {
             return Ok(());
         }
         let keys: Vec<String> = responses.keys().cloned().collect();
-        self.update_upstream(call, up, conn, id, responses).await?;
+        update_upstream(self, call, up, conn, id, responses).await?;
         asked.extend(keys);
         Ok(())
     }
+}
 
-    /// Sends `responses` to upstream `i`'s task `id` (ext-tasks §Task Update
-    /// Requests); its refusal is `call`'s host's error.
-    pub(super) async fn update_upstream(
-        &self,
-        call: &Call,
-        up: &Arc<Upstream>,
-        conn: &Connection,
-        id: &str,
-        responses: Map<String, Value>,
-    ) -> Result<(), Fault> {
-        let p = Params::of_value(&json!({ "taskId": id, "inputResponses": responses }));
-        let frame = conn
-            .call(
-                "tasks/update",
-                Some(&p),
-                self.upstream_opts(up, TasksFlavor::Extension),
-            )
-            .await
-            .map_err(|e| self.client_fault(up, e, call.host))?;
-        if frame.error().is_some() {
-            // An error frame is always the upstream's refusal, for the host.
-            self.answer(call, &conn.facts(), up.id.as_str(), "tasks/update", frame)?;
-        }
-        Ok(())
+/// Sends `responses` to upstream `i`'s task `id` (ext-tasks §Task Update
+/// Requests); its refusal is `call`'s host's error.
+pub(super) async fn update_upstream(
+    gw: &Gateway,
+    call: &Call,
+    up: &Arc<Upstream>,
+    conn: &Connection,
+    id: &str,
+    responses: Map<String, Value>,
+) -> Result<(), Fault> {
+    let p = Params::of_value(&json!({ "taskId": id, "inputResponses": responses }));
+    let frame = conn
+        .call(
+            "tasks/update",
+            Some(&p),
+            gw.upstream_opts(up, TasksFlavor::Extension),
+        )
+        .await
+        .map_err(|e| gw.client_fault(up, e, call.host))?;
+    if frame.error().is_some() {
+        // An error frame is always the upstream's refusal, for the host.
+        gw.answer(call, &conn.facts(), up.id.as_str(), "tasks/update", frame)?;
     }
+    Ok(())
 }

@@ -25,14 +25,20 @@ pub(in crate::gateway) fn shape_tools(items: &[Value], host: Revision) -> Option
 /// gateway task's work for a 2025-11-25 host it names that task (C-C12).
 pub(in crate::gateway) fn ask_params(params: &mut Value, call: &Call) {
     strip_ask_task(params);
-    if let (Some(id), TasksFlavor::Core) = (&call.related_task, call.host.facts().tasks)
-        && let Some(o) = params.as_object_mut()
+    if let (Some(id), TasksFlavor::Core) = (&call.related_task, call.host.facts().tasks) {
+        name_task(params, json!({ "taskId": id }));
+    }
+}
+
+/// Puts `task` as the related-task in `v`'s `_meta` (when `v` is an object).
+pub(super) fn name_task(v: &mut Value, task: Value) {
+    if let Some(o) = v.as_object_mut()
         && let Some(m) = o
             .entry("_meta")
             .or_insert_with(|| json!({}))
             .as_object_mut()
     {
-        m.insert(meta::RELATED_TASK.to_owned(), json!({ "taskId": id }));
+        m.insert(meta::RELATED_TASK.to_owned(), task);
     }
 }
 
@@ -62,14 +68,8 @@ pub(in crate::gateway) fn answer_upstream(
     upstream: Revision,
 ) {
     strip_ask_task(answer);
-    if let (Some(t), TasksFlavor::Core) = (theirs, upstream.facts().tasks)
-        && let Some(o) = answer.as_object_mut()
-        && let Some(m) = o
-            .entry("_meta")
-            .or_insert_with(|| json!({}))
-            .as_object_mut()
-    {
-        m.insert(meta::RELATED_TASK.to_owned(), t);
+    if let (Some(t), TasksFlavor::Core) = (theirs, upstream.facts().tasks) {
+        name_task(answer, t);
     }
 }
 

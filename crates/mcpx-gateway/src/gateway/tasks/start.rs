@@ -226,13 +226,10 @@ impl Gateway {
     ) -> Result<Reply, Fault> {
         let config = self.config();
         let g = &config.global;
-        let (id, task, cancel) = self.tasks.create(
-            owner.clone(),
-            ttl,
-            g.max_tasks,
-            g.task_poll_interval,
-            call.host,
-        )?;
+        let super::store::Created { id, task, cancel } = self
+            .tasks
+            .create(owner.clone(), ttl, g.max_tasks, g.task_poll_interval)
+            .map_err(|e| e.to_fault(call.host))?;
         let tcall = derive(
             call,
             call.client_capabilities.clone(),
