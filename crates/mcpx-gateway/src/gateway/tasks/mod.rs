@@ -1,17 +1,17 @@
-//! Gateway tasks (registers H13, C-C10, C-C11, C-C12, C-C13, E-17).
+//! Gateway tasks (register H13; also C-C10, C-C11, C-C12, C-C13, E-17).
 //!
-//! A child module of `gateway` (it drives calls through the gateway's routing). Every
-//! task a host sees is mcpx's own: a random 128-bit id in a bounded [`Store`] (at most
-//! `mcpx.limits.maxTasks`, each kept `taskTtlMs` from its creation), whose underlying
-//! work is a spawned driver that brings the upstream call to its end:
+//! The task store holds every task a host sees. Each is mcpx's own: a random 128-bit
+//! id, an owner, a status, and the outcome of its work. The store is bounded by
+//! `mcpx.limits.maxTasks`, and a task is kept `taskTtlMs` from its creation. The work
+//! is a spawned driver that brings the upstream call to its end:
 //!
 //! * a plain `tools/call` to the upstream (any revision);
 //! * a 2025-11-25 upstream's task (a tool with `execution.taskSupport: "required"`):
 //!   task-augmented `tools/call`, `tasks/get` every poll interval, then `tasks/result`;
 //!   cancellation is `tasks/cancel` (2025-11-25 basic/utilities/tasks);
 //! * a 2026-07-28 upstream's task (the host's declaration, or mcpx's own after a -32021
-//!   naming the extension): `tasks/get` until terminal,
-//!   the result or error inlined; cancellation is `tasks/cancel` (ext-tasks 2026-07-28).
+//!   naming the extension): `tasks/get` until terminal, the result or error inlined;
+//!   cancellation is `tasks/cancel` (the ext-tasks extension, 2026-07-28).
 //!
 //! What the host sees depends on its revision ([`mcpx_protocol::revision::Facts::tasks`]):
 //!
@@ -40,6 +40,23 @@
 //! mcpx declares no client-side tasks capability to upstreams, so the `task` field of
 //! an upstream's sampling/elicitation ask is removed and the ask relayed as a normal
 //! request (E-17).
+//!
+//! # Files
+//!
+//! * `store.rs`: [`Store`], the task store. It owns its entries and its lock; the
+//!   rest of the module uses its methods.
+//! * `start.rs`: `tools_call`, the upstream side of a call, and spawning a gateway
+//!   task with its work.
+//! * `poll.rs`: `Poll`, one upstream task driven to its end (`tasks/get`, its asks,
+//!   `tasks/cancel`, `tasks/result`, `tasks/update`).
+//! * `methods.rs`: `method`, the host's `tasks/*` requests, with typed params.
+//! * `shape.rs`: what hosts and upstreams see of tasks (tool lists, asks, answers,
+//!   final results).
+//! * This file: how an upstream runs tasks, and whether mcpx offers them.
+//!
+//! Nothing here is an `impl Gateway`. Where a task drives the call path or the ask
+//! bridge, it calls the gateway's methods for them (`forward`, `answer`, `on_event`,
+//! `on_event_beside`, `ask_legacy_host_all`, `relabel_requests`, `route_name`).
 
 mod methods;
 mod poll;
@@ -60,7 +77,7 @@ pub(super) use start::tools_call;
 pub(super) use store::Store;
 
 /// How an upstream runs tasks, from what it declared at connection.
-pub(in crate::gateway) fn upstream_flavor(f: &ServerFacts) -> TasksFlavor {
+pub(super) fn upstream_flavor(f: &ServerFacts) -> TasksFlavor {
     match f.revision.facts().tasks {
         // 2025-11-25 §Tool-Level Negotiation rule 1: only with tasks.requests.tools.call.
         TasksFlavor::Core
@@ -88,14 +105,13 @@ pub(in crate::gateway) fn upstream_flavor(f: &ServerFacts) -> TasksFlavor {
 }
 
 /// Whether mcpx offers tasks at all: some upstream runs them.
-pub(in crate::gateway) fn offered<'a>(
-    facts: impl IntoIterator<Item = &'a Arc<ServerFacts>>,
-) -> bool {
+pub(super) fn offered<'a>(facts: impl IntoIterator<Item = &'a Arc<ServerFacts>>) -> bool {
     facts
         .into_iter()
         .any(|f| upstream_flavor(f) != TasksFlavor::None)
 }
 
+/// The session a 2025-11-25 host's tasks are bound to (`""` without one).
 pub(super) fn session_key(call: &Call) -> String {
     call.peer
         .as_ref()
