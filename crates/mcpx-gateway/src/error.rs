@@ -15,6 +15,7 @@ use mcpx_protocol::Revision;
 use mcpx_protocol::error::{
     INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED, resource_not_found,
 };
+use mcpx_protocol::lower::LowerError;
 use mcpx_server::Fault;
 use serde_json::{Value, json};
 
@@ -179,6 +180,70 @@ pub enum GatewayError {
         /// Why the login did not end with tokens.
         why: &'static str,
     },
+    /// A task mcpx does not hold for the requester: never created, expired, or
+    /// another session's (both task flavours: -32602).
+    #[error("Failed to retrieve task: Task not found: {0}")]
+    TaskNotFound(String),
+    /// `tasks/cancel` of a 2025-11-25 task already in a terminal status (§Task
+    /// Cancellation: -32602).
+    #[error("Cannot cancel task: already in terminal status '{0}'")]
+    TaskTerminal(&'static str),
+    /// `tasks/result` of a task that was cancelled before its work ended.
+    #[error("task {0} was cancelled and has no result")]
+    TaskNoResult(String),
+    /// A new task would hold more than `mcpx.limits.maxTasks`.
+    #[error("too many tasks (mcpx.limits.maxTasks = {0})")]
+    TooManyTasks(usize),
+    /// A task-augmented call of a tool without task support (C-C10: -32601).
+    #[error("{0} does not support task-augmented calls (execution.taskSupport)")]
+    TaskUnsupported(String),
+    /// A plain call of a tool that must be called as a task (C-C10: -32601).
+    #[error("{0} must be called as a task (execution.taskSupport is \"required\")")]
+    TaskRequired(String),
+    /// A 2025-11-25 upstream task needs input, and the host is newer than 2025-11-25:
+    /// its requests can be relayed only on a legacy host's session.
+    #[error(
+        "upstream {upstream}'s task needs input from the client; mcpx relays a 2025-11-25 upstream task's requests to clients of 2025-11-25 and earlier only, and this one speaks {host}"
+    )]
+    TaskInputUnrelayable {
+        /// The upstream whose task asks.
+        upstream: UpstreamId,
+        /// The host's revision.
+        host: Revision,
+    },
+    /// A 2026-07-28 upstream task needs input, and the modern host did not declare
+    /// the tasks extension, so it cannot be asked.
+    #[error(
+        "upstream {upstream}'s task needs input from the client; a {host} client is asked a task's questions only when it declares {}",
+        mcpx_protocol::method::TASKS_EXTENSION
+    )]
+    TaskInputUndeclared {
+        /// The upstream whose task asks.
+        upstream: UpstreamId,
+        /// The host's revision.
+        host: Revision,
+    },
+    /// An upstream task mcpx drives ran longer than `mcpx.limits.taskTtlMs`.
+    #[error("upstream {upstream}'s task {task} outlived mcpx.limits.taskTtlMs")]
+    UpstreamTaskExpired {
+        /// The upstream.
+        upstream: UpstreamId,
+        /// The upstream's task id.
+        task: String,
+    },
+    /// An upstream answered `tasks/get` without a status mcpx knows.
+    #[error("upstream {0}: tasks/get answered without a valid status")]
+    UpstreamTaskStatus(UpstreamId),
+    /// The upstream task behind a call that waited for its end was cancelled.
+    #[error("the upstream task was cancelled")]
+    UpstreamTaskCancelled,
+    /// A result that cannot be lowered to the host's revision.
+    #[error("{0}")]
+    Lower(#[from] LowerError),
+    /// A question put to a legacy host for a modern upstream could not be asked or
+    /// was refused: the host's request fails with the refusal's code (E-6, E-7).
+    #[error("{}", .0.message)]
+    AskRefused(mcpx_client::AskRefusal),
     /// A failure of mcpx's own, not the request's nor an upstream's (the message is
     /// all there is to say).
     #[error("{0}")]
@@ -215,9 +280,16 @@ impl GatewayError {
             | GatewayError::InvalidCursor(_)
             | GatewayError::CursorPastEnd(_)
             | GatewayError::UnknownRequestState
-            | GatewayError::ForeignRequestState => INVALID_PARAMS,
-            GatewayError::MethodNotFound(_) | GatewayError::Unsupported(_) => METHOD_NOT_FOUND,
+            | GatewayError::ForeignRequestState
+            | GatewayError::TaskNotFound(_)
+            | GatewayError::TaskTerminal(_)
+            | GatewayError::TaskNoResult(_) => INVALID_PARAMS,
+            GatewayError::MethodNotFound(_)
+            | GatewayError::Unsupported(_)
+            | GatewayError::TaskUnsupported(_)
+            | GatewayError::TaskRequired(_) => METHOD_NOT_FOUND,
             GatewayError::ResourceNotFound { .. } => resource_not_found(host),
+            GatewayError::AskRefused(r) => r.code,
             GatewayError::UrlElicitation { id: Some(_), .. } | GatewayError::NeedsLogin { .. } => {
                 URL_ELICITATION_REQUIRED
             }

@@ -8,11 +8,12 @@
 //! [`Fault`] naming the upstream. Progress, logs and cancellation are relayed per call;
 //! server-to-client requests (sampling, elicitation, roots) are bridged between eras.
 //!
-//! This module holds the lifecycle: the upstream set (each [`Upstream`] with its
-//! supervisor), the catalog rebuilt from their last known lists and swapped whole,
-//! coalesced re-lists, reload and shutdown. Each other concern is a child module:
-//! `forward` (lists, routing, one upstream call), `asks` (the ask bridge),
-//! `subscriptions` (list changes, resource subscriptions, listens) and `tasks`.
+//! This file holds [`Gateway`], which composes owned parts, each in a child module
+//! with private fields and methods of its own: `upstream_set`, `catalog_cell`,
+//! `subscriptions`, `asks` (the ask broker) and `tasks` (the task store). The call
+//! path is `call/` (admit, bridge, rounds, send, observe), one handler per method is
+//! `handlers/`, routing is `route.rs`, and the host request's span is a layer
+//! (`observe::Observed`). Only this file adds methods to `Gateway`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,15 +34,14 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
-use crate::catalog::{Catalog, ListKind, ToolFacts};
+use crate::catalog::{Catalog, ListKind};
 use crate::config::{Config, ServerConfig, Transport};
 use crate::error::{Cause, GatewayError};
 use crate::id::UpstreamId;
 use crate::reload;
 use crate::upstream::{self, State, Upstream};
 
-// One concern per child module, each an `impl Gateway` of its own (child modules see
-// the gateway's private fields).
+// One owned part or layer per child module; none adds methods to `Gateway`.
 mod asks;
 mod call;
 mod catalog_cell;
@@ -52,7 +52,7 @@ mod method;
 pub mod observe;
 mod route;
 mod subscriptions;
-// Gateway tasks (H13): they drive calls through the routing in `forward`.
+// Gateway tasks (H13): they drive calls through the call path.
 mod tasks;
 mod upstream_set;
 
@@ -63,20 +63,30 @@ pub use upstream_set::Upstreams;
 
 /// The gateway: the upstreams, the merged catalog, and what hosts hold across requests.
 ///
-/// Sub-state lives in owned types of its own: `subs` (list changes, resource
-/// subscriptions: `gateway/subscriptions.rs`), `asks` (parked calls and what asks
-/// hold across requests: `gateway/asks/`) and `tasks` (`gateway/tasks.rs`); each
-/// upstream's own state is its [`Upstream`] and supervisor.
+/// Its fields are owned parts; each keeps its own state private and its locks to
+/// itself. `Gateway`'s methods, all in this file, are of these kinds:
+///
+/// * construction and accessors: `new`, `with_metrics`, `linked`, `config`,
+///   `upstreams`, `upstream`, `catalog`, `metrics`, `tasks_held`, `statuses`;
+/// * lifecycle: `start`, `spawn_upstream`, `on_ready`, `watch`, `reload`,
+///   `shutdown`, `stop_upstreams`, and the catalog's `rebuild`, `relist`,
+///   `schedule_relist`, `described`, `settled`, `list_lazy`, `wait_listed`;
+/// * routing: `route_name`, `route_uri` and their waiting forms, which read a
+///   catalog snapshot and the upstream set through `route.rs`;
+/// * the call path's entries: `forward`, `answer`, `upstream_leg`;
+/// * the ask broker's entries: `asking` builds what the broker needs of the
+///   gateway (the upstream, its label, the ask timeout, the task store) and
+///   `on_event`, `ask_legacy_host_all`, `offer_login` and the relabelling helpers
+///   hand it over, so that the broker never holds the gateway;
+/// * metrics hooks: `observe_catalog`, `observe_restarts`, and [`Source`].
 ///
 /// # Locks
 ///
-/// Every `std::sync` lock here (and in `subs`, `asks`, [`Upstream`]) guards one
-/// field, is held for a few instructions and never across an `.await`, and no two
-/// are held at once, except in `Gateway::rebuild`, which holds `rebuilding` while it
-/// reads `upstreams` and then writes `catalog` (order: `rebuilding`, then
-/// `upstreams`, then `catalog`), so that two rebuilds cannot swap in an older catalog
-/// over a newer one. The one async lock, `subs.listen_holds`, is held across the
-/// upstream call it decides (see there) and is taken before `subs.subscribers`.
+/// Every lock is `parking_lot`'s (no poisoning) and private to the part that
+/// owns it. None is held across an `.await` or while another part's lock is taken,
+/// with two exceptions, each documented in its file: the catalog cell's rebuild
+/// takes `rebuilding`, then `catalog`; and `subscriptions` holds its async listen
+/// lock across the upstream call it decides.
 ///
 /// # Invariants
 ///
@@ -125,10 +135,6 @@ pub(in crate::gateway) fn no_capabilities() -> Arc<Value> {
     static EMPTY: std::sync::LazyLock<Arc<Value>> =
         std::sync::LazyLock::new(|| Arc::new(Value::Object(Map::new())));
     Arc::clone(&EMPTY)
-}
-
-fn fault(code: i64, message: String, host: Revision) -> Fault {
-    Fault::new(code, message, host)
 }
 
 /// Takes `old` out of service after a reload replaced or removed it: its calls in

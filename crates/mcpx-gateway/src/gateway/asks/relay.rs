@@ -335,7 +335,7 @@ impl Relay {
             let answer = self
                 .ask_legacy_host(a, call, method, params)
                 .await
-                .map_err(|r| Fault::new(r.code, r.message, call.host))?;
+                .map_err(|r| GatewayError::AskRefused(r).to_fault(call.host))?;
             responses.insert(key.clone(), answer);
         }
         Ok(responses)
