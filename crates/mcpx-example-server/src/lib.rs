@@ -147,6 +147,24 @@ pub struct ExampleServer {
     tasks: std::sync::Arc<tasks::Tasks>,
     /// How long each `server/discover` answer waits (for tests: a server under load).
     discover_delay: Duration,
+    /// The 2026-07-28 tools' `x-mcp-header` annotations, published when the tool list
+    /// changes, so the Streamable HTTP transport checks `Mcp-Param-*` headers against
+    /// the body (2026-07-28 streamable-http §Custom Headers from Tool Parameters).
+    param_headers: mcpx_transport::ParamHeaders,
+}
+
+/// The `x-mcp-header` annotations of the 2026-07-28 tools listed with `dynamic`.
+fn header_table(dynamic: Dynamic) -> mcpx_transport::service::ParamHeaderTable {
+    fixtures::tools(Revision::V2026_07_28, dynamic)
+        .iter()
+        .filter_map(|t| {
+            let name = t.get("name").and_then(Value::as_str)?;
+            let headers = t
+                .get("inputSchema")
+                .and_then(|schema| mcpx_protocol::header::param_headers(schema).ok())?;
+            (!headers.is_empty()).then(|| (name.to_owned(), headers))
+        })
+        .collect()
 }
 
 impl Default for ExampleServer {
@@ -227,6 +245,7 @@ impl ExampleServer {
             dynamic_resource: AtomicBool::new(false),
             tasks: std::sync::Arc::default(),
             discover_delay: Duration::ZERO,
+            param_headers: mcpx_transport::ParamHeaders::new(header_table(Dynamic::default())),
         }
     }
 
@@ -1016,6 +1035,7 @@ impl ExampleServer {
             }
             "test_trigger_tool_change" => {
                 let on = !self.dynamic_tool.fetch_xor(true, Ordering::Relaxed);
+                self.param_headers.publish(header_table(self.dynamic()));
                 self.announce(Event::ToolsChanged).await;
                 vec![text(&format!(
                     "test_dynamic_tool is now {}",
@@ -1570,16 +1590,8 @@ impl Service for ExampleServer {
         }
     }
 
-    /// The `x-mcp-header` annotations of a 2026-07-28 tool, so the Streamable HTTP
-    /// transport checks `Mcp-Param-*` headers against the body (2026-07-28
-    /// streamable-http §Custom Headers from Tool Parameters).
-    fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
-        fixtures::tools(Revision::V2026_07_28, self.dynamic())
-            .iter()
-            .find(|t| t.get("name").and_then(Value::as_str) == Some(tool))
-            .and_then(|t| t.get("inputSchema"))
-            .and_then(|schema| mcpx_protocol::header::param_headers(schema).ok())
-            .unwrap_or_default()
+    fn param_headers(&self) -> mcpx_transport::ParamHeaders {
+        self.param_headers.clone()
     }
 
     async fn notification(&self, n: Incoming, _peer: Option<Peer>) {

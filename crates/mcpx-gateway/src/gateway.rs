@@ -1132,10 +1132,10 @@ impl Backend for GatewayBackend {
         }
     }
 
-    fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
-        // Read at the last rebuild, with the list the host sees (a tool whose
+    fn param_headers(&self) -> mcpx_transport::ParamHeaders {
+        // Published at each rebuild, with the list the host sees (a tool whose
         // annotations are invalid is not listed, so it has none here either).
-        self.0.catalog().param_headers(tool).to_vec()
+        self.0.catalog.param_headers()
     }
 
     fn summary(&self) -> Summary {

@@ -375,10 +375,11 @@ pub trait Backend: Send + Sync + 'static {
         async {}
     }
 
-    /// The `x-mcp-header` annotations of the tool offered as `tool` (for the Streamable
-    /// HTTP transport's `Mcp-Param-*` checks). Default: none.
-    fn param_headers(&self, _tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
-        Vec::new()
+    /// Where the backend publishes its tools' `x-mcp-header` annotations, by the
+    /// name each is offered under (for the Streamable HTTP transport's `Mcp-Param-*`
+    /// checks): asked once per server built. Default: an empty table.
+    fn param_headers(&self) -> mcpx_transport::ParamHeaders {
+        mcpx_transport::ParamHeaders::default()
     }
 
     /// A notification from a host (other than `initialized` and `cancelled`, which the
@@ -818,8 +819,8 @@ impl<B: Backend> Service for Seam<B> {
             .await;
     }
 
-    fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
-        self.backend.param_headers(tool)
+    fn param_headers(&self) -> mcpx_transport::ParamHeaders {
+        self.backend.param_headers()
     }
 
     fn session_opened(&self, peer: &Peer) {

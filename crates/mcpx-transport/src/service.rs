@@ -13,6 +13,7 @@
 //! POST is answered with JSON or SSE, where a server-to-client request travels, what
 //! cancels a request. The service sees only frames, verdicts and a cancellation token.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,16 +72,44 @@ pub trait Service: Send + Sync + 'static {
     /// A legacy session ended (DELETE, expiry, end of stdio). Default: nothing.
     fn session_closed(&self, _peer: &Peer) {}
 
-    /// The `x-mcp-header` annotations of the tool this service offers under the name
-    /// `tool` (from its `inputSchema`, see `mcpx_protocol::header::param_headers`), so
-    /// the transport can check a modern `tools/call`'s `Mcp-Param-*` headers against
-    /// its body (2026-07-28 basic/transports/streamable-http §Custom Headers from Tool
-    /// Parameters, §Server Validation: a missing or mismatching header is 400 + -32020).
-    /// Default: none, so no `Mcp-Param-*` header is expected or checked. A service
-    /// that annotates its tools must return the same annotations it lists; a tool it
-    /// does not know has none.
-    fn param_headers(&self, _tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
-        Vec::new()
+    /// Where this service publishes the `x-mcp-header` annotations of the tools it
+    /// offers ([`ParamHeaders`]), so the transport can check a modern `tools/call`'s
+    /// `Mcp-Param-*` headers against its body (2026-07-28
+    /// basic/transports/streamable-http §Custom Headers from Tool Parameters, §Server
+    /// Validation: a missing or mismatching header is 400 + -32020). Asked once, when
+    /// a server is built for the service; the transport then reads the handle, never
+    /// the service. Default: an empty table, so no `Mcp-Param-*` header is expected
+    /// or checked. A service that annotates its tools must publish the annotations
+    /// it lists.
+    fn param_headers(&self) -> ParamHeaders {
+        ParamHeaders::default()
+    }
+}
+
+/// The `x-mcp-header` annotations of a service's tools, by the name each is offered
+/// under (from its `inputSchema`, see `mcpx_protocol::header::param_headers`): a
+/// snapshot handle the service publishes a new table to when its tools change, and
+/// the Streamable HTTP server reads per request. Clones share the table.
+#[derive(Debug, Clone, Default)]
+pub struct ParamHeaders(Arc<parking_lot::RwLock<Arc<ParamHeaderTable>>>);
+
+/// Tool name to its `Mcp-Param-*` annotations; tools without any are left out.
+pub type ParamHeaderTable = HashMap<String, Vec<mcpx_protocol::header::ParamHeader>>;
+
+impl ParamHeaders {
+    /// A handle holding `table`.
+    pub fn new(table: ParamHeaderTable) -> ParamHeaders {
+        ParamHeaders(Arc::new(parking_lot::RwLock::new(Arc::new(table))))
+    }
+
+    /// Replaces the table every clone of this handle reads.
+    pub fn publish(&self, table: ParamHeaderTable) {
+        *self.0.write() = Arc::new(table);
+    }
+
+    /// The table in force (a snapshot: a later publish does not change it).
+    pub fn snapshot(&self) -> Arc<ParamHeaderTable> {
+        self.0.read().clone()
     }
 }
 

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mcpx_server::Offered;
+use mcpx_transport::ParamHeaders;
 use parking_lot::{Mutex, RwLock};
 
 use super::Upstreams;
@@ -63,12 +64,20 @@ pub(super) struct CatalogCell {
     described: AtomicBool,
     /// The capabilities offered, kept current as upstreams connect (read per request).
     offered: Mutex<Offered>,
+    /// The catalog's tools' `Mcp-Param-*` annotations, published at each swap for the
+    /// Streamable HTTP server, which reads them without calling the gateway.
+    param_headers: ParamHeaders,
 }
 
 impl CatalogCell {
     /// The catalog in force (a snapshot: never held across an await by anyone).
     pub(super) fn snapshot(&self) -> Arc<Catalog> {
         self.catalog.read().clone()
+    }
+
+    /// The handle the catalog's `Mcp-Param-*` annotations are published to.
+    pub(super) fn param_headers(&self) -> ParamHeaders {
+        self.param_headers.clone()
     }
 
     /// The capabilities offered.
@@ -142,6 +151,16 @@ impl CatalogCell {
             }
         }
         let fresh = Arc::new(built.catalog);
+        // Under `rebuilding`, like the swap: two rebuilds publish in their order.
+        self.param_headers.publish(
+            fresh
+                .tools()
+                .filter_map(|(name, _)| {
+                    let headers = fresh.param_headers(name);
+                    (!headers.is_empty()).then(|| (name.to_owned(), headers.to_vec()))
+                })
+                .collect(),
+        );
         let before = std::mem::replace(&mut *self.catalog.write(), fresh.clone());
         self.coalesce.built(covers);
         drop(serial);

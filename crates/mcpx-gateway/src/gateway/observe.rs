@@ -38,8 +38,8 @@ impl<B: Backend> Backend for Observed<B> {
         self.0.log_level_requested(level)
     }
 
-    fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
-        self.0.param_headers(tool)
+    fn param_headers(&self) -> mcpx_transport::ParamHeaders {
+        self.0.param_headers()
     }
 
     fn notification(

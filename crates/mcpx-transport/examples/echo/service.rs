@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use mcpx_protocol::error::{INVALID_PARAMS, METHOD_NOT_FOUND};
-use mcpx_protocol::header::{self, ParamHeader};
+use mcpx_protocol::header;
 use mcpx_protocol::jsonrpc::member;
 use mcpx_protocol::method::client_may_send;
 use mcpx_protocol::{Frame, Revision, Verdict};
@@ -174,12 +174,10 @@ impl Service for Echo {
 
     async fn notification(&self, _n: Incoming, _peer: Option<Peer>) {}
 
-    fn param_headers(&self, tool: &str) -> Vec<ParamHeader> {
-        if tool != "region" {
-            return Vec::new();
-        }
+    fn param_headers(&self) -> mcpx_transport::ParamHeaders {
         // The annotations are ours and valid; an invalid set would make the tool
         // invalid for clients (§Schema Extension), so none are checked then either.
-        header::param_headers(&region_schema()).unwrap_or_default()
+        let region = header::param_headers(&region_schema()).unwrap_or_default();
+        mcpx_transport::ParamHeaders::new([("region".to_owned(), region)].into())
     }
 }

@@ -293,6 +293,8 @@ impl Default for HttpServerConfig {
 /// What every handler shares.
 pub(crate) struct App<S> {
     pub(crate) service: Arc<S>,
+    /// The service's tools' `Mcp-Param-*` annotations, read per modern `tools/call`.
+    pub(crate) param_headers: crate::service::ParamHeaders,
     pub(crate) config: HttpServerConfig,
     pub(crate) sessions: server::Sessions,
     pub(crate) sse_sessions: http_sse::SseSessions,
@@ -328,6 +330,7 @@ fn build<S: Service>(
         config.messages_path.clone(),
     );
     let app = Arc::new(App {
+        param_headers: service.param_headers(),
         service,
         config,
         sessions: server::Sessions::default(),

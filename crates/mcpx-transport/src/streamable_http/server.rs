@@ -957,11 +957,12 @@ async fn modern_post<S: Service>(
     };
     // 2026-07-28 streamable-http §Custom Headers from Tool Parameters: the called
     // tool's `x-mcp-header` annotations name the `Mcp-Param-*` headers to check.
-    let params = match tool_name(&frame) {
-        Some(tool) => app.service.param_headers(&tool),
-        None => Vec::new(),
-    };
-    if let Err(r) = mcp_header::validate(&frame, |n| modern_header(headers, n), &params) {
+    let table = tool_name(&frame).map(|tool| (tool, app.param_headers.snapshot()));
+    let params = table
+        .as_ref()
+        .and_then(|(tool, t)| t.get(tool.as_ref()))
+        .map_or(&[][..], Vec::as_slice);
+    if let Err(r) = mcp_header::validate(&frame, |n| modern_header(headers, n), params) {
         return rejection_response(&r, To::new(Some(&id), Some(rev)));
     }
     let method = frame.method().unwrap_or_default();

@@ -100,8 +100,8 @@ impl Service for Recorder {
         let sid = peer.session_id().unwrap_or_default().to_owned();
         self.closed.lock().unwrap().push(sid);
     }
-    fn param_headers(&self, tool: &str) -> Vec<ParamHeader> {
-        self.echo.param_headers(tool)
+    fn param_headers(&self) -> mcpx_transport::ParamHeaders {
+        self.echo.param_headers()
     }
 }
 
@@ -1003,7 +1003,10 @@ async fn modern_mcp_param_headers_are_checked_against_the_body() {
         .clone();
     let params = header::param_headers(&tool["inputSchema"]).unwrap();
     assert_eq!(params.len(), 2);
-    assert_eq!(params, s.svc.param_headers("region"));
+    assert_eq!(
+        Some(&params),
+        s.svc.param_headers().snapshot().get("region")
+    );
     let call = |id: i64, args: Value| {
         modern_req(
             id,

@@ -82,8 +82,8 @@ impl Service for Observed {
         self.seam.session_closed(peer);
     }
 
-    fn param_headers(&self, tool: &str) -> Vec<mcpx_protocol::header::ParamHeader> {
-        self.seam.param_headers(tool)
+    fn param_headers(&self) -> mcpx_transport::ParamHeaders {
+        self.seam.param_headers()
     }
 }
 
