@@ -13,7 +13,9 @@
 //!   upstream process outlives mcpx.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use mcpx_client::EraCache;
@@ -197,9 +199,7 @@ impl App {
 
     /// Sets the observer told of every reload from now on (replacing any earlier one).
     pub fn on_reload(&self, observer: ReloadObserver) {
-        if let Ok(mut o) = self.on_reload.lock() {
-            *o = Some(observer);
-        }
+        *self.on_reload.lock() = Some(observer);
     }
 
     /// Reads the configuration file again and applies it, as asked
@@ -218,7 +218,7 @@ impl App {
         {
             m.reloaded(reloaded.is_ok());
         }
-        let observer = self.on_reload.lock().ok().and_then(|o| o.clone());
+        let observer = self.on_reload.lock().clone();
         if let Some(observe) = observer {
             observe(trigger, &reloaded);
         }
@@ -245,9 +245,7 @@ impl App {
         let (changes, unwatched) = match &self.path {
             Some(p) => match ConfigWatcher::start(p, debounce) {
                 Ok((watcher, rx)) => {
-                    if let Ok(mut w) = self.watcher.lock() {
-                        *w = Some(watcher);
-                    }
+                    *self.watcher.lock() = Some(watcher);
                     (Some(rx), None)
                 }
                 Err(e) => (None, Some(e)),
@@ -302,9 +300,7 @@ impl App {
     /// Ends hosts' listen streams and stops every upstream, waiting up to
     /// [`STOP_WITHIN`].
     pub async fn shutdown(&self) {
-        if let Ok(mut w) = self.watcher.lock() {
-            w.take();
-        }
+        self.watcher.lock().take();
         self.gateway.shutdown();
         self.gateway.stop_upstreams(STOP_WITHIN).await;
         // Children of starts that failed or were abandoned (a connect timeout drops
@@ -329,13 +325,13 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         app.on_reload(Arc::new(move |trigger, outcome| {
-            log.lock().unwrap().push((trigger, outcome.is_ok()));
+            log.lock().push((trigger, outcome.is_ok()));
         }));
         assert!(app.reload().is_ok());
         std::fs::write(&file, "{").unwrap();
         assert!(app.reload_for(ReloadTrigger::Hangup).is_err());
         assert_eq!(
-            *seen.lock().unwrap(),
+            *seen.lock(),
             vec![(ReloadTrigger::Asked, true), (ReloadTrigger::Hangup, false)]
         );
         app.shutdown().await;
