@@ -740,8 +740,7 @@ async fn payload(r: &mut Run, http: bool, size: usize, t: &mut String) -> Result
     let idle = rss_kib(gw.pid).map(mib).unwrap_or(f64::NAN);
     let port = gw.port;
     let (go_tx, mut go_rx) = tokio::sync::mpsc::channel::<()>(1);
-    let (done_tx, mut done_rx) =
-        tokio::sync::mpsc::channel::<Result<(Instant, Instant), String>>(1);
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<Result<(Instant, Instant), Error>>(1);
     let big_thread = std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -752,17 +751,13 @@ async fn payload(r: &mut Run, http: bool, size: usize, t: &mut String) -> Result
         rt.block_on(async move {
             let conn = match host(port, ProtocolPreference::Legacy).await {
                 Ok(c) => c,
-                Err(e) => return drop(done_tx.send(Err(e.to_string())).await),
+                Err(e) => return drop(done_tx.send(Err(e)).await),
             };
             let _ = call(&conn, "big__big", json!({"mib": 1})).await;
             while go_rx.recv().await.is_some() {
                 let s = Instant::now();
                 let r = call(&conn, "big__big", json!({"mib": size})).await;
-                if done_tx
-                    .send(r.map(|_| (s, Instant::now())).map_err(|e| e.to_string()))
-                    .await
-                    .is_err()
-                {
+                if done_tx.send(r.map(|_| (s, Instant::now()))).await.is_err() {
                     return;
                 }
             }

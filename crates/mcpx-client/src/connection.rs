@@ -191,11 +191,26 @@ fn idempotent_method(method: &str) -> bool {
         || method.ends_with("/get")
 }
 
+/// A result whose `resultType` makes it invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ResultTypeError {
+    /// A task, on a request that did not declare the tasks extension.
+    #[error(
+        "the result has resultType \"task\", but mcpx did not declare the io.modelcontextprotocol/tasks extension on that request"
+    )]
+    UndeclaredTask,
+    /// A value not known (its JSON text).
+    #[error(
+        "the result has resultType {0}, which mcpx does not recognise (2026-07-28 basic/index: such a result is invalid)"
+    )]
+    Unknown(String),
+}
+
 /// Checks a result's `resultType` (register A-C22). Absent means `"complete"` in every
 /// case; `"complete"` and `"input_required"` are known; `"task"` only when the request
 /// declared the tasks extension; any other value "MUST be considered invalid"
 /// (2026-07-28 basic/index §resultType).
-fn check_result_type(frame: &Frame, client_capabilities: &Value) -> Result<(), String> {
+fn check_result_type(frame: &Frame, client_capabilities: &Value) -> Result<(), ResultTypeError> {
     // Where the decoder saw it: no walk over the result.
     let Some(raw) = frame.result_type() else {
         return Ok(());
@@ -211,12 +226,8 @@ fn check_result_type(frame: &Frame, client_capabilities: &Value) -> Result<(), S
     match serde_json::from_str::<Value>(raw) {
         Ok(Value::String(t)) if t == "complete" || t == "input_required" => Ok(()),
         Ok(Value::String(t)) if t == "task" && tasks => Ok(()),
-        Ok(Value::String(t)) if t == "task" => Err(
-            "the result has resultType \"task\", but mcpx did not declare the io.modelcontextprotocol/tasks extension on that request".to_owned(),
-        ),
-        _ => Err(format!(
-            "the result has resultType {raw}, which mcpx does not recognise (2026-07-28 basic/index: such a result is invalid)"
-        )),
+        Ok(Value::String(t)) if t == "task" => Err(ResultTypeError::UndeclaredTask),
+        _ => Err(ResultTypeError::Unknown(raw.to_owned())),
     }
 }
 
@@ -1487,7 +1498,7 @@ mod tests {
         assert!(check_result_type(&r(r#"{"resultType":"task"}"#), &none).is_err());
         assert!(check_result_type(&r(r#"{"resultType":"task"}"#), &tasks).is_ok());
         let e = check_result_type(&r(r#"{"resultType":"Complete"}"#), &tasks).unwrap_err();
-        assert!(e.contains("\"Complete\""), "{e}");
+        assert!(e.to_string().contains("\"Complete\""), "{e}");
         assert!(check_result_type(&r(r#"{"resultType":null}"#), &none).is_err());
         // An error response has no result to check.
         let err = Frame::error_response(Some(&Id::Number(1)), -32603, "x", None);

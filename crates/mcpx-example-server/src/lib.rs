@@ -1525,14 +1525,28 @@ fn complete(c: &Call<'_>) -> Result<Value, RpcError> {
     Ok(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
 }
 
+/// Arguments the tool's `inputSchema` refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ArgumentError {
+    /// A required argument is missing.
+    #[error("missing required argument {0:?}")]
+    Missing(String),
+    /// An argument the schema does not list, where it allows no others.
+    #[error("unexpected argument {0:?}")]
+    Unexpected(String),
+    /// An argument of another type.
+    #[error("argument {name:?} must be of type {ty}")]
+    Type { name: String, ty: String },
+}
+
 /// Checks `args` against the subset of JSON Schema the catalog uses: `required` and the
 /// `type` of each listed property.
-fn validate(schema: &Value, args: &Value) -> Result<(), String> {
+fn validate(schema: &Value, args: &Value) -> Result<(), ArgumentError> {
     for r in schema["required"].as_array().into_iter().flatten() {
         if let Some(k) = r.as_str()
             && args.get(k).is_none()
         {
-            return Err(format!("missing required argument {k:?}"));
+            return Err(ArgumentError::Missing(k.to_owned()));
         }
     }
     let Some(props) = schema["properties"].as_object() else {
@@ -1541,7 +1555,7 @@ fn validate(schema: &Value, args: &Value) -> Result<(), String> {
     for (k, v) in args.as_object().into_iter().flatten() {
         let Some(ty) = props.get(k).and_then(|p| p["type"].as_str()) else {
             if schema["additionalProperties"] == json!(false) && !props.contains_key(k) {
-                return Err(format!("unexpected argument {k:?}"));
+                return Err(ArgumentError::Unexpected(k.clone()));
             }
             continue;
         };
@@ -1555,7 +1569,10 @@ fn validate(schema: &Value, args: &Value) -> Result<(), String> {
             _ => true,
         };
         if !ok {
-            return Err(format!("argument {k:?} must be of type {ty}"));
+            return Err(ArgumentError::Type {
+                name: k.clone(),
+                ty: ty.to_owned(),
+            });
         }
     }
     Ok(())

@@ -495,10 +495,7 @@ impl Tasks {
         cancel: &CancellationToken,
     ) -> Option<Outcome> {
         let Some(peer) = peer else {
-            return Some(Ok(confirm_text(
-                tool,
-                Err("no session to ask on".to_owned()),
-            )));
+            return Some(Ok(confirm_text(tool, Err(AskFailed::NoSession))));
         };
         let mut params = confirm_params();
         params["_meta"] = json!({ mcpx_protocol::meta::RELATED_TASK: {"taskId": id} });
@@ -509,7 +506,7 @@ impl Tasks {
             a = peer.request("elicitation/create", raw.as_deref(), Duration::from_secs(60)) => a,
         };
         self.set_waiting(id, false);
-        Some(Ok(confirm_text(tool, answer.map_err(|e| e.to_string()))))
+        Some(Ok(confirm_text(tool, answer.map_err(AskFailed::from))))
     }
 
     /// A `tools/call` of a task fixture; `None` for other tools.
@@ -534,7 +531,7 @@ impl Tasks {
                     Duration::from_secs(60),
                 )
                 .await;
-            return Some(Ok(confirm_text(name, answer.map_err(|e| e.to_string()))));
+            return Some(Ok(confirm_text(name, answer.map_err(AskFailed::from))));
         }
         let wants_task = match flavor {
             TasksFlavor::None => false,
@@ -827,9 +824,20 @@ fn confirm_params() -> Value {
     })
 }
 
+/// Why `confirm_job`'s question got no answer.
+#[derive(Debug, thiserror::Error)]
+enum AskFailed {
+    /// The call came with no session to ask on.
+    #[error("no session to ask on")]
+    NoSession,
+    /// The request to the client failed.
+    #[error(transparent)]
+    Request(#[from] mcpx_transport::pending::PeerError),
+}
+
 /// `confirm_job`'s result: the action and content the client answered, and the
 /// `_meta` of its answer, if any (so a test can see what reached this server).
-fn confirm_text(tool: &str, answer: Result<mcpx_protocol::Frame, String>) -> Value {
+fn confirm_text(tool: &str, answer: Result<mcpx_protocol::Frame, AskFailed>) -> Value {
     let text =
         |t: String, err: bool| json!({"content": [{"type": "text", "text": t}], "isError": err});
     match answer {

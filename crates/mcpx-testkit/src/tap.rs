@@ -47,7 +47,7 @@ struct RevSchema {
 
 /// Validators for all five revisions, built lazily.
 pub struct SchemaTap {
-    schemas: Vec<Result<RevSchema, String>>,
+    schemas: Vec<Result<RevSchema, TapError>>,
     cache: Mutex<HashMap<(Revision, String), Arc<Validator>>>,
 }
 
@@ -73,8 +73,10 @@ impl SchemaTap {
         let schemas = Revision::ALL
             .into_iter()
             .map(|rev| {
-                let text = crate::shared::schema_text(rev)?;
-                let doc: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+                let text =
+                    crate::shared::schema_text(rev).map_err(|e| TapError::Setup(e.to_string()))?;
+                let doc: Value =
+                    serde_json::from_str(&text).map_err(|e| TapError::Setup(e.to_string()))?;
                 let defs_key = if doc.get("$defs").is_some() {
                     "$defs"
                 } else {
@@ -105,9 +107,7 @@ impl SchemaTap {
     }
 
     fn schema(&self, rev: Revision) -> Result<&RevSchema, TapError> {
-        self.schemas[rev as usize]
-            .as_ref()
-            .map_err(|e| TapError::Setup(e.clone()))
+        self.schemas[rev as usize].as_ref().map_err(Clone::clone)
     }
 
     /// Whether `rev`'s schema has a definition called `name`.
@@ -252,17 +252,18 @@ impl SchemaTap {
 /// The tasks extension's schema (ext-tasks 2026-07-28), compiled once per definition.
 fn tasks_extension_validator(def: &str) -> Result<Arc<Validator>, TapError> {
     type Cache = Mutex<HashMap<String, Arc<Validator>>>;
-    static DOC: OnceLock<Result<Value, String>> = OnceLock::new();
+    static DOC: OnceLock<Result<Value, TapError>> = OnceLock::new();
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let doc = DOC
         .get_or_init(|| {
             let text = crate::shared::read_shared(
                 "spec/extensions/tasks/ext-tasks-2026-07-28/schema.json",
-            )?;
-            serde_json::from_str(&text).map_err(|e| e.to_string())
+            )
+            .map_err(|e| TapError::Setup(e.to_string()))?;
+            serde_json::from_str(&text).map_err(|e| TapError::Setup(e.to_string()))
         })
         .as_ref()
-        .map_err(|e| TapError::Setup(e.clone()))?;
+        .map_err(Clone::clone)?;
     let cache = CACHE.get_or_init(Mutex::default);
     if let Some(v) = cache
         .lock()

@@ -86,21 +86,35 @@ pub struct Args {
     log_file: Option<PathBuf>,
 }
 
+/// A duration that does not read as one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// No number first.
+    #[error("{0:?}: expected a number and a unit, e.g. 15m")]
+    NoNumber(String),
+    /// A unit not known.
+    #[error("{text:?}: unknown unit {unit:?} (ms, s, m or h)")]
+    Unit { text: String, unit: String },
+}
+
 /// `15m`, `90s`, `1h`, `500ms` or a number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (n, unit) = t.split_at(split);
     let n: u64 = n
         .parse()
-        .map_err(|_| format!("{text:?}: expected a number and a unit, e.g. 15m"))?;
+        .map_err(|_| DurationError::NoNumber(text.to_owned()))?;
     let secs = |k: u64| Duration::from_secs(n.saturating_mul(k));
     match unit.trim() {
         "" | "s" => Ok(secs(1)),
         "ms" => Ok(Duration::from_millis(n)),
         "m" | "min" => Ok(secs(60)),
         "h" => Ok(secs(3600)),
-        u => Err(format!("{text:?}: unknown unit {u:?} (ms, s, m or h)")),
+        u => Err(DurationError::Unit {
+            text: text.to_owned(),
+            unit: u.to_owned(),
+        }),
     }
 }
 
@@ -400,21 +414,28 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
+use crate::serve::ListenerError;
+
 /// The tokens `--token-file` (or `$MCPX_SERVE_TOKEN`) names.
-fn tokens(args: &Args) -> Result<Vec<BearerToken>, String> {
+fn tokens(args: &Args) -> Result<Vec<BearerToken>, ListenerError> {
     match &args.token_file {
         Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| format!("--token-file {}: {e}", file.display()))?;
-            BearerToken::from_lines(&text)
-                .map_err(|e| format!("--token-file {}: {e}", file.display()))
+            let text =
+                std::fs::read_to_string(file).map_err(|source| ListenerError::TokenFileRead {
+                    file: file.clone(),
+                    source,
+                })?;
+            BearerToken::from_lines(&text).map_err(|why| ListenerError::TokenFileBad {
+                file: file.clone(),
+                why,
+            })
         }
         None if args.http.is_none() => Ok(Vec::new()),
         None => match std::env::var(config::SERVE_TOKEN_ENV) {
             Err(_) => Ok(Vec::new()),
             Ok(t) => BearerToken::new(&t)
                 .map(|t| vec![t])
-                .ok_or(format!("${} is empty", config::SERVE_TOKEN_ENV)),
+                .ok_or(ListenerError::EmptyToken),
         },
     }
 }
@@ -422,7 +443,9 @@ fn tokens(args: &Args) -> Result<Vec<BearerToken>, String> {
 /// Runs the daemon until SIGTERM, Ctrl-C, `POST /v1/shutdown` or `--idle-exit`.
 pub fn run(args: &Args) -> ExitCode {
     let loaded = if args.demo {
-        crate::serve::demo_config().map(|c| (None, c))
+        crate::serve::demo_config()
+            .map(|c| (None, c))
+            .map_err(|e| e.to_string())
     } else {
         config::load(args.config.as_deref())
             .map(|(path, c)| (Some(path), c))
@@ -439,7 +462,7 @@ pub fn run(args: &Args) -> ExitCode {
     };
     let tokens = match tokens(args) {
         Ok(t) => t,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     let http = args.http;
     let rules = http.map(|addr| listen::TcpRules {
