@@ -36,8 +36,8 @@ use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read as _, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpx_bench::{cpu_ns, peak_rss_kib, rss_kib};
@@ -46,6 +46,7 @@ use mcpx_client::{
 };
 use mcpx_protocol::Params;
 use mcpx_protocol::jsonrpc::Kind;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -116,7 +117,7 @@ fn upstream_stdio(a: &UpArgs) -> Result<(), Error> {
                 let mut byte = [0u8; 1];
                 while matches!(stream.read(&mut byte), Ok(1)) {
                     generation.fetch_add(1, Ordering::SeqCst);
-                    let Ok(mut o) = out.lock() else { return };
+                    let mut o = out.lock();
                     let _ = writeln!(
                         o,
                         "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}}"
@@ -132,7 +133,7 @@ fn upstream_stdio(a: &UpArgs) -> Result<(), Error> {
             continue;
         };
         if let Some(reply) = answer(&msg, a.tools, generation.load(Ordering::SeqCst)) {
-            let mut o = out.lock().map_err(|_| "stdout lock poisoned")?;
+            let mut o = out.lock();
             writeln!(o, "{reply}")?;
             o.flush()?;
         }

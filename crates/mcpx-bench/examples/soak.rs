@@ -30,7 +30,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcpx_client::{
@@ -39,6 +39,7 @@ use mcpx_client::{
 };
 use mcpx_protocol::Params;
 use mcpx_protocol::jsonrpc::Kind;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
@@ -99,9 +100,6 @@ enum SoakError {
     /// mcpx serve exited before it said its address.
     #[error("mcpx serve exited before announcing its address")]
     ExitedEarly,
-    /// A worker panicked holding the tallies.
-    #[error("tallies poisoned")]
-    Poisoned,
 }
 
 fn args() -> Result<Args, SoakError> {
@@ -197,9 +195,7 @@ impl Tallies {
 type Shared = Arc<Mutex<Tallies>>;
 
 fn record(t: &Shared, op: Op, outcome: Outcome, why: Option<String>) {
-    if let Ok(mut t) = t.lock() {
-        t.add(op, outcome, why);
-    }
+    t.lock().add(op, outcome, why);
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -284,9 +280,7 @@ async fn soak(a: Args) -> Result<bool, SoakError> {
         let warnings = warnings.clone();
         tokio::spawn(async move {
             while let Ok(Some(_)) = lines.next_line().await {
-                if let Ok(mut w) = warnings.lock() {
-                    *w += 1;
-                }
+                *warnings.lock() += 1;
             }
         });
     }
@@ -332,7 +326,7 @@ async fn soak(a: Args) -> Result<bool, SoakError> {
     let _ = serve.wait().await;
     let _ = std::fs::remove_dir_all(&dir);
 
-    let t = tallies.lock().map_err(|_| SoakError::Poisoned)?;
+    let t = tallies.lock();
     Ok(report(
         &t,
         &samples,
@@ -402,7 +396,7 @@ fn report(
         .map(|(m, (rss, fds))| format!("{m}: {:.1} MiB/{fds}", *rss as f64 / 1024.0))
         .collect();
     println!("  each minute's peak RSS/fds: {}", trend.join(", "));
-    let warned = warnings.lock().map(|w| *w).unwrap_or(0);
+    let warned = *warnings.lock();
     let summary = json!({
         "secs": elapsed.as_secs_f64().round(),
         "calls": calls,

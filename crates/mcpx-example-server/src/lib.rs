@@ -29,7 +29,6 @@ mod mrtr;
 mod tasks;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -42,6 +41,7 @@ use mcpx_protocol::method::{CACHEABLE_METHODS, client_may_send};
 use mcpx_protocol::revision::StructuredContent;
 use mcpx_protocol::{Era, Frame, Id, Revision, Verdict, meta};
 use mcpx_transport::{Incoming, Peer, RequestCtx, Service};
+use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
@@ -252,10 +252,7 @@ impl ExampleServer {
 
     fn with_session<T>(&self, peer: Option<&Peer>, f: impl FnOnce(&mut Session) -> T) -> T {
         let key = peer.and_then(|p| p.session_id().map(str::to_owned));
-        match self.sessions.lock() {
-            Ok(mut s) => f(s.entry(key).or_default()),
-            Err(_) => f(&mut Session::default()),
-        }
+        f(self.sessions.lock().entry(key).or_default())
     }
 
     /// The revision a request is answered in, or the error a server of this mode owes it.
@@ -614,17 +611,16 @@ impl ExampleServer {
     /// Announces a change to modern listeners and legacy sessions.
     async fn announce(&self, ev: Event) {
         let _ = self.hub.send(ev.clone());
-        let peers: Vec<Peer> = match self.sessions.lock() {
-            Ok(s) => s
-                .values()
-                .filter(|s| match &ev {
-                    Event::Updated(uri) => s.subscribed.contains(uri),
-                    _ => true,
-                })
-                .filter_map(|s| s.peer.clone())
-                .collect(),
-            Err(_) => Vec::new(),
-        };
+        let peers: Vec<Peer> = self
+            .sessions
+            .lock()
+            .values()
+            .filter(|s| match &ev {
+                Event::Updated(uri) => s.subscribed.contains(uri),
+                _ => true,
+            })
+            .filter_map(|s| s.peer.clone())
+            .collect();
         let params = match &ev {
             Event::Updated(uri) => Some(raw(&json!({ "uri": uri }))),
             _ => None,
@@ -1607,9 +1603,9 @@ impl Service for ExampleServer {
     }
 
     fn session_closed(&self, peer: &Peer) {
-        if let Ok(mut s) = self.sessions.lock() {
-            s.remove(&peer.session_id().map(str::to_owned));
-        }
+        self.sessions
+            .lock()
+            .remove(&peer.session_id().map(str::to_owned));
     }
 }
 

@@ -9,10 +9,11 @@
 //! ever fetched; each (revision, definition) pair is compiled once and cached.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use jsonschema::Validator;
 use mcpx_protocol::Revision;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 /// A frame that its revision's schema rejects, or a tap that could not be set up.
@@ -126,12 +127,7 @@ impl SchemaTap {
 
     fn validator(&self, rev: Revision, def: &str) -> Result<Arc<Validator>, TapError> {
         let key = (rev, def.to_owned());
-        if let Some(v) = self
-            .cache
-            .lock()
-            .map_err(|e| TapError::Setup(e.to_string()))?
-            .get(&key)
-        {
+        if let Some(v) = self.cache.lock().get(&key) {
             return Ok(v.clone());
         }
         let s = self.schema(rev)?;
@@ -147,10 +143,7 @@ impl SchemaTap {
         }
         let v =
             Arc::new(jsonschema::validator_for(&doc).map_err(|e| TapError::Setup(e.to_string()))?);
-        self.cache
-            .lock()
-            .map_err(|e| TapError::Setup(e.to_string()))?
-            .insert(key, v.clone());
+        self.cache.lock().insert(key, v.clone());
         Ok(v)
     }
 
@@ -265,11 +258,7 @@ fn tasks_extension_validator(def: &str) -> Result<Arc<Validator>, TapError> {
         .as_ref()
         .map_err(Clone::clone)?;
     let cache = CACHE.get_or_init(Mutex::default);
-    if let Some(v) = cache
-        .lock()
-        .map_err(|e| TapError::Setup(e.to_string()))?
-        .get(def)
-    {
+    if let Some(v) = cache.lock().get(def) {
         return Ok(v.clone());
     }
     if doc.pointer(&format!("/$defs/{def}")).is_none() {
@@ -285,10 +274,7 @@ fn tasks_extension_validator(def: &str) -> Result<Arc<Validator>, TapError> {
         );
     }
     let v = Arc::new(jsonschema::validator_for(&doc).map_err(|e| TapError::Setup(e.to_string()))?);
-    cache
-        .lock()
-        .map_err(|e| TapError::Setup(e.to_string()))?
-        .insert(def.to_owned(), v.clone());
+    cache.lock().insert(def.to_owned(), v.clone());
     Ok(v)
 }
 

@@ -41,7 +41,7 @@ pub struct Client {
     pub record: Record,
     /// The connection that found it answering, for the first request: one connection
     /// fewer for a command that asks once.
-    first: std::sync::Arc<std::sync::Mutex<Option<std::os::unix::net::UnixStream>>>,
+    first: std::sync::Arc<parking_lot::Mutex<Option<std::os::unix::net::UnixStream>>>,
 }
 
 /// The daemon's answer: its status and its body (JSON, or `null` when it was not).
@@ -89,7 +89,7 @@ pub fn find(key: &str) -> Option<Client> {
     let stream = std::os::unix::net::UnixStream::connect(&record.socket).ok()?;
     Some(Client {
         record,
-        first: std::sync::Arc::new(std::sync::Mutex::new(Some(stream))),
+        first: std::sync::Arc::new(parking_lot::Mutex::new(Some(stream))),
     })
 }
 
@@ -104,7 +104,7 @@ pub fn at_socket(path: &Path) -> Option<Client> {
             version: String::new(),
             config: String::new(),
         },
-        first: std::sync::Arc::new(std::sync::Mutex::new(Some(stream))),
+        first: std::sync::Arc::new(parking_lot::Mutex::new(Some(stream))),
     })
 }
 
@@ -240,7 +240,7 @@ impl Client {
             socket: socket.clone(),
             message,
         };
-        let first = self.first.lock().ok().and_then(|mut f| f.take());
+        let first = self.first.lock().take();
         let stream = match first.map(|s| {
             s.set_nonblocking(true)?;
             tokio::net::UnixStream::from_std(s)

@@ -26,8 +26,8 @@ pub mod problem;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpx_client::EraCache;
@@ -35,6 +35,7 @@ use mcpx_gateway::app::{App, ReloadError, ReloadTrigger};
 use mcpx_gateway::config;
 use mcpx_gateway::reload::Plan;
 use mcpx_transport::streamable_http::{self, BearerToken, HttpServerConfig};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -255,12 +256,7 @@ impl Tracked<'_> {
     /// Publishes the call's end: `outcome` (`ok`, `tool_error`, `error` or
     /// `cancelled`) and, for an error, its reason.
     pub fn end(self, outcome: &'static str, detail: Option<String>) {
-        let info = self
-            .daemon
-            .calls
-            .lock()
-            .ok()
-            .and_then(|mut c| c.remove(&self.id));
+        let info = self.daemon.calls.lock().remove(&self.id);
         let Some(info) = info else { return };
         let mut data = json!({
             "id": self.id,
@@ -274,7 +270,8 @@ impl Tracked<'_> {
         if let Some(d) = detail {
             data["detail"] = json!(d);
         }
-        if let Ok(mut recent) = self.daemon.recent.lock() {
+        {
+            let mut recent = self.daemon.recent.lock();
             if recent.len() == RECENT_CALLS {
                 recent.pop_front();
             }
@@ -299,9 +296,7 @@ pub fn tool_error_text(result: &Value) -> String {
 
 impl Drop for Tracked<'_> {
     fn drop(&mut self) {
-        if let Ok(mut c) = self.daemon.calls.lock() {
-            c.remove(&self.id);
-        }
+        self.daemon.calls.lock().remove(&self.id);
     }
 }
 
@@ -338,9 +333,7 @@ impl Daemon {
             started: Instant::now(),
             started_at_ms: now_ms(),
         };
-        if let Ok(mut c) = self.calls.lock() {
-            c.insert(id, info);
-        }
+        self.calls.lock().insert(id, info);
         self.events.publish(
             "call",
             json!({"id": id, "tool": tool, "via": via.key(), "phase": "start"}),
@@ -354,9 +347,7 @@ impl Daemon {
 
     /// The calls in flight, through `/v1/call` and hosts' sessions, the oldest first.
     pub fn calls_in_flight(&self) -> Vec<Value> {
-        let Ok(c) = self.calls.lock() else {
-            return Vec::new();
-        };
+        let c = self.calls.lock();
         let mut v: Vec<(u64, Value)> = c
             .iter()
             .map(|(id, i)| {
@@ -374,15 +365,12 @@ impl Daemon {
 
     /// The last finished calls ([`RECENT_CALLS`] at most), the newest first.
     pub fn recent_calls(&self) -> Vec<Value> {
-        self.recent
-            .lock()
-            .map(|r| r.iter().rev().cloned().collect())
-            .unwrap_or_default()
+        self.recent.lock().iter().rev().cloned().collect()
     }
 
     /// The last reload's outcome, if there was one.
     pub fn last_reload(&self) -> Option<Value> {
-        self.last_reload.lock().ok().and_then(|r| r.clone())
+        self.last_reload.lock().clone()
     }
 
     /// Records a reload and publishes it: `ok` with its plan, or the error.
@@ -401,9 +389,7 @@ impl Daemon {
                 data["error"] = json!(e.to_string());
             }
         }
-        if let Ok(mut last) = self.last_reload.lock() {
-            *last = Some(data.clone());
-        }
+        *self.last_reload.lock() = Some(data.clone());
         self.events.publish("reload", data);
     }
 }
