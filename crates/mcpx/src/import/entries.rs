@@ -57,6 +57,8 @@ struct Reader<'a> {
     lost: Vec<String>,
 }
 
+// Each reader's error is the reason the entry stays where it is, which the import
+// report prints beside it: a message is all its callers use.
 impl<'a> Reader<'a> {
     fn get(&mut self, key: &'a str) -> Option<&'a Value> {
         let v = self.obj.get(key)?;
