@@ -215,8 +215,7 @@ async fn measure(a: &Args, port: u16) -> Result<(), Error> {
 
     // The big caller: a thread and a runtime of its own.
     let (go_tx, mut go_rx) = tokio::sync::mpsc::channel::<()>(1);
-    let (done_tx, mut done_rx) =
-        tokio::sync::mpsc::channel::<Result<(Instant, Instant), String>>(1);
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<Result<(Instant, Instant), Error>>(1);
     let mib = a.mib;
     let big_thread = std::thread::spawn(move || {
         let rt = match tokio::runtime::Builder::new_current_thread()
@@ -229,14 +228,12 @@ async fn measure(a: &Args, port: u16) -> Result<(), Error> {
         rt.block_on(async move {
             let big = match host(port, mib).await {
                 Ok(c) => c,
-                Err(e) => return drop(done_tx.send(Err(e.to_string())).await),
+                Err(e) => return drop(done_tx.send(Err(e)).await),
             };
             while go_rx.recv().await.is_some() {
                 let start = Instant::now();
                 let r = call(&big, &big_params).await;
-                let r = r
-                    .map(|_| (start, Instant::now()))
-                    .map_err(|e| e.to_string());
+                let r = r.map(|_| (start, Instant::now()));
                 if done_tx.send(r).await.is_err() {
                     return;
                 }

@@ -36,8 +36,8 @@ use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read as _, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpx_bench::{cpu_ns, peak_rss_kib, rss_kib};
@@ -46,6 +46,7 @@ use mcpx_client::{
 };
 use mcpx_protocol::Params;
 use mcpx_protocol::jsonrpc::Kind;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -116,7 +117,7 @@ fn upstream_stdio(a: &UpArgs) -> Result<(), Error> {
                 let mut byte = [0u8; 1];
                 while matches!(stream.read(&mut byte), Ok(1)) {
                     generation.fetch_add(1, Ordering::SeqCst);
-                    let Ok(mut o) = out.lock() else { return };
+                    let mut o = out.lock();
                     let _ = writeln!(
                         o,
                         "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}}"
@@ -132,7 +133,7 @@ fn upstream_stdio(a: &UpArgs) -> Result<(), Error> {
             continue;
         };
         if let Some(reply) = answer(&msg, a.tools, generation.load(Ordering::SeqCst)) {
-            let mut o = out.lock().map_err(|_| "stdout lock poisoned")?;
+            let mut o = out.lock();
             writeln!(o, "{reply}")?;
             o.flush()?;
         }
@@ -740,8 +741,7 @@ async fn payload(r: &mut Run, http: bool, size: usize, t: &mut String) -> Result
     let idle = rss_kib(gw.pid).map(mib).unwrap_or(f64::NAN);
     let port = gw.port;
     let (go_tx, mut go_rx) = tokio::sync::mpsc::channel::<()>(1);
-    let (done_tx, mut done_rx) =
-        tokio::sync::mpsc::channel::<Result<(Instant, Instant), String>>(1);
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<Result<(Instant, Instant), Error>>(1);
     let big_thread = std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -752,17 +752,13 @@ async fn payload(r: &mut Run, http: bool, size: usize, t: &mut String) -> Result
         rt.block_on(async move {
             let conn = match host(port, ProtocolPreference::Legacy).await {
                 Ok(c) => c,
-                Err(e) => return drop(done_tx.send(Err(e.to_string())).await),
+                Err(e) => return drop(done_tx.send(Err(e)).await),
             };
             let _ = call(&conn, "big__big", json!({"mib": 1})).await;
             while go_rx.recv().await.is_some() {
                 let s = Instant::now();
                 let r = call(&conn, "big__big", json!({"mib": size})).await;
-                if done_tx
-                    .send(r.map(|_| (s, Instant::now())).map_err(|e| e.to_string()))
-                    .await
-                    .is_err()
-                {
+                if done_tx.send(r.map(|_| (s, Instant::now()))).await.is_err() {
                     return;
                 }
             }

@@ -30,7 +30,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcpx_client::{
@@ -39,6 +39,7 @@ use mcpx_client::{
 };
 use mcpx_protocol::Params;
 use mcpx_protocol::jsonrpc::Kind;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
@@ -62,7 +63,46 @@ struct Args {
     warmup: u64,
 }
 
-fn args() -> Result<Args, String> {
+/// Why the soak did not run.
+#[derive(Debug, thiserror::Error)]
+enum SoakError {
+    /// A flag without its value.
+    #[error("{0} needs a value")]
+    NoValue(String),
+    /// A flag's value is not a number.
+    #[error("{flag} {value}: {source}")]
+    Number {
+        flag: String,
+        value: String,
+        source: std::num::ParseIntError,
+    },
+    /// A flag not known.
+    #[error("unknown flag {0}")]
+    UnknownFlag(String),
+    /// A file (the binary, or the one started) failed.
+    #[error("{}: {source}", path.display())]
+    Path {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The scratch files failed, or mcpx serve's stderr.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// mcpx serve exited at once.
+    #[error("mcpx serve exited at once")]
+    Exited,
+    /// mcpx serve's stderr was not piped.
+    #[error("no stderr")]
+    NoStderr,
+    /// mcpx serve said no address in time.
+    #[error("mcpx serve announced no address within 20 s")]
+    NoAddress,
+    /// mcpx serve exited before it said its address.
+    #[error("mcpx serve exited before announcing its address")]
+    ExitedEarly,
+}
+
+fn args() -> Result<Args, SoakError> {
     let mut a = Args {
         mcpx: PathBuf::from("target/release/mcpx"),
         secs: 600,
@@ -71,18 +111,20 @@ fn args() -> Result<Args, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let value = it.next().ok_or(format!("{flag} needs a value"))?;
+        let value = it.next().ok_or_else(|| SoakError::NoValue(flag.clone()))?;
         let number = || {
-            value
-                .parse::<u64>()
-                .map_err(|e| format!("{flag} {value}: {e}"))
+            value.parse::<u64>().map_err(|source| SoakError::Number {
+                flag: flag.clone(),
+                value: value.clone(),
+                source,
+            })
         };
         match flag.as_str() {
             "--mcpx" => a.mcpx = PathBuf::from(&value),
             "--secs" => a.secs = number()?,
             "--crash-every" => a.crash_every = number()?.max(1),
             "--warmup" => a.warmup = number()?,
-            _ => return Err(format!("unknown flag {flag}")),
+            _ => return Err(SoakError::UnknownFlag(flag)),
         }
     }
     Ok(a)
@@ -153,9 +195,7 @@ impl Tallies {
 type Shared = Arc<Mutex<Tallies>>;
 
 fn record(t: &Shared, op: Op, outcome: Outcome, why: Option<String>) {
-    if let Ok(mut t) = t.lock() {
-        t.add(op, outcome, why);
-    }
+    t.lock().add(op, outcome, why);
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -177,10 +217,13 @@ async fn main() {
     }
 }
 
-async fn soak(a: Args) -> Result<bool, String> {
-    let mcpx = std::fs::canonicalize(&a.mcpx).map_err(|e| format!("{}: {e}", a.mcpx.display()))?;
+async fn soak(a: Args) -> Result<bool, SoakError> {
+    let mcpx = std::fs::canonicalize(&a.mcpx).map_err(|source| SoakError::Path {
+        path: a.mcpx.clone(),
+        source,
+    })?;
     let dir = std::env::temp_dir().join(format!("mcpx-soak-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir)?;
     let config = dir.join("mcpx.json");
     let entry = |tag: &str| {
         json!({
@@ -203,7 +246,7 @@ async fn soak(a: Args) -> Result<bool, String> {
             "sessionIdleMs": 30000
         }}
     });
-    std::fs::write(&config, doc.to_string()).map_err(|e| e.to_string())?;
+    std::fs::write(&config, doc.to_string())?;
 
     let mut serve = tokio::process::Command::new(&mcpx)
         .args(["serve", "--config"])
@@ -215,16 +258,18 @@ async fn soak(a: Args) -> Result<bool, String> {
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("{}: {e}", mcpx.display()))?;
-    let pid = serve.id().ok_or("mcpx serve exited at once")?;
-    let stderr = serve.stderr.take().ok_or("no stderr")?;
+        .map_err(|source| SoakError::Path {
+            path: mcpx.clone(),
+            source,
+        })?;
+    let pid = serve.id().ok_or(SoakError::Exited)?;
+    let stderr = serve.stderr.take().ok_or(SoakError::NoStderr)?;
     let mut lines = BufReader::new(stderr).lines();
     let url = loop {
         let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
             .await
-            .map_err(|_| "mcpx serve announced no address within 20 s")?
-            .map_err(|e| e.to_string())?
-            .ok_or("mcpx serve exited before announcing its address")?;
+            .map_err(|_| SoakError::NoAddress)??
+            .ok_or(SoakError::ExitedEarly)?;
         if let Some(rest) = line.split("Streamable HTTP at ").nth(1) {
             break rest.split(',').next().unwrap_or_default().trim().to_owned();
         }
@@ -235,9 +280,7 @@ async fn soak(a: Args) -> Result<bool, String> {
         let warnings = warnings.clone();
         tokio::spawn(async move {
             while let Ok(Some(_)) = lines.next_line().await {
-                if let Ok(mut w) = warnings.lock() {
-                    *w += 1;
-                }
+                *warnings.lock() += 1;
             }
         });
     }
@@ -283,7 +326,7 @@ async fn soak(a: Args) -> Result<bool, String> {
     let _ = serve.wait().await;
     let _ = std::fs::remove_dir_all(&dir);
 
-    let t = tallies.lock().map_err(|_| "tallies poisoned")?;
+    let t = tallies.lock();
     Ok(report(
         &t,
         &samples,
@@ -353,7 +396,7 @@ fn report(
         .map(|(m, (rss, fds))| format!("{m}: {:.1} MiB/{fds}", *rss as f64 / 1024.0))
         .collect();
     println!("  each minute's peak RSS/fds: {}", trend.join(", "));
-    let warned = warnings.lock().map(|w| *w).unwrap_or(0);
+    let warned = *warnings.lock();
     let summary = json!({
         "secs": elapsed.as_secs_f64().round(),
         "calls": calls,

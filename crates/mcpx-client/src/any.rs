@@ -1,7 +1,7 @@
 //! One type for every client transport, so a connection can hold whichever it probed.
 
 use std::io::Write;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use mcpx_protocol::Frame;
 use mcpx_transport::TransportError;
@@ -9,6 +9,7 @@ use mcpx_transport::child::ChildUpstream;
 use mcpx_transport::http_sse_client::SseUpstream;
 use mcpx_transport::streamable_http::client::HttpUpstream;
 use mcpx_transport::upstream::{Exchange, Upstream};
+use parking_lot::Mutex;
 
 /// A connection over stdio, Streamable HTTP or HTTP+SSE.
 #[derive(Debug)]
@@ -133,7 +134,8 @@ fn wire_log(frame: &Frame) {
             .ok()
             .map(Mutex::new)
     });
-    if let Some(mut f) = log.as_ref().and_then(|file| file.lock().ok()) {
+    if let Some(file) = log.as_ref() {
+        let mut f = file.lock();
         let _ = writeln!(f, "{}", frame.as_str().replace(['\n', '\r'], " "));
     }
 }

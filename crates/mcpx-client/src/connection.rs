@@ -13,8 +13,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcpx_protocol::jsonrpc::Kind;
@@ -24,6 +24,7 @@ use mcpx_protocol::{Era, Frame, Id, Params, Revision, SpecPolicy, meta};
 use mcpx_transport::TransportError;
 use mcpx_transport::channel_pool::ChannelPool;
 use mcpx_transport::upstream::{Exchange, Unsolicited, Upstream};
+use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
@@ -191,11 +192,26 @@ fn idempotent_method(method: &str) -> bool {
         || method.ends_with("/get")
 }
 
+/// A result whose `resultType` makes it invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ResultTypeError {
+    /// A task, on a request that did not declare the tasks extension.
+    #[error(
+        "the result has resultType \"task\", but mcpx did not declare the io.modelcontextprotocol/tasks extension on that request"
+    )]
+    UndeclaredTask,
+    /// A value not known (its JSON text).
+    #[error(
+        "the result has resultType {0}, which mcpx does not recognise (2026-07-28 basic/index: such a result is invalid)"
+    )]
+    Unknown(String),
+}
+
 /// Checks a result's `resultType` (register A-C22). Absent means `"complete"` in every
 /// case; `"complete"` and `"input_required"` are known; `"task"` only when the request
 /// declared the tasks extension; any other value "MUST be considered invalid"
 /// (2026-07-28 basic/index §resultType).
-fn check_result_type(frame: &Frame, client_capabilities: &Value) -> Result<(), String> {
+fn check_result_type(frame: &Frame, client_capabilities: &Value) -> Result<(), ResultTypeError> {
     // Where the decoder saw it: no walk over the result.
     let Some(raw) = frame.result_type() else {
         return Ok(());
@@ -211,12 +227,8 @@ fn check_result_type(frame: &Frame, client_capabilities: &Value) -> Result<(), S
     match serde_json::from_str::<Value>(raw) {
         Ok(Value::String(t)) if t == "complete" || t == "input_required" => Ok(()),
         Ok(Value::String(t)) if t == "task" && tasks => Ok(()),
-        Ok(Value::String(t)) if t == "task" => Err(
-            "the result has resultType \"task\", but mcpx did not declare the io.modelcontextprotocol/tasks extension on that request".to_owned(),
-        ),
-        _ => Err(format!(
-            "the result has resultType {raw}, which mcpx does not recognise (2026-07-28 basic/index: such a result is invalid)"
-        )),
+        Ok(Value::String(t)) if t == "task" => Err(ResultTypeError::UndeclaredTask),
+        _ => Err(ResultTypeError::Unknown(raw.to_owned())),
     }
 }
 
@@ -318,11 +330,7 @@ impl Connection {
 
     /// What the handshake learnt (shared: reading it is cheap, on every call).
     pub fn facts(&self) -> Arc<ServerFacts> {
-        self.inner
-            .facts
-            .lock()
-            .map(|f| Arc::clone(&f))
-            .unwrap_or_else(|e| Arc::clone(&e.into_inner()))
+        self.inner.facts.lock().clone()
     }
 
     /// Sends the upstream's asks that name its task `task` (related-task) to `events`,
@@ -332,9 +340,11 @@ impl Connection {
     /// its id ties the ask to whoever follows the task. (Asks on a call's own stream,
     /// such as `tasks/result`'s, are that call's, as ever.)
     pub fn route_task_asks(&self, task: &str, events: mpsc::Sender<Box<CallEvent>>) -> TaskAsks {
-        if let Ok(mut r) = self.inner.routes.lock() {
-            r.tasks.insert(task.to_owned(), events);
-        }
+        self.inner
+            .routes
+            .lock()
+            .tasks
+            .insert(task.to_owned(), events);
         TaskAsks {
             inner: self.inner.clone(),
             task: task.to_owned(),
@@ -540,10 +550,7 @@ impl Connection {
     /// The protocol version, client capabilities and client info members of a modern
     /// envelope, encoded once per revision and capabilities (see `envelope_cache`).
     fn modern_envelope(&self, revision: Revision, capabilities: &Arc<Value>) -> Arc<MetaMembers> {
-        let mut cache = match self.inner.envelope_cache.lock() {
-            Ok(c) => c,
-            Err(e) => e.into_inner(),
-        };
+        let mut cache = self.inner.envelope_cache.lock();
         // The same capabilities come as the same `Arc` (a host's, shared from call to
         // call by the serve seam): compared by pointer before by value.
         if let Some((rev, caps, members)) = cache.as_ref()
@@ -709,12 +716,7 @@ impl Connection {
             .map_err(Attempt::Failed)?;
         let (route_tx, mut route_rx) = self.inner.route_channels.take();
         {
-            let mut routes = self.inner.routes.lock().map_err(|_| {
-                Attempt::Failed(ClientError::Protocol {
-                    upstream: self.inner.name.clone(),
-                    message: "internal lock poisoned".into(),
-                })
-            })?;
+            let mut routes = self.inner.routes.lock();
             if opts.attribute_unsolicited {
                 routes.calls.insert(id, route_tx.clone());
             }
@@ -1017,9 +1019,7 @@ impl Connection {
                     Ok(()) => {
                         // Open until answered: the upstream may withdraw it meanwhile.
                         let (withdraw, withdrawn) = oneshot::channel();
-                        if let Ok(mut open) = self.inner.open_asks.lock() {
-                            open.insert(id.clone(), withdraw);
-                        }
+                        self.inner.open_asks.lock().insert(id.clone(), withdraw);
                         Answer::Later(rx, withdrawn)
                     }
                     Err(mpsc::error::TrySendError::Full(_)) => too_many(),
@@ -1050,9 +1050,7 @@ impl Connection {
                         // page).
                         Ok(()) = withdrawn => None,
                     };
-                    if let Ok(mut open) = conn.inner.open_asks.lock() {
-                        open.remove(&id);
-                    }
+                    conn.inner.open_asks.lock().remove(&id);
                     match answer {
                         Some(a) => a,
                         None => return,
@@ -1179,9 +1177,7 @@ impl Inner {
     /// Withdraws the open ask a `notifications/cancelled` from the upstream names, if
     /// it names one; whether it did.
     fn withdraw(&self, frame: &Frame) -> bool {
-        let Ok(mut open) = self.open_asks.lock() else {
-            return false;
-        };
+        let mut open = self.open_asks.lock();
         if open.is_empty() {
             return false;
         }
@@ -1234,9 +1230,7 @@ pub struct TaskAsks {
 
 impl Drop for TaskAsks {
     fn drop(&mut self) {
-        if let Ok(mut r) = self.inner.routes.lock() {
-            r.tasks.remove(&self.task);
-        }
+        self.inner.routes.lock().tasks.remove(&self.task);
     }
 }
 
@@ -1249,7 +1243,8 @@ struct RouteGuard {
 
 impl Drop for RouteGuard {
     fn drop(&mut self) {
-        if let Ok(mut r) = self.inner.routes.lock() {
+        {
+            let mut r = self.inner.routes.lock();
             r.calls.remove(&self.id);
             r.by_id.remove(&self.id);
             if let Some(t) = &self.token {
@@ -1286,7 +1281,7 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
         let task_asks = (frame.kind() == Kind::Request)
             .then(|| related_task(&frame))
             .flatten()
-            .and_then(|t| inner.routes.lock().ok()?.tasks.get(&t).cloned());
+            .and_then(|t| inner.routes.lock().tasks.get(&t).cloned());
         if let Some(events) = task_asks {
             let conn = Connection {
                 inner: inner.clone(),
@@ -1296,9 +1291,7 @@ async fn dispatch(inner: std::sync::Weak<Inner>, mut rx: Unsolicited) {
             continue;
         }
         let route = {
-            let Ok(routes) = inner.routes.lock() else {
-                return;
-            };
+            let routes = inner.routes.lock();
             match (frame.kind(), frame.method()) {
                 (Kind::Notification, Some("notifications/progress")) => frame
                     .params()
@@ -1487,7 +1480,7 @@ mod tests {
         assert!(check_result_type(&r(r#"{"resultType":"task"}"#), &none).is_err());
         assert!(check_result_type(&r(r#"{"resultType":"task"}"#), &tasks).is_ok());
         let e = check_result_type(&r(r#"{"resultType":"Complete"}"#), &tasks).unwrap_err();
-        assert!(e.contains("\"Complete\""), "{e}");
+        assert!(e.to_string().contains("\"Complete\""), "{e}");
         assert!(check_result_type(&r(r#"{"resultType":null}"#), &none).is_err());
         // An error response has no result to check.
         let err = Frame::error_response(Some(&Id::Number(1)), -32603, "x", None);

@@ -1218,9 +1218,7 @@ pub(crate) async fn reinitialise(conn: &Connection) -> Result<(), ClientError> {
     // counter like every other (register A-C2).
     match initialize(&target, &inner.up, conn.next_id()).await? {
         Some(facts) => {
-            if let Ok(mut f) = inner.facts.lock() {
-                *f = std::sync::Arc::new(facts);
-            }
+            *inner.facts.lock() = std::sync::Arc::new(facts);
             Ok(())
         }
         None => Err(handshake_err(

@@ -29,7 +29,6 @@ mod mrtr;
 mod tasks;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -42,6 +41,7 @@ use mcpx_protocol::method::{CACHEABLE_METHODS, client_may_send};
 use mcpx_protocol::revision::StructuredContent;
 use mcpx_protocol::{Era, Frame, Id, Revision, Verdict, meta};
 use mcpx_transport::{Incoming, Peer, RequestCtx, Service};
+use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
@@ -271,10 +271,7 @@ impl ExampleServer {
 
     fn with_session<T>(&self, peer: Option<&Peer>, f: impl FnOnce(&mut Session) -> T) -> T {
         let key = peer.and_then(|p| p.session_id().map(str::to_owned));
-        match self.sessions.lock() {
-            Ok(mut s) => f(s.entry(key).or_default()),
-            Err(_) => f(&mut Session::default()),
-        }
+        f(self.sessions.lock().entry(key).or_default())
     }
 
     /// The revision a request is answered in, or the error a server of this mode owes it.
@@ -633,17 +630,16 @@ impl ExampleServer {
     /// Announces a change to modern listeners and legacy sessions.
     async fn announce(&self, ev: Event) {
         let _ = self.hub.send(ev.clone());
-        let peers: Vec<Peer> = match self.sessions.lock() {
-            Ok(s) => s
-                .values()
-                .filter(|s| match &ev {
-                    Event::Updated(uri) => s.subscribed.contains(uri),
-                    _ => true,
-                })
-                .filter_map(|s| s.peer.clone())
-                .collect(),
-            Err(_) => Vec::new(),
-        };
+        let peers: Vec<Peer> = self
+            .sessions
+            .lock()
+            .values()
+            .filter(|s| match &ev {
+                Event::Updated(uri) => s.subscribed.contains(uri),
+                _ => true,
+            })
+            .filter_map(|s| s.peer.clone())
+            .collect();
         let params = match &ev {
             Event::Updated(uri) => Some(raw(&json!({ "uri": uri }))),
             _ => None,
@@ -1545,14 +1541,28 @@ fn complete(c: &Call<'_>) -> Result<Value, RpcError> {
     Ok(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
 }
 
+/// Arguments the tool's `inputSchema` refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ArgumentError {
+    /// A required argument is missing.
+    #[error("missing required argument {0:?}")]
+    Missing(String),
+    /// An argument the schema does not list, where it allows no others.
+    #[error("unexpected argument {0:?}")]
+    Unexpected(String),
+    /// An argument of another type.
+    #[error("argument {name:?} must be of type {ty}")]
+    Type { name: String, ty: String },
+}
+
 /// Checks `args` against the subset of JSON Schema the catalog uses: `required` and the
 /// `type` of each listed property.
-fn validate(schema: &Value, args: &Value) -> Result<(), String> {
+fn validate(schema: &Value, args: &Value) -> Result<(), ArgumentError> {
     for r in schema["required"].as_array().into_iter().flatten() {
         if let Some(k) = r.as_str()
             && args.get(k).is_none()
         {
-            return Err(format!("missing required argument {k:?}"));
+            return Err(ArgumentError::Missing(k.to_owned()));
         }
     }
     let Some(props) = schema["properties"].as_object() else {
@@ -1561,7 +1571,7 @@ fn validate(schema: &Value, args: &Value) -> Result<(), String> {
     for (k, v) in args.as_object().into_iter().flatten() {
         let Some(ty) = props.get(k).and_then(|p| p["type"].as_str()) else {
             if schema["additionalProperties"] == json!(false) && !props.contains_key(k) {
-                return Err(format!("unexpected argument {k:?}"));
+                return Err(ArgumentError::Unexpected(k.clone()));
             }
             continue;
         };
@@ -1575,7 +1585,10 @@ fn validate(schema: &Value, args: &Value) -> Result<(), String> {
             _ => true,
         };
         if !ok {
-            return Err(format!("argument {k:?} must be of type {ty}"));
+            return Err(ArgumentError::Type {
+                name: k.clone(),
+                ty: ty.to_owned(),
+            });
         }
     }
     Ok(())
@@ -1602,9 +1615,9 @@ impl Service for ExampleServer {
     }
 
     fn session_closed(&self, peer: &Peer) {
-        if let Ok(mut s) = self.sessions.lock() {
-            s.remove(&peer.session_id().map(str::to_owned));
-        }
+        self.sessions
+            .lock()
+            .remove(&peer.session_id().map(str::to_owned));
     }
 }
 

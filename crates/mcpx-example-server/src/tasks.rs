@@ -38,7 +38,7 @@
 //! access, and creating a task beyond the bound is refused with -32603.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use mcpx_protocol::Revision;
@@ -47,6 +47,7 @@ use mcpx_protocol::error::{
 };
 use mcpx_protocol::revision::TasksFlavor;
 use mcpx_protocol::task::{Status, TaskSupport, declares_extension, iso8601};
+use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -334,9 +335,7 @@ impl Tasks {
     }
 
     fn finish(&self, id: &str, outcome: Option<Outcome>) {
-        let Ok(mut map) = self.inner.lock() else {
-            return;
-        };
+        let mut map = self.inner.lock();
         let Some(e) = map.get_mut(id) else {
             return;
         };
@@ -398,10 +397,7 @@ impl Tasks {
         };
         let task = Self::task_json(&id, &entry);
         {
-            let mut map = self
-                .inner
-                .lock()
-                .map_err(|_| RpcError::new(INTERNAL_ERROR, "task store poisoned"))?;
+            let mut map = self.inner.lock();
             Self::purge(&mut map, now);
             if map.len() >= MAX_TASKS {
                 return Err(RpcError::new(
@@ -437,9 +433,7 @@ impl Tasks {
     /// Moves a live task between `working` and `input_required` (2025-11-25 §Task
     /// Status Lifecycle: both ways are valid paths; terminal tasks stay as they are).
     fn set_waiting(&self, id: &str, waiting: bool) {
-        let Ok(mut map) = self.inner.lock() else {
-            return;
-        };
+        let mut map = self.inner.lock();
         if let Some(e) = map.get_mut(id).filter(|e| !e.status.is_terminal()) {
             e.status = if waiting {
                 Status::InputRequired
@@ -461,7 +455,7 @@ impl Tasks {
         cancel: &CancellationToken,
     ) -> Option<Map<String, Value>> {
         let answered = {
-            let mut map = self.inner.lock().ok()?;
+            let mut map = self.inner.lock();
             let e = map.get_mut(id).filter(|e| !e.status.is_terminal())?;
             e.inputs.extend(reqs);
             e.status = Status::InputRequired;
@@ -471,7 +465,7 @@ impl Tasks {
         };
         loop {
             {
-                let mut map = self.inner.lock().ok()?;
+                let mut map = self.inner.lock();
                 let e = map.get_mut(id)?;
                 if e.inputs.is_empty() {
                     return Some(std::mem::take(&mut e.answers));
@@ -495,10 +489,7 @@ impl Tasks {
         cancel: &CancellationToken,
     ) -> Option<Outcome> {
         let Some(peer) = peer else {
-            return Some(Ok(confirm_text(
-                tool,
-                Err("no session to ask on".to_owned()),
-            )));
+            return Some(Ok(confirm_text(tool, Err(AskFailed::NoSession))));
         };
         let mut params = confirm_params();
         params["_meta"] = json!({ mcpx_protocol::meta::RELATED_TASK: {"taskId": id} });
@@ -509,7 +500,7 @@ impl Tasks {
             a = peer.request("elicitation/create", raw.as_deref(), Duration::from_secs(60)) => a,
         };
         self.set_waiting(id, false);
-        Some(Ok(confirm_text(tool, answer.map_err(|e| e.to_string()))))
+        Some(Ok(confirm_text(tool, answer.map_err(AskFailed::from))))
     }
 
     /// A `tools/call` of a task fixture; `None` for other tools.
@@ -534,7 +525,7 @@ impl Tasks {
                     Duration::from_secs(60),
                 )
                 .await;
-            return Some(Ok(confirm_text(name, answer.map_err(|e| e.to_string()))));
+            return Some(Ok(confirm_text(name, answer.map_err(AskFailed::from))));
         }
         let wants_task = match flavor {
             TasksFlavor::None => false,
@@ -662,10 +653,7 @@ impl Tasks {
             return Err(missing_extension());
         }
         if method == "tasks/list" {
-            let mut map = self
-                .inner
-                .lock()
-                .map_err(|_| RpcError::new(INTERNAL_ERROR, "task store poisoned"))?;
+            let mut map = self.inner.lock();
             if let Some(c) = r.params.get("cursor") {
                 return Err(RpcError::new(
                     INVALID_PARAMS,
@@ -683,10 +671,7 @@ impl Tasks {
         }
         let id = Self::task_id(r.params)?;
         let mut waiter = {
-            let mut map = self
-                .inner
-                .lock()
-                .map_err(|_| RpcError::new(INTERNAL_ERROR, "task store poisoned"))?;
+            let mut map = self.inner.lock();
             Self::purge(&mut map, now_ms());
             let e = map
                 .get_mut(&id)
@@ -758,10 +743,7 @@ impl Tasks {
                 changed = waiter.changed() => if changed.is_err() { break },
             }
         }
-        let map = self
-            .inner
-            .lock()
-            .map_err(|_| RpcError::new(INTERNAL_ERROR, "task store poisoned"))?;
+        let map = self.inner.lock();
         let e = map.get(&id).ok_or_else(|| Self::not_found(&id))?;
         let related = json!({ "taskId": id });
         match &e.outcome {
@@ -827,9 +809,20 @@ fn confirm_params() -> Value {
     })
 }
 
+/// Why `confirm_job`'s question got no answer.
+#[derive(Debug, thiserror::Error)]
+enum AskFailed {
+    /// The call came with no session to ask on.
+    #[error("no session to ask on")]
+    NoSession,
+    /// The request to the client failed.
+    #[error(transparent)]
+    Request(#[from] mcpx_transport::pending::PeerError),
+}
+
 /// `confirm_job`'s result: the action and content the client answered, and the
 /// `_meta` of its answer, if any (so a test can see what reached this server).
-fn confirm_text(tool: &str, answer: Result<mcpx_protocol::Frame, String>) -> Value {
+fn confirm_text(tool: &str, answer: Result<mcpx_protocol::Frame, AskFailed>) -> Value {
     let text =
         |t: String, err: bool| json!({"content": [{"type": "text", "text": t}], "isError": err});
     match answer {

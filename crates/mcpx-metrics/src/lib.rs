@@ -29,9 +29,10 @@ mod classify;
 mod endpoint;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
+use parking_lot::{Mutex, RwLock};
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
@@ -404,9 +405,7 @@ impl Metrics {
 
     /// Where the gauges sampled at each scrape come from.
     pub fn set_source(&self, source: Weak<dyn Source>) {
-        if let Ok(mut s) = self.source.lock() {
-            *s = Some(source);
-        }
+        *self.source.lock() = Some(source);
     }
 
     /// The tools the catalog lists now, each with its upstream: `gen_ai_tool_name`
@@ -431,32 +430,21 @@ impl Metrics {
             };
             next.insert(name.into(), series);
         }
-        if let Ok(mut t) = self.tools.write() {
-            *t = Arc::new(next);
-        }
+        *self.tools.write() = Arc::new(next);
     }
 
     fn tools(&self) -> Arc<Tools> {
-        match self.tools.read() {
-            Ok(t) => t.clone(),
-            Err(e) => e.into_inner().clone(),
-        }
+        self.tools.read().clone()
     }
 
     fn tool(&self, name: &str) -> Arc<ToolSeries> {
-        let found = match self.tools.read() {
-            Ok(t) => t.get(name).cloned(),
-            Err(e) => e.into_inner().get(name).cloned(),
-        };
+        let found = self.tools.read().get(name).cloned();
         found.unwrap_or_else(|| self.other_tool.clone())
     }
 
     fn plain(&self, leg: Leg, method: &'static str, upstream: &str) -> Arc<Series> {
         let key = (leg == Leg::Host, method, Box::<str>::from(upstream));
-        let mut plain = match self.plain.lock() {
-            Ok(p) => p,
-            Err(e) => e.into_inner(),
-        };
+        let mut plain = self.plain.lock();
         plain
             .entry(key)
             .or_insert_with(|| {
@@ -565,11 +553,7 @@ impl Metrics {
     /// Samples the gauges from the [`Source`] and writes every metric in the
     /// Prometheus text format ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
-        let source = self
-            .source
-            .lock()
-            .ok()
-            .and_then(|s| s.as_ref().and_then(Weak::upgrade));
+        let source = self.source.lock().as_ref().and_then(Weak::upgrade);
         if let Some(source) = source {
             let sample = source.sample();
             // Upstreams a reload removed leave no series behind.

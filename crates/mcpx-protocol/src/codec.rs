@@ -439,7 +439,7 @@ fn index_frame(text: &str, max_depth: usize) -> Result<Index, DecodeError> {
         None => None,
         Some(raw) => match parse_id(raw) {
             Ok(id) => id.map(|id| (id, span_of(text, raw))),
-            Err(why) => return Err(DecodeError::invalid(None, why)),
+            Err(why) => return Err(DecodeError::invalid(None, why.to_string())),
         },
     };
     let reply_id = id.as_ref().map(|(id, _)| id.clone());
@@ -683,18 +683,29 @@ fn located(text: &str, part: &str, e: &serde_json::Error) -> String {
     format!("{what} at line {line} column {column}")
 }
 
+/// An `id` member that is not a JSON-RPC id.
+#[derive(Debug, thiserror::Error)]
+enum IdError {
+    /// A string that does not decode.
+    #[error("invalid id: {0}")]
+    String(#[source] serde_json::Error),
+    /// Neither a string nor an integer (its raw JSON).
+    #[error("an id must be a string or an integer, got {0}")]
+    Kind(String),
+}
+
 /// `Ok(None)` for a JSON null (legal only on error responses).
-fn parse_id(raw: &str) -> Result<Option<Id>, String> {
+fn parse_id(raw: &str) -> Result<Option<Id>, IdError> {
     match raw.as_bytes().first() {
         Some(b'"') => serde_json::from_str::<String>(raw)
             .map(|s| Some(Id::String(s)))
-            .map_err(|e| format!("invalid id: {e}")),
+            .map_err(IdError::String),
         Some(b'n') if raw == "null" => Ok(None),
         Some(b'-' | b'0'..=b'9') => raw
             .parse::<i64>()
             .map(|n| Some(Id::Number(n)))
-            .map_err(|_| format!("an id must be a string or an integer, got {raw}")),
-        _ => Err(format!("an id must be a string or an integer, got {raw}")),
+            .map_err(|_| IdError::Kind(raw.to_owned())),
+        _ => Err(IdError::Kind(raw.to_owned())),
     }
 }
 

@@ -3,9 +3,11 @@
 //!
 //! The registry is one file, `dispositions.toml` at the repository root, embedded
 //! here at build time so `mcpx conformance` always reports what the binary was built
-//! with. Its completeness against `../shared/requirements/items.tsv`, each item's title
-//! and area there (items.tsv is not shipped, so the registry carries them), and the
-//! existence of every named test are checked by `tests/it/dispositions.rs`.
+//! with. This crate has its types and checks; the TOML is decoded where it is read
+//! (`mcpx conformance`, and `mcpx_testkit::dispositions` for the tests). Its
+//! completeness against `../shared/requirements/items.tsv`, each item's title and
+//! area there (items.tsv is not shipped, so the registry carries them), and the
+//! existence of every named test are checked by `crates/mcpx/tests/it/dispositions.rs`.
 
 use serde::{Deserialize, Serialize};
 
@@ -84,38 +86,37 @@ pub struct Disposition {
     pub spec: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// The registry file: its items, in file order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct File {
-    item: Vec<Disposition>,
+pub struct Registry {
+    /// Every item (`[[item]]`).
+    pub item: Vec<Disposition>,
 }
 
-/// A registry file that cannot be read.
-#[derive(Debug, thiserror::Error)]
-#[error("dispositions registry: {0}")]
-pub struct RegistryError(String);
+/// A registry whose items break its rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// Two items have one id.
+    #[error("dispositions registry: id {0} appears more than once")]
+    Duplicate(String),
+    /// An item is done but names no test.
+    #[error("dispositions registry: {0} is done but names no test proving it")]
+    Untested(String),
+}
 
-/// Parses registry text.
-pub fn parse(text: &str) -> Result<Vec<Disposition>, RegistryError> {
-    let file: File = toml::from_str(text).map_err(|e| RegistryError(e.to_string()))?;
+/// The registry's items, once checked: ids unique, and every `done` item names a test.
+pub fn check(registry: Registry) -> Result<Vec<Disposition>, RegistryError> {
     let mut seen = std::collections::HashSet::new();
-    for d in &file.item {
+    for d in &registry.item {
         if !seen.insert(d.id.as_str()) {
-            return Err(RegistryError(format!("id {} appears more than once", d.id)));
+            return Err(RegistryError::Duplicate(d.id.clone()));
         }
         if d.status == Status::Done && d.tests.is_empty() {
-            return Err(RegistryError(format!(
-                "{} is done but names no test proving it",
-                d.id
-            )));
+            return Err(RegistryError::Untested(d.id.clone()));
         }
     }
-    Ok(file.item)
-}
-
-/// The registry built into this binary.
-pub fn registry() -> Result<Vec<Disposition>, RegistryError> {
-    parse(REGISTRY_TOML)
+    Ok(registry.item)
 }
 
 /// The item with register id `id` (`E-12`, `H1`; case does not matter).

@@ -50,26 +50,38 @@ pub fn encode_value(v: &str) -> String {
     }
 }
 
+/// A header value that does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// The sentinel form's Base64 is not Base64.
+    #[error("invalid Base64 in header value: {0}")]
+    Base64(#[from] base64::DecodeError),
+    /// The sentinel form's bytes are not UTF-8.
+    #[error("Base64 header value is not UTF-8")]
+    NotUtf8,
+    /// A plain value with characters outside visible ASCII, space and tab.
+    #[error("header value contains invalid characters")]
+    Characters,
+}
+
 /// Decodes a header value, undoing the Base64 sentinel form; a plain value (nearly
 /// every one) is borrowed.
-pub fn decode_value(v: &str) -> Result<Cow<'_, str>, String> {
+pub fn decode_value(v: &str) -> Result<Cow<'_, str>, ValueError> {
     match v
         .strip_prefix(SENTINEL_START)
         .and_then(|r| r.strip_suffix(SENTINEL_END))
     {
         Some(b64) => {
-            let bytes = B64
-                .decode(b64)
-                .map_err(|e| format!("invalid Base64 in header value: {e}"))?;
+            let bytes = B64.decode(b64)?;
             String::from_utf8(bytes)
                 .map(Cow::Owned)
-                .map_err(|_| "Base64 header value is not UTF-8".to_owned())
+                .map_err(|_| ValueError::NotUtf8)
         }
         None => {
             if v.bytes().all(|b| (0x20..=0x7e).contains(&b) || b == b'\t') {
                 Ok(Cow::Borrowed(v))
             } else {
-                Err("header value contains invalid characters".to_owned())
+                Err(ValueError::Characters)
             }
         }
     }
@@ -84,15 +96,49 @@ pub struct ParamHeader {
     pub path: Vec<String>,
 }
 
+/// An `x-mcp-header` annotation that makes its tool invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnnotationError {
+    /// Its value is not a string.
+    #[error("x-mcp-header must be a string")]
+    NotString,
+    /// It is not reached through `properties` alone.
+    #[error("x-mcp-header {0:?} is not on a property statically reachable through `properties`")]
+    Unreachable(String),
+    /// Its name is not an HTTP token.
+    #[error("x-mcp-header {0:?} is not an HTTP token")]
+    NotToken(String),
+    /// Its property is of another type.
+    #[error(
+        "x-mcp-header {name:?} is on a property of type {ty:?}; only string, integer and boolean are allowed"
+    )]
+    Type {
+        /// The header's name.
+        name: String,
+        /// The property's `type`, if it has one.
+        ty: Option<String>,
+    },
+    /// Two annotations name one header.
+    #[error("x-mcp-header {0:?} is not unique")]
+    Duplicate(String),
+}
+
 /// Reads and checks a tool's `x-mcp-header` annotations (§Schema Extension). An
 /// invalid annotation makes the tool invalid: the error names why.
+// A message stays the error: the gateway keeps it with its catalog and warns with it,
+// and a message is all it uses ([`AnnotationError`] has the cases).
 pub fn param_headers(input_schema: &Value) -> Result<Vec<ParamHeader>, String> {
+    annotations(input_schema).map_err(|e| e.to_string())
+}
+
+/// [`param_headers`], its error typed.
+pub fn annotations(input_schema: &Value) -> Result<Vec<ParamHeader>, AnnotationError> {
     let mut out = Vec::new();
     collect(input_schema, &mut Vec::new(), true, &mut out)?;
     let mut seen = std::collections::HashSet::new();
     for h in &out {
         if !seen.insert(h.name.to_ascii_lowercase()) {
-            return Err(format!("x-mcp-header {:?} is not unique", h.name));
+            return Err(AnnotationError::Duplicate(h.name.clone()));
         }
     }
     Ok(out)
@@ -107,25 +153,24 @@ fn collect(
     path: &mut Vec<String>,
     reachable: bool,
     out: &mut Vec<ParamHeader>,
-) -> Result<(), String> {
+) -> Result<(), AnnotationError> {
     let Some(obj) = node.as_object() else {
         return Ok(());
     };
     if let Some(h) = obj.get("x-mcp-header") {
-        let name = h.as_str().ok_or("x-mcp-header must be a string")?;
+        let name = h.as_str().ok_or(AnnotationError::NotString)?;
         if !reachable || path.is_empty() {
-            return Err(format!(
-                "x-mcp-header {name:?} is not on a property statically reachable through `properties`"
-            ));
+            return Err(AnnotationError::Unreachable(name.to_owned()));
         }
         if name.is_empty() || !name.bytes().all(is_tchar) {
-            return Err(format!("x-mcp-header {name:?} is not an HTTP token"));
+            return Err(AnnotationError::NotToken(name.to_owned()));
         }
         let ty = obj.get("type").and_then(Value::as_str);
         if !matches!(ty, Some("string" | "integer" | "boolean")) {
-            return Err(format!(
-                "x-mcp-header {name:?} is on a property of type {ty:?}; only string, integer and boolean are allowed"
-            ));
+            return Err(AnnotationError::Type {
+                name: name.to_owned(),
+                ty: ty.map(str::to_owned),
+            });
         }
         out.push(ParamHeader {
             name: name.to_owned(),

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use mcpx_protocol::error::{
     INVALID_PARAMS, METHOD_NOT_FOUND, URL_ELICITATION_REQUIRED, translate_code,
@@ -31,6 +31,7 @@ use mcpx_protocol::trace::{self, TraceContext};
 use mcpx_protocol::{Era, Frame, Id, Revision, SpecPolicy, meta};
 use mcpx_transport::upstream::OFF_LOOP_BYTES;
 use mcpx_transport::{Incoming, Peer, RequestCtx, Service};
+use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -167,9 +168,7 @@ impl ProgressSink {
     /// token is dropped with a warning.
     pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
         {
-            let Ok(mut last) = self.last.lock() else {
-                return;
-            };
+            let mut last = self.last.lock();
             if let Some(l) = *last
                 && progress.partial_cmp(&l) != Some(std::cmp::Ordering::Greater)
             {
@@ -449,10 +448,7 @@ impl<B: Backend> Seam<B> {
     /// The value of a 2026-07-28 request's `clientCapabilities` text (`null` when it is
     /// not JSON), shared with the last request that sent the same text.
     fn client_capabilities(&self, text: &str) -> Arc<Value> {
-        let mut last = match self.capabilities.lock() {
-            Ok(l) => l,
-            Err(e) => e.into_inner(),
-        };
+        let mut last = self.capabilities.lock();
         if let Some((seen, value)) = last.as_ref()
             && **seen == *text
         {
@@ -598,9 +594,9 @@ impl<B: Backend> Seam<B> {
                     .and_then(|l| serde_json::from_str::<String>(l).ok());
                 return match level.as_deref().and_then(Level::parse) {
                     Some(l) => {
-                        if let Ok(mut m) = self.levels.lock() {
-                            m.insert(session_id(ctx.peer()).to_owned(), l);
-                        }
+                        self.levels
+                            .lock()
+                            .insert(session_id(ctx.peer()).to_owned(), l);
                         self.backend.log_level_requested(l).await;
                         self.ok(&id, method, &json!({}), host)
                     }
@@ -682,10 +678,7 @@ impl<B: Backend> Seam<B> {
                 },
             }
         } else {
-            self.levels
-                .lock()
-                .ok()
-                .and_then(|m| m.get(session_id(ctx.peer())).copied())
+            self.levels.lock().get(session_id(ctx.peer())).copied()
         };
         let progress = frame
             .params_meta(meta::PROGRESS_TOKEN)
@@ -834,9 +827,7 @@ impl<B: Backend> Service for Seam<B> {
         if let Some(m) = &self.metrics {
             m.session_closed();
         }
-        if let Ok(mut m) = self.levels.lock() {
-            m.remove(session_id(Some(peer)));
-        }
+        self.levels.lock().remove(session_id(Some(peer)));
     }
 }
 

@@ -4,8 +4,9 @@
 //! kept for the test to check. For what a real server would not do on request (a
 //! redirect, a refused grant, a metadata document) or to watch what a client sends.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -103,7 +104,7 @@ impl ScriptedHttp {
 
     /// The requests so far, in order.
     pub fn seen(&self) -> Vec<Request> {
-        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
+        self.seen.lock().clone()
     }
 }
 
@@ -134,9 +135,7 @@ async fn serve(
     }
     request.body = String::from_utf8_lossy(&body).into_owned();
     let answer = route(&request);
-    if let Ok(mut s) = seen.lock() {
-        s.push(request.clone());
-    }
+    seen.lock().push(request.clone());
     match answer {
         Answer::Fixed(a) => {
             let _ = conn.write_all(a.as_bytes()).await;

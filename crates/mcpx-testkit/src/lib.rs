@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //!
+//! * `dispositions` (feature `dispositions`): decodes the dispositions registry.
 //! * [`scratch`]: test directories, swept once their process has exited.
 //! * [`shared`]: finds `../shared` (the read-only spec, register and requirements).
 //! * [`tap`]: the schema tap: validates any frame against a given revision's
@@ -15,6 +16,8 @@
 //!   `https://` upstreams.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "dispositions")]
+pub mod dispositions;
 pub mod http;
 pub mod proxy;
 pub mod scratch;

@@ -22,19 +22,27 @@ pub fn shared_dir() -> PathBuf {
     }
 }
 
-/// Reads a file under `shared/`, failing with a message that says where it looked.
-pub fn read_shared(rel: &str) -> Result<String, String> {
+/// A file under `shared/` that cannot be read: where it was looked for, and why.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot read {} ({source}); the tests need the read-only shared/ folder beside the \
+     repository, or MCPX_SHARED_DIR pointing at it",
+    path.display()
+)]
+pub struct SharedError {
+    /// The file looked for.
+    pub path: PathBuf,
+    /// Why it could not be read.
+    pub source: std::io::Error,
+}
+
+/// Reads a file under `shared/`, failing with an error that says where it looked.
+pub fn read_shared(rel: &str) -> Result<String, SharedError> {
     let path = shared_dir().join(rel);
-    std::fs::read_to_string(&path).map_err(|e| {
-        format!(
-            "cannot read {} ({e}); the tests need the read-only shared/ folder beside the \
-             repository, or MCPX_SHARED_DIR pointing at it",
-            path.display()
-        )
-    })
+    std::fs::read_to_string(&path).map_err(|source| SharedError { path, source })
 }
 
 /// `schema.json` of a revision, as text.
-pub fn schema_text(rev: mcpx_protocol::Revision) -> Result<String, String> {
+pub fn schema_text(rev: mcpx_protocol::Revision) -> Result<String, SharedError> {
     read_shared(&format!("spec/{}/schema/schema.json", rev.as_str()))
 }

@@ -9,10 +9,11 @@
 //! ever fetched; each (revision, definition) pair is compiled once and cached.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use jsonschema::Validator;
 use mcpx_protocol::Revision;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 /// A frame that its revision's schema rejects, or a tap that could not be set up.
@@ -47,7 +48,7 @@ struct RevSchema {
 
 /// Validators for all five revisions, built lazily.
 pub struct SchemaTap {
-    schemas: Vec<Result<RevSchema, String>>,
+    schemas: Vec<Result<RevSchema, TapError>>,
     cache: Mutex<HashMap<(Revision, String), Arc<Validator>>>,
 }
 
@@ -73,8 +74,10 @@ impl SchemaTap {
         let schemas = Revision::ALL
             .into_iter()
             .map(|rev| {
-                let text = crate::shared::schema_text(rev)?;
-                let doc: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+                let text =
+                    crate::shared::schema_text(rev).map_err(|e| TapError::Setup(e.to_string()))?;
+                let doc: Value =
+                    serde_json::from_str(&text).map_err(|e| TapError::Setup(e.to_string()))?;
                 let defs_key = if doc.get("$defs").is_some() {
                     "$defs"
                 } else {
@@ -105,9 +108,7 @@ impl SchemaTap {
     }
 
     fn schema(&self, rev: Revision) -> Result<&RevSchema, TapError> {
-        self.schemas[rev as usize]
-            .as_ref()
-            .map_err(|e| TapError::Setup(e.clone()))
+        self.schemas[rev as usize].as_ref().map_err(Clone::clone)
     }
 
     /// Whether `rev`'s schema has a definition called `name`.
@@ -126,12 +127,7 @@ impl SchemaTap {
 
     fn validator(&self, rev: Revision, def: &str) -> Result<Arc<Validator>, TapError> {
         let key = (rev, def.to_owned());
-        if let Some(v) = self
-            .cache
-            .lock()
-            .map_err(|e| TapError::Setup(e.to_string()))?
-            .get(&key)
-        {
+        if let Some(v) = self.cache.lock().get(&key) {
             return Ok(v.clone());
         }
         let s = self.schema(rev)?;
@@ -147,10 +143,7 @@ impl SchemaTap {
         }
         let v =
             Arc::new(jsonschema::validator_for(&doc).map_err(|e| TapError::Setup(e.to_string()))?);
-        self.cache
-            .lock()
-            .map_err(|e| TapError::Setup(e.to_string()))?
-            .insert(key, v.clone());
+        self.cache.lock().insert(key, v.clone());
         Ok(v)
     }
 
@@ -252,23 +245,20 @@ impl SchemaTap {
 /// The tasks extension's schema (ext-tasks 2026-07-28), compiled once per definition.
 fn tasks_extension_validator(def: &str) -> Result<Arc<Validator>, TapError> {
     type Cache = Mutex<HashMap<String, Arc<Validator>>>;
-    static DOC: OnceLock<Result<Value, String>> = OnceLock::new();
+    static DOC: OnceLock<Result<Value, TapError>> = OnceLock::new();
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let doc = DOC
         .get_or_init(|| {
             let text = crate::shared::read_shared(
                 "spec/extensions/tasks/ext-tasks-2026-07-28/schema.json",
-            )?;
-            serde_json::from_str(&text).map_err(|e| e.to_string())
+            )
+            .map_err(|e| TapError::Setup(e.to_string()))?;
+            serde_json::from_str(&text).map_err(|e| TapError::Setup(e.to_string()))
         })
         .as_ref()
-        .map_err(|e| TapError::Setup(e.clone()))?;
+        .map_err(Clone::clone)?;
     let cache = CACHE.get_or_init(Mutex::default);
-    if let Some(v) = cache
-        .lock()
-        .map_err(|e| TapError::Setup(e.to_string()))?
-        .get(def)
-    {
+    if let Some(v) = cache.lock().get(def) {
         return Ok(v.clone());
     }
     if doc.pointer(&format!("/$defs/{def}")).is_none() {
@@ -284,10 +274,7 @@ fn tasks_extension_validator(def: &str) -> Result<Arc<Validator>, TapError> {
         );
     }
     let v = Arc::new(jsonschema::validator_for(&doc).map_err(|e| TapError::Setup(e.to_string()))?);
-    cache
-        .lock()
-        .map_err(|e| TapError::Setup(e.to_string()))?
-        .insert(def.to_owned(), v.clone());
+    cache.lock().insert(def.to_owned(), v.clone());
     Ok(v)
 }
 

@@ -96,10 +96,56 @@ pub fn run(args: &Args) -> ExitCode {
     }
 }
 
-fn load(c: &ConfigArg) -> Result<Config, String> {
-    config::load(c.config.as_deref())
-        .map(|(_, c)| c)
-        .map_err(|e| e.to_string())
+/// Why an `mcpx auth` command failed.
+#[derive(Debug, thiserror::Error)]
+enum AuthError {
+    /// The configuration could not be read.
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    /// No upstream has the name.
+    #[error("no upstream named {name:?} in the configuration (it has: {})", names.join(", "))]
+    NoSuchUpstream { name: String, names: Vec<String> },
+    /// The upstream is a stdio server.
+    #[error("upstream {0} is a stdio server; it takes no OAuth login")]
+    Stdio(String),
+    /// The upstream is authorized otherwise.
+    #[error("upstream {name} takes no user login: {why}")]
+    NoUserLogin { name: String, why: &'static str },
+    /// The upstream's URL does not parse.
+    #[error("upstream {name}: its URL: {source}")]
+    Url {
+        name: String,
+        source: url::ParseError,
+    },
+    /// No runtime could be started.
+    #[error("cannot start a runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// A request without a token was not refused.
+    #[error(
+        "upstream {name} does not ask for authorization (a request without a token got HTTP {status}, not 401); no login needed (`mcpx auth login {name} --force` logs in anyway)"
+    )]
+    NotAsked { name: String, status: u16 },
+    /// The upstream could not be reached to ask.
+    #[error(
+        "upstream {name} cannot be reached to tell whether it asks for authorization: {why} (`mcpx auth login {name} --force` tries the login anyway)"
+    )]
+    Unreachable { name: String, why: String },
+    /// The login failed.
+    #[error("upstream {name}: {source}")]
+    Login {
+        name: String,
+        source: mcpx_transport::TransportError,
+    },
+    /// The tokens could not be deleted.
+    #[error("upstream {name}: {source}")]
+    Logout {
+        name: String,
+        source: mcpx_transport::oauth::store::StoreError,
+    },
+}
+
+fn load(c: &ConfigArg) -> Result<Config, AuthError> {
+    Ok(config::load(c.config.as_deref()).map(|(_, c)| c)?)
 }
 
 /// The upstream `name`'s URL, whether it is HTTP+SSE, and its authorization-code
@@ -107,48 +153,48 @@ fn load(c: &ConfigArg) -> Result<Config, String> {
 fn user_upstream<'a>(
     config: &'a Config,
     name: &str,
-) -> Result<(&'a ServerConfig, Url, bool, &'a UserAuth), String> {
+) -> Result<(&'a ServerConfig, Url, bool, &'a UserAuth), AuthError> {
     let Some(s) = config.servers.get(name) else {
-        let names: Vec<&str> = config.servers.keys().map(String::as_str).collect();
-        return Err(format!(
-            "no upstream named {name:?} in the configuration (it has: {})",
-            names.join(", ")
-        ));
+        return Err(AuthError::NoSuchUpstream {
+            name: name.to_owned(),
+            names: config.servers.keys().cloned().collect(),
+        });
     };
     let (url, sse) = match &s.transport {
         Transport::Http { url, .. } => (url, false),
         Transport::Sse { url, .. } => (url, true),
         Transport::Stdio { .. } => {
-            return Err(format!(
-                "upstream {name} is a stdio server; it takes no OAuth login"
-            ));
+            return Err(AuthError::Stdio(name.to_owned()));
         }
     };
     let Some(user) = &s.mcpx.user_auth else {
-        return Err(format!(
-            "upstream {name} takes no user login: {}",
-            if s.mcpx.oauth.is_some() {
+        return Err(AuthError::NoUserLogin {
+            name: name.to_owned(),
+            why: if s.mcpx.oauth.is_some() {
                 "it uses the client_credentials grant (mcpx.oauth), which needs none"
             } else {
                 "its headers give an Authorization of their own"
-            }
-        ));
+            },
+        });
     };
-    let url = Url::parse(url).map_err(|e| format!("upstream {name}: its URL: {e}"))?;
+    let url = Url::parse(url).map_err(|source| AuthError::Url {
+        name: name.to_owned(),
+        source,
+    })?;
     Ok((s, url, sse, user))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+fn runtime() -> Result<tokio::runtime::Runtime, AuthError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start a runtime: {e}"))
+        .map_err(AuthError::Runtime)
 }
 
 /// How long `mcpx auth login`'s requests may take.
 const LOGIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn login(name: &str, force: bool, c: &ConfigArg) -> Result<(), String> {
+fn login(name: &str, force: bool, c: &ConfigArg) -> Result<(), AuthError> {
     let config = load(c)?;
     let (server, url, sse, user) = user_upstream(&config, name)?;
     // A step-up a refusal asked for, beside what was granted.
@@ -169,20 +215,25 @@ fn login(name: &str, force: bool, c: &ConfigArg) -> Result<(), String> {
                 challenge
             }
             Asks::No(status) => {
-                return Err(format!(
-                    "upstream {name} does not ask for authorization (a request without a token got HTTP {status}, not 401); no login needed (`mcpx auth login {name} --force` logs in anyway)"
-                ));
+                return Err(AuthError::NotAsked {
+                    name: name.to_owned(),
+                    status,
+                });
             }
             Asks::Unreachable(why) => {
-                return Err(format!(
-                    "upstream {name} cannot be reached to tell whether it asks for authorization: {why} (`mcpx auth login {name} --force` tries the login anyway)"
-                ));
+                return Err(AuthError::Unreachable {
+                    name: name.to_owned(),
+                    why,
+                });
             }
         }
     };
     let record = rt
         .block_on(code::login(&http, user, &url, sse, challenge, &extra))
-        .map_err(|e| format!("upstream {name}: {e}"))?;
+        .map_err(|source| AuthError::Login {
+            name: name.to_owned(),
+            source,
+        })?;
     println!(
         "upstream {name}: authorized by {} (scope: {}; {})",
         record.issuer,
@@ -196,18 +247,23 @@ fn login(name: &str, force: bool, c: &ConfigArg) -> Result<(), String> {
     Ok(())
 }
 
-fn logout(name: &str, c: &ConfigArg) -> Result<(), String> {
+fn logout(name: &str, c: &ConfigArg) -> Result<(), AuthError> {
     let config = load(c)?;
     let (_, url, _, user) = user_upstream(&config, name)?;
     match code::logout(user, url.as_str()) {
         Ok(true) => println!("upstream {name}: logged out; its tokens are deleted"),
         Ok(false) => println!("upstream {name}: no tokens were stored"),
-        Err(e) => return Err(format!("upstream {name}: {e}")),
+        Err(source) => {
+            return Err(AuthError::Logout {
+                name: name.to_owned(),
+                source,
+            });
+        }
     }
     Ok(())
 }
 
-fn status(c: &ConfigArg, probe: bool, timeout: Duration) -> Result<(), String> {
+fn status(c: &ConfigArg, probe: bool, timeout: Duration) -> Result<(), AuthError> {
     let config = load(c)?;
     let width = config.servers.keys().map(String::len).max().unwrap_or(0);
     // The upstreams to send a request without a token: those of a user's

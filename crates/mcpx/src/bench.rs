@@ -64,15 +64,39 @@ pub struct Args {
     threads: usize,
 }
 
-fn seconds(s: f64, what: &str) -> Result<Duration, String> {
-    Duration::try_from_secs_f64(s).map_err(|e| format!("--{what} {s}: {e}"))
+/// Options that do not make a run.
+#[derive(Debug, thiserror::Error)]
+enum OptionsError {
+    /// A number of seconds that is not a duration.
+    #[error("--{what} {s}: {source}")]
+    Seconds {
+        what: &'static str,
+        s: f64,
+        source: std::time::TryFromFloatSecsError,
+    },
+    /// `--stdio ""`.
+    #[error("--stdio: empty command")]
+    EmptyCommand,
+    /// Neither `--stdio` nor `--http`.
+    #[error("give --stdio or --http")]
+    NoTarget,
+    /// An option's JSON does not parse.
+    #[error("--{0}: {1}")]
+    Json(&'static str, #[source] serde_json::Error),
+    /// An option's JSON is not an object.
+    #[error("--{0}: not a JSON object")]
+    NotObject(&'static str),
 }
 
-fn options(args: &Args) -> Result<Options, String> {
+fn seconds(s: f64, what: &'static str) -> Result<Duration, OptionsError> {
+    Duration::try_from_secs_f64(s).map_err(|source| OptionsError::Seconds { what, s, source })
+}
+
+fn options(args: &Args) -> Result<Options, OptionsError> {
     let transport = match (&args.stdio, &args.http) {
         (Some(cmd), _) => {
             let mut words = cmd.split_whitespace().map(str::to_owned);
-            let command = words.next().ok_or("--stdio: empty command")?;
+            let command = words.next().ok_or(OptionsError::EmptyCommand)?;
             TargetTransport::Stdio {
                 command,
                 args: words.collect(),
@@ -84,17 +108,17 @@ fn options(args: &Args) -> Result<Options, String> {
             url: url.clone(),
             headers: Vec::new(),
         },
-        (None, None) => return Err("give --stdio or --http".into()),
+        (None, None) => return Err(OptionsError::NoTarget),
     };
     let arguments: serde_json::Value =
-        serde_json::from_str(&args.args).map_err(|e| format!("--args: {e}"))?;
+        serde_json::from_str(&args.args).map_err(|e| OptionsError::Json("args", e))?;
     if !arguments.is_object() {
-        return Err("--args: not a JSON object".into());
+        return Err(OptionsError::NotObject("args"));
     }
     let client_capabilities: serde_json::Value = serde_json::from_str(&args.client_capabilities)
-        .map_err(|e| format!("--client-capabilities: {e}"))?;
+        .map_err(|e| OptionsError::Json("client-capabilities", e))?;
     if !client_capabilities.is_object() {
-        return Err("--client-capabilities: not a JSON object".into());
+        return Err(OptionsError::NotObject("client-capabilities"));
     }
     let budget = match (args.calls, args.duration) {
         (Some(n), _) => Budget::Calls(n),

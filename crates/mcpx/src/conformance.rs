@@ -4,7 +4,24 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use mcpx_protocol::dispositions::{self, Disposition, Status};
+use mcpx_protocol::dispositions::{self, Disposition, Registry, RegistryError, Status};
+
+/// A registry that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConformanceError {
+    /// The built-in text is not a registry file.
+    #[error("dispositions registry: {0}")]
+    Decode(#[from] toml::de::Error),
+    /// Its items break the registry's rules.
+    #[error(transparent)]
+    Check(#[from] RegistryError),
+}
+
+/// The registry built into this binary, decoded and checked.
+pub(crate) fn registry() -> Result<Vec<Disposition>, ConformanceError> {
+    let registry: Registry = toml::from_str(dispositions::REGISTRY_TOML)?;
+    Ok(dispositions::check(registry)?)
+}
 
 /// Arguments of `mcpx conformance`.
 #[derive(Debug, clap::Args)]
@@ -25,7 +42,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> ExitCode {
-    let items = match dispositions::registry() {
+    let items = match registry() {
         Ok(items) => items,
         Err(e) => {
             eprintln!("mcpx: {e}");

@@ -731,7 +731,7 @@ fn print_probe(r: &Value) {
 /// The configuration `source` names.
 fn load(source: &Source) -> Result<config::Config, Failure> {
     if source.demo {
-        return crate::serve::demo_config();
+        return crate::serve::demo_config().map_err(|e| e.to_string());
     }
     config::load(source.config.as_deref())
         .map(|(_, c)| c)

@@ -29,16 +29,21 @@ pub(crate) fn listen_failure(addr: std::net::SocketAddr, e: &std::io::Error) -> 
     std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {why}"))
 }
 
+/// `$MCPX_THREADS` that is not a number (its value).
+#[derive(Debug, thiserror::Error)]
+#[error("MCPX_THREADS={0}: not a number of threads")]
+struct ThreadsError(String);
+
 /// The worker threads a command asked for: `--threads N`, else `$MCPX_THREADS`, else 1
 /// (a current-thread runtime); 0 is one per core (`None`, for [`build_runtime`]).
-fn threads(arg: Option<usize>) -> Result<Option<usize>, String> {
+fn threads(arg: Option<usize>) -> Result<Option<usize>, ThreadsError> {
     let n = match arg {
         Some(n) => n,
         None => match std::env::var("MCPX_THREADS") {
             Ok(v) => v
                 .trim()
                 .parse::<usize>()
-                .map_err(|_| format!("MCPX_THREADS={v}: not a number of threads"))?,
+                .map_err(|_| ThreadsError(v.clone()))?,
             Err(_) => 1,
         },
     };

@@ -84,8 +84,32 @@ pub struct Args {
     threads: Option<usize>,
 }
 
+/// Why the HTTP listener's settings are not usable.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ListenerError {
+    /// The token file could not be read.
+    #[error("--token-file {}: {source}", file.display())]
+    TokenFileRead {
+        file: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// The token file's text is not tokens.
+    #[error("--token-file {}: {why}", file.display())]
+    TokenFileBad {
+        file: std::path::PathBuf,
+        why: &'static str,
+    },
+    /// `$MCPX_SERVE_TOKEN` is set but empty.
+    #[error("${} is empty", config::SERVE_TOKEN_ENV)]
+    EmptyToken,
+    /// The certificate or key could not be used. A message is all that
+    /// `TlsIdentity::from_pem_files` gives.
+    #[error("{0}")]
+    Tls(String),
+}
+
 /// The HTTP listener's settings from the command line (and `$MCPX_SERVE_TOKEN`).
-fn listener_config(args: &Args, bind: SocketAddr) -> Result<HttpServerConfig, String> {
+fn listener_config(args: &Args, bind: SocketAddr) -> Result<HttpServerConfig, ListenerError> {
     let mut config = HttpServerConfig {
         bind,
         ..HttpServerConfig::default()
@@ -96,20 +120,28 @@ fn listener_config(args: &Args, bind: SocketAddr) -> Result<HttpServerConfig, St
         .extend(args.allow_origin.iter().cloned());
     config.bearer_tokens = match &args.token_file {
         Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| format!("--token-file {}: {e}", file.display()))?;
-            BearerToken::from_lines(&text)
-                .map_err(|e| format!("--token-file {}: {e}", file.display()))?
+            let text =
+                std::fs::read_to_string(file).map_err(|source| ListenerError::TokenFileRead {
+                    file: file.clone(),
+                    source,
+                })?;
+            BearerToken::from_lines(&text).map_err(|why| ListenerError::TokenFileBad {
+                file: file.clone(),
+                why,
+            })?
         }
         None => match std::env::var(config::SERVE_TOKEN_ENV) {
             Err(_) => Vec::new(),
             Ok(t) => {
-                vec![BearerToken::new(&t).ok_or(format!("${} is empty", config::SERVE_TOKEN_ENV))?]
+                vec![BearerToken::new(&t).ok_or(ListenerError::EmptyToken)?]
             }
         },
     };
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
-        config.tls = Some(mcpx_transport::streamable_http::TlsIdentity::from_pem_files(cert, key)?);
+        config.tls = Some(
+            mcpx_transport::streamable_http::TlsIdentity::from_pem_files(cert, key)
+                .map_err(ListenerError::Tls)?,
+        );
     }
     Ok(config)
 }
@@ -127,9 +159,20 @@ pub(crate) fn config_failure(e: &config::ConfigError, hint: &str) -> String {
 /// The hint after "no configuration found" for the commands that take `--demo`.
 pub(crate) const DEMO_HINT: &str = "try --demo for the built-in example servers";
 
+/// Why the built-in configuration could not be made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DemoError {
+    /// The running binary's path is not known.
+    #[error("cannot find the mcpx binary: {0}")]
+    Exe(#[source] std::io::Error),
+    /// The configuration does not parse.
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+}
+
 /// The embedded default configuration: mcpx's own example servers.
-pub(crate) fn demo_config() -> Result<Config, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the mcpx binary: {e}"))?;
+pub(crate) fn demo_config() -> Result<Config, DemoError> {
+    let exe = std::env::current_exe().map_err(DemoError::Exe)?;
     let exe = exe.to_string_lossy();
     let text = serde_json::json!({
         "mcpServers": {
@@ -138,7 +181,7 @@ pub(crate) fn demo_config() -> Result<Config, String> {
         }
     })
     .to_string();
-    config::parse(&text, std::path::Path::new("<demo>")).map_err(|e| e.to_string())
+    Ok(config::parse(&text, std::path::Path::new("<demo>"))?)
 }
 
 /// Runs the gateway until the host goes away (stdio) or Ctrl-C/SIGTERM, then stops
@@ -149,7 +192,7 @@ pub fn run(args: &Args) -> ExitCode {
         return attach(args);
     }
     let loaded = if args.demo {
-        demo_config().map(|c| (None, c))
+        demo_config().map(|c| (None, c)).map_err(|e| e.to_string())
     } else {
         config::load(args.config.as_deref())
             .map(|(path, c)| {
@@ -302,7 +345,9 @@ fn attach(args: &Args) -> ExitCode {
                 .await?
                 .ok_or("no daemon")?,
         };
-        crate::daemon::client::attach(&client).await
+        crate::daemon::client::attach(&client)
+            .await
+            .map_err(|e| e.to_string())
     })
 }
 

@@ -164,7 +164,7 @@ pub fn lower(
         if let Some(Value::Object(props)) = schema.get_mut("properties") {
             for (name, field) in props.iter_mut() {
                 if let Value::Object(f) = field {
-                    lower_field(name, f).map_err(unrepresentable)?;
+                    lower_field(name, f).map_err(|e| unrepresentable(e.to_string()))?;
                 }
             }
         }
@@ -172,13 +172,24 @@ pub fn lower(
     Ok(mode)
 }
 
+/// A `requestedSchema` field with no 2025-06-18 form.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum FieldError {
+    /// A multi-select.
+    #[error("field {0:?} is a multi-select")]
+    MultiSelect(String),
+    /// A single-select option without `const` and `title`.
+    #[error("field {0:?} has an option without const and title")]
+    Option(String),
+}
+
 /// One `requestedSchema` field for a 2025-06-18 client: a titled single-select
 /// (`oneOf` of `{const, title}`) becomes `enum` + `enumNames` (2025-06-18 `EnumSchema`),
 /// `default` is kept only on booleans (the one 2025-06-18 primitive that has it), and a
 /// multi-select (`type: "array"`) has no 2025-06-18 form at all.
-fn lower_field(name: &str, f: &mut Map<String, Value>) -> Result<(), String> {
+fn lower_field(name: &str, f: &mut Map<String, Value>) -> Result<(), FieldError> {
     if f.get("type").and_then(Value::as_str) == Some("array") {
-        return Err(format!("field {name:?} is a multi-select"));
+        return Err(FieldError::MultiSelect(name.to_owned()));
     }
     if let Some(Value::Array(options)) = f.get("oneOf") {
         let mut values = Vec::new();
@@ -193,9 +204,7 @@ fn lower_field(name: &str, f: &mut Map<String, Value>) -> Result<(), String> {
                     names.push(json!(t));
                 }
                 _ => {
-                    return Err(format!(
-                        "field {name:?} has an option without const and title"
-                    ));
+                    return Err(FieldError::Option(name.to_owned()));
                 }
             }
         }

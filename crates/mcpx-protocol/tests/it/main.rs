@@ -8,7 +8,6 @@ mod common;
 mod batch;
 mod classify;
 mod codec_props;
-mod dispositions;
 mod lower;
 mod method_table;
 mod params_props;

@@ -1,7 +1,8 @@
 //! The `/v1` API: every operation declared once, in [`OPERATIONS`], from which both
-//! the routes ([`router`]) and the OpenAPI 3.1 document ([`openapi`]) are made.
+//! the routes ([`router`]) and the OpenAPI 3.1 document ([`openapi`]) are made. The
+//! document's schemas are derived (utoipa) from the types the handlers read and answer.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::Router;
@@ -11,10 +12,23 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, on};
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
+use utoipa::openapi::path::{
+    HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
+};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::schema::{ComponentsBuilder, Object, Schema, Type};
+use utoipa::openapi::{
+    Content, InfoBuilder, OpenApiBuilder, PathsBuilder, Ref, RefOr, Required, ResponseBuilder,
+    ResponsesBuilder,
+};
 
 use super::Daemon;
 use super::ops;
-use super::problem::{PROBLEM_JSON, Problem};
+use super::ops::control::{Reloaded, Restarted, Stopping, Tasks};
+use super::ops::info::{Health, Servers, Status};
+use super::ops::mcp::{CallRequest, PromptRequest, ReadRequest, Tools};
+use super::problem::{PROBLEM_JSON, Problem, ProblemDocument, to_value};
 
 /// An operation's handler: the daemon and the whole request in, a response out.
 pub type Handler = fn(Arc<Daemon>, Request) -> BoxFuture<'static, Response>;
@@ -47,6 +61,15 @@ pub enum In {
     Query,
 }
 
+/// The JSON Schema type of a parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A string.
+    String,
+    /// An integer.
+    Integer,
+}
+
 /// A parameter of an operation.
 #[derive(Debug)]
 pub struct Param {
@@ -55,7 +78,7 @@ pub struct Param {
     /// Where it is.
     pub location: In,
     /// Its JSON Schema type.
-    pub kind: &'static str,
+    pub kind: Kind,
     /// What it means.
     pub description: &'static str,
 }
@@ -74,9 +97,9 @@ pub struct Operation {
     /// Its parameters.
     pub params: &'static [Param],
     /// The JSON Schema of its body, if it takes one.
-    pub body: Option<fn() -> Value>,
+    pub body: Option<SchemaOf>,
     /// Its success status and the JSON Schema of what it answers.
-    pub ok: (u16, fn() -> Value),
+    pub ok: (u16, SchemaOf),
     /// Other media types it can answer with (streams), beside `application/json`.
     pub streams: &'static [&'static str],
     /// Its handler.
@@ -88,18 +111,34 @@ pub const NDJSON: &str = "application/x-ndjson";
 /// The media type of an SSE stream.
 pub const SSE: &str = "text/event-stream";
 
-fn object(props: Value, required: &[&str]) -> Value {
-    json!({"type": "object", "properties": props, "required": required})
+/// The named schemas of a document's components, as they are collected.
+pub type Schemas = Vec<(String, RefOr<Schema>)>;
+
+/// A schema for the document: a reference to a named one, which it adds (with those it
+/// uses) to the components, or one written in place.
+pub type SchemaOf = fn(&mut Schemas) -> RefOr<Schema>;
+
+/// The schema of `T`, derived from the type: a reference to its component.
+fn named<T: ToSchema>(schemas: &mut Schemas) -> RefOr<Schema> {
+    T::schemas(schemas);
+    schemas.push((T::name().into_owned(), T::schema()));
+    Ref::from_schema_name(T::name()).into()
 }
 
-fn any_object() -> Value {
-    json!({"type": "object"})
+/// Any JSON object: an MCP result the gateway relays as it is, or this document.
+fn any_object(_: &mut Schemas) -> RefOr<Schema> {
+    Object::with_type(Type::Object).into()
+}
+
+/// Text: a stream, or no body.
+fn text(_: &mut Schemas) -> RefOr<Schema> {
+    Object::with_type(Type::String).into()
 }
 
 const NAME: Param = Param {
     name: "name",
     location: In::Path,
-    kind: "string",
+    kind: Kind::String,
     description: "The upstream's name, as in the configuration.",
 };
 
@@ -112,16 +151,7 @@ pub static OPERATIONS: &[Operation] = &[
         summary: "The daemon's process id, version and uptime, its log file and its last reload.",
         params: &[],
         body: None,
-        ok: (200, || {
-            object(
-                json!({"pid": {"type": "integer"}, "version": {"type": "string"},
-                    "uptimeSeconds": {"type": "number"}, "config": {"type": "string"},
-                    "lastEvent": {"type": "integer"},
-                    "log": {"type": ["string", "null"], "description": "The file the daemon logs to, when started in the background."},
-                    "lastReload": {"type": ["object", "null"], "description": "The last reload's event: trigger (file, sighup or asked), ok, plan or error, atMs."}}),
-                &["pid", "version", "uptimeSeconds", "config"],
-            )
-        }),
+        ok: (200, named::<Health>),
         streams: &[],
         handler: ops::info::health,
     },
@@ -132,18 +162,7 @@ pub static OPERATIONS: &[Operation] = &[
         summary: "Each upstream: its supervisor's state, era, revision, pid, restarts, last error (with its time; past once the upstream is ready again) and tool count (null until its first list).",
         params: &[],
         body: None,
-        ok: (200, || {
-            object(
-                json!({"upstreams": {"type": "array", "items": object(json!({
-                    "name": {"type": "string"}, "state": {"type": "string"},
-                    "phrase": {"type": "string"}, "era": {"type": ["string", "null"]},
-                    "revision": {"type": ["string", "null"]}, "pid": {"type": ["integer", "null"]},
-                    "restarts": {"type": "integer"}, "lastError": {"type": ["string", "null"]},
-                    "lastErrorAt": {"type": ["string", "null"], "format": "date-time"},
-                    "tools": {"type": ["integer", "null"]}}), &["name", "state", "restarts", "tools"])}}),
-                &["upstreams"],
-            )
-        }),
+        ok: (200, named::<Status>),
         streams: &[],
         handler: ops::info::status,
     },
@@ -155,16 +174,11 @@ pub static OPERATIONS: &[Operation] = &[
         params: &[Param {
             name: "q",
             location: In::Query,
-            kind: "string",
+            kind: Kind::String,
             description: "Text to search for in names and descriptions.",
         }],
         body: None,
-        ok: (200, || {
-            object(
-                json!({"tools": {"type": "array", "items": any_object()}}),
-                &["tools"],
-            )
-        }),
+        ok: (200, named::<Tools>),
         streams: &[],
         handler: ops::mcp::tools,
     },
@@ -174,15 +188,7 @@ pub static OPERATIONS: &[Operation] = &[
         id: "call",
         summary: "Calls a tool and answers its result (CallToolResult). With `Accept: application/x-ndjson` or `text/event-stream`, progress and logs come first, one event each, and the result (or problem) last.",
         params: &[],
-        body: Some(|| {
-            object(
-                json!({"tool": {"type": "string"}, "arguments": {"type": "object"},
-                    "capabilities": {"type": "object", "description": "Client capabilities: a caller that declares them gets an input_required result to answer."},
-                    "inputResponses": {"type": "object", "description": "The answers to an input_required result's inputRequests, by key."},
-                    "requestState": {"type": "string", "description": "The input_required result's requestState, sent back with the answers."}}),
-                &["tool"],
-            )
-        }),
+        body: Some(named::<CallRequest>),
         ok: (200, any_object),
         streams: &[NDJSON, SSE],
         handler: ops::mcp::call,
@@ -193,7 +199,7 @@ pub static OPERATIONS: &[Operation] = &[
         id: "read",
         summary: "Reads a resource (ReadResourceResult).",
         params: &[],
-        body: Some(|| object(json!({"uri": {"type": "string"}}), &["uri"])),
+        body: Some(named::<ReadRequest>),
         ok: (200, any_object),
         streams: &[],
         handler: ops::mcp::read,
@@ -204,12 +210,7 @@ pub static OPERATIONS: &[Operation] = &[
         id: "prompt",
         summary: "Gets a prompt (GetPromptResult).",
         params: &[],
-        body: Some(|| {
-            object(
-                json!({"name": {"type": "string"}, "arguments": {"type": "object"}}),
-                &["name"],
-            )
-        }),
+        body: Some(named::<PromptRequest>),
         ok: (200, any_object),
         streams: &[],
         handler: ops::mcp::prompt,
@@ -221,12 +222,7 @@ pub static OPERATIONS: &[Operation] = &[
         summary: "The configured upstreams: name, namespace, transport, whether disabled, and state.",
         params: &[],
         body: None,
-        ok: (200, || {
-            object(
-                json!({"servers": {"type": "array", "items": any_object()}}),
-                &["servers"],
-            )
-        }),
+        ok: (200, named::<Servers>),
         streams: &[],
         handler: ops::info::servers,
     },
@@ -237,12 +233,7 @@ pub static OPERATIONS: &[Operation] = &[
         summary: "Stops the upstream (if running) and starts it again now, forgiving earlier failures.",
         params: &[NAME],
         body: None,
-        ok: (202, || {
-            object(
-                json!({"name": {"type": "string"}, "restarts": {"type": "integer"}}),
-                &["name"],
-            )
-        }),
+        ok: (202, named::<Restarted>),
         streams: &[],
         handler: ops::control::restart,
     },
@@ -253,9 +244,7 @@ pub static OPERATIONS: &[Operation] = &[
         summary: "Reads the configuration file again and applies it; on an error the configuration in force stays.",
         params: &[],
         body: None,
-        ok: (200, || {
-            object(json!({"plan": {"type": "string"}}), &["plan"])
-        }),
+        ok: (200, named::<Reloaded>),
         streams: &[],
         handler: ops::control::reload,
     },
@@ -266,13 +255,7 @@ pub static OPERATIONS: &[Operation] = &[
         summary: "The calls in flight (through this API and hosts' sessions), and how many gateway tasks hosts hold.",
         params: &[],
         body: None,
-        ok: (200, || {
-            object(
-                json!({"calls": {"type": "array", "items": any_object()},
-                    "gatewayTasks": {"type": "integer"}}),
-                &["calls", "gatewayTasks"],
-            )
-        }),
+        ok: (200, named::<Tasks>),
         streams: &[],
         handler: ops::control::tasks,
     },
@@ -284,11 +267,11 @@ pub static OPERATIONS: &[Operation] = &[
         params: &[Param {
             name: "since",
             location: In::Query,
-            kind: "integer",
+            kind: Kind::Integer,
             description: "Replay the kept events numbered after this one.",
         }],
         body: None,
-        ok: (200, || json!({"type": "string"})),
+        ok: (200, text),
         streams: &[SSE],
         handler: ops::events::events,
     },
@@ -299,7 +282,7 @@ pub static OPERATIONS: &[Operation] = &[
         summary: "Upgrades the connection (`Upgrade: mcpx-stdio`) to an MCP stdio session with the gateway: newline-delimited JSON-RPC both ways. `mcpx serve --attach` uses it.",
         params: &[],
         body: None,
-        ok: (101, || json!({"type": "string"})),
+        ok: (101, text),
         streams: &[],
         handler: ops::attach::attach,
     },
@@ -310,9 +293,7 @@ pub static OPERATIONS: &[Operation] = &[
         summary: "Stops the daemon: every upstream is stopped, and the socket and record removed.",
         params: &[],
         body: None,
-        ok: (202, || {
-            object(json!({"stopping": {"type": "boolean"}}), &["stopping"])
-        }),
+        ok: (202, named::<Stopping>),
         streams: &[],
         handler: ops::control::shutdown,
     },
@@ -377,72 +358,88 @@ pub async fn no_route(uri: axum::http::Uri) -> Response {
     .into_response()
 }
 
+/// The OpenAPI 3.1 document of [`OPERATIONS`], as JSON.
+pub fn openapi() -> &'static Value {
+    static DOCUMENT: OnceLock<Value> = OnceLock::new();
+    DOCUMENT.get_or_init(|| to_value(&document()))
+}
+
 /// The OpenAPI 3.1 document of [`OPERATIONS`].
-pub fn openapi() -> Value {
-    let mut paths = Map::new();
+pub fn document() -> utoipa::openapi::OpenApi {
+    let mut schemas = Schemas::new();
+    let problem = named::<ProblemDocument>(&mut schemas);
+    let mut paths = PathsBuilder::new();
     for op in OPERATIONS {
-        let mut o = json!({
-            "operationId": op.id,
-            "summary": op.summary,
-        });
-        let params: Vec<Value> = op
-            .params
-            .iter()
-            .map(|p| {
-                json!({
-                    "name": p.name,
-                    "in": match p.location { In::Path => "path", In::Query => "query" },
-                    "required": p.location == In::Path,
-                    "description": p.description,
-                    "schema": {"type": p.kind},
-                })
-            })
-            .collect();
-        if !params.is_empty() {
-            o["parameters"] = Value::Array(params);
+        let mut o = OperationBuilder::new()
+            .operation_id(Some(op.id))
+            .summary(Some(op.summary));
+        for p in op.params {
+            let (location, required) = match p.location {
+                In::Path => (ParameterIn::Path, Required::True),
+                In::Query => (ParameterIn::Query, Required::False),
+            };
+            o = o.parameter(
+                ParameterBuilder::new()
+                    .name(p.name)
+                    .parameter_in(location)
+                    .required(required)
+                    .description(Some(p.description))
+                    .schema(Some(Object::with_type(match p.kind {
+                        Kind::String => Type::String,
+                        Kind::Integer => Type::Integer,
+                    }))),
+            );
         }
         if let Some(body) = op.body {
-            o["requestBody"] = json!({
-                "required": true,
-                "content": {"application/json": {"schema": body()}},
-            });
+            o = o.request_body(Some(
+                RequestBodyBuilder::new()
+                    .required(Some(Required::True))
+                    .content("application/json", Content::new(Some(body(&mut schemas))))
+                    .build(),
+            ));
         }
         let (status, schema) = op.ok;
-        let mut content = Map::new();
+        let mut ok = ResponseBuilder::new().description(op.summary);
         // A stream of its own (the events), or a switch of protocols, answers no JSON.
         let stream_only = op.verb == Verb::Get && op.streams == [SSE];
-        if status != 101 && !stream_only {
-            content.insert("application/json".into(), json!({"schema": schema()}));
+        if status == 101 || stream_only {
+            schema(&mut schemas);
+        } else {
+            ok = ok.content("application/json", Content::new(Some(schema(&mut schemas))));
         }
         for media in op.streams {
-            content.insert((*media).into(), json!({"schema": {"type": "string"}}));
+            ok = ok.content(*media, Content::new(Some(text(&mut schemas))));
         }
-        let mut ok = json!({"description": op.summary});
-        if !content.is_empty() {
-            ok["content"] = Value::Object(content);
-        }
-        o["responses"] = json!({
-            status.to_string(): ok,
-            "default": {
-                "description": "A problem (RFC 9457), with the JSON-RPC error when the gateway answered one.",
-                "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
-            },
-        });
-        let entry = paths
-            .entry(op.path.to_owned())
-            .or_insert_with(|| Value::Object(Map::new()));
-        entry[op.verb.as_str()] = o;
+        let responses = ResponsesBuilder::new()
+            .response(status.to_string(), ok)
+            .response(
+            "default",
+            ResponseBuilder::new()
+                .description(
+                    "A problem (RFC 9457), with the JSON-RPC error when the gateway answered one.",
+                )
+                .content(PROBLEM_JSON, Content::new(Some(problem.clone()))),
+        );
+        let method = match op.verb {
+            Verb::Get => HttpMethod::Get,
+            Verb::Post => HttpMethod::Post,
+        };
+        paths = paths.path(op.path, PathItem::new(method, o.responses(responses)));
     }
-    json!({
-        "openapi": "3.1.0",
-        "info": {
-            "title": "mcpx daemon",
-            "version": env!("CARGO_PKG_VERSION"),
-            "description": "The control API of `mcpx daemon`, on its Unix socket and its TCP listener.",
-        },
-        "paths": paths,
-        "components": {"schemas": {"Problem": Problem::schema()}},
-    })
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("mcpx daemon")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(
+                    "The control API of `mcpx daemon`, on its Unix socket and its TCP listener.",
+                )),
+        )
+        .paths(paths)
+        .components(Some(
+            ComponentsBuilder::new().schemas_from_iter(schemas).build(),
+        ))
+        .build()
 }
 
 /// Largest request body the API reads.
@@ -516,4 +513,87 @@ pub fn query_param(req: &Request, key: &str) -> Option<String> {
                 .into_owned()
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each operation's path, method, id, parameters and, by status, media types.
+    fn shape(doc: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        for (path, methods) in doc["paths"].as_object().into_iter().flatten() {
+            for (method, op) in methods.as_object().into_iter().flatten() {
+                let params: Vec<&str> = op["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p["name"].as_str())
+                    .collect();
+                let responses: Vec<String> = op["responses"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(status, r)| {
+                        let media: Vec<&String> = r["content"]
+                            .as_object()
+                            .into_iter()
+                            .flatten()
+                            .map(|(m, _)| m)
+                            .collect();
+                        format!("{status}{media:?}")
+                    })
+                    .collect();
+                let body = if op.get("requestBody").is_some() {
+                    " body"
+                } else {
+                    ""
+                };
+                out.push(format!(
+                    "{method} {path} {} {params:?}{body} {}",
+                    op["operationId"].as_str().unwrap_or("?"),
+                    responses.join(" ")
+                ));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The document's paths, operation ids, methods, parameters, status codes and media
+    /// types, as the hand-written document had them before its schemas were derived.
+    #[test]
+    fn the_document_keeps_its_operations_and_statuses() {
+        let problem = r#"default["application/problem+json"]"#;
+        let json = r#"["application/json"]"#;
+        let mut want = vec![
+            format!(r#"get /v1/attach attach [] 101[] {problem}"#),
+            format!(
+                r#"post /v1/call call [] body 200["application/json", "application/x-ndjson", "text/event-stream"] {problem}"#
+            ),
+            format!(r#"get /v1/events events ["since"] 200["text/event-stream"] {problem}"#),
+            format!(r#"get /v1/health health [] 200{json} {problem}"#),
+            format!(r#"get /v1/openapi.json openapi [] 200{json} {problem}"#),
+            format!(r#"post /v1/prompt prompt [] body 200{json} {problem}"#),
+            format!(r#"post /v1/read read [] body 200{json} {problem}"#),
+            format!(r#"post /v1/reload reload [] 200{json} {problem}"#),
+            format!(r#"get /v1/servers servers [] 200{json} {problem}"#),
+            format!(r#"post /v1/servers/{{name}}/restart restart ["name"] 202{json} {problem}"#),
+            format!(r#"post /v1/shutdown shutdown [] 202{json} {problem}"#),
+            format!(r#"get /v1/status status [] 200{json} {problem}"#),
+            format!(r#"get /v1/tasks tasks [] 200{json} {problem}"#),
+            format!(r#"get /v1/tools tools ["q"] 200{json} {problem}"#),
+        ];
+        want.sort();
+        let doc = openapi();
+        assert_eq!(shape(doc), want);
+        assert_eq!(doc["openapi"], "3.1.0");
+        assert_eq!(doc["info"]["title"], "mcpx daemon");
+        // Every reference resolves to a component.
+        let text = doc.to_string();
+        for r in text.split(r##""$ref":"#/components/schemas/"##).skip(1) {
+            let name = r.split('"').next().unwrap_or_default();
+            assert!(doc["components"]["schemas"][name].is_object(), "{name}");
+        }
+    }
 }

@@ -46,13 +46,38 @@ macro_rules! say {
     }};
 }
 
+/// Why a command against the daemon failed.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    /// The configuration file could not be found or read.
+    #[error("{0}")]
+    Config(String),
+    /// No daemon serves the configuration.
+    #[error("no daemon serves this configuration (start one with `mcpx daemon`)")]
+    NoDaemon,
+    /// No daemon serves the configuration, and the file does not parse.
+    #[error(
+        "no daemon serves this configuration (start one with `mcpx daemon`); and the file does not parse: {0}"
+    )]
+    NoDaemonBroken(String),
+    /// The daemon could not be asked.
+    #[error(transparent)]
+    Ask(#[from] client::AskError),
+    /// The daemon answered a problem, in words.
+    #[error("{0}")]
+    Problem(String),
+    /// The daemon's socket still answers after the limit.
+    #[error("the daemon did not stop within {} s", .0.as_secs())]
+    NotStopped(Duration),
+}
+
 /// Runs `work` against the daemon of `target`; a missing daemon is an error. The
 /// daemon is found by the configuration file's path, so a file that no longer parses
 /// still finds the daemon serving it: `work` is then given the parse error.
 fn with_daemon(
     command: &str,
     target: &Target,
-    work: impl AsyncFnOnce(&Client, Duration, Option<&str>) -> Result<bool, String>,
+    work: impl AsyncFnOnce(&Client, Duration, Option<&str>) -> Result<bool, CliError>,
 ) -> ExitCode {
     crate::runtime::init_logging();
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
@@ -64,12 +89,12 @@ fn with_daemon(
     };
     let limit = Duration::from_secs(target.timeout);
     let outcome = rt.block_on(async {
-        let (key, broken) = client::key_of_file(target.config.as_deref(), target.demo)?;
+        let (key, broken) =
+            client::key_of_file(target.config.as_deref(), target.demo).map_err(CliError::Config)?;
         let Some(client) = client::find(&key) else {
-            let none = "no daemon serves this configuration (start one with `mcpx daemon`)";
             return Err(match broken {
-                Some(e) => format!("{none}; and the file does not parse: {e}"),
-                None => none.to_owned(),
+                Some(e) => CliError::NoDaemonBroken(e),
+                None => CliError::NoDaemon,
             });
         };
         work(&client, limit, broken.as_deref()).await
@@ -120,13 +145,10 @@ async fn ask(
     method: Method,
     path: &str,
     limit: Duration,
-) -> Result<Value, String> {
-    let answer = client
-        .ask(method, path, None, limit)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<Value, CliError> {
+    let answer = client.ask(method, path, None, limit).await?;
     match answer.problem() {
-        Some(p) => Err(p),
+        Some(p) => Err(CliError::Problem(p)),
         None => Ok(answer.body),
     }
 }
@@ -263,10 +285,7 @@ pub fn stop(target: &Target) -> ExitCode {
         let deadline = tokio::time::Instant::now() + limit;
         while super::paths::answers(&client.record.socket) {
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!(
-                    "the daemon did not stop within {} s",
-                    limit.as_secs()
-                ));
+                return Err(CliError::NotStopped(limit));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

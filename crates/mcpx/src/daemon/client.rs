@@ -41,7 +41,7 @@ pub struct Client {
     pub record: Record,
     /// The connection that found it answering, for the first request: one connection
     /// fewer for a command that asks once.
-    first: std::sync::Arc<std::sync::Mutex<Option<std::os::unix::net::UnixStream>>>,
+    first: std::sync::Arc<parking_lot::Mutex<Option<std::os::unix::net::UnixStream>>>,
 }
 
 /// The daemon's answer: its status and its body (JSON, or `null` when it was not).
@@ -89,7 +89,7 @@ pub fn find(key: &str) -> Option<Client> {
     let stream = std::os::unix::net::UnixStream::connect(&record.socket).ok()?;
     Some(Client {
         record,
-        first: std::sync::Arc::new(std::sync::Mutex::new(Some(stream))),
+        first: std::sync::Arc::new(parking_lot::Mutex::new(Some(stream))),
     })
 }
 
@@ -104,8 +104,60 @@ pub fn at_socket(path: &Path) -> Option<Client> {
             version: String::new(),
             config: String::new(),
         },
-        first: std::sync::Arc::new(std::sync::Mutex::new(Some(stream))),
+        first: std::sync::Arc::new(parking_lot::Mutex::new(Some(stream))),
     })
+}
+
+/// Why no daemon could be started in the background.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The running binary's path is not known.
+    #[error("cannot find the mcpx binary: {0}")]
+    Exe(#[source] std::io::Error),
+    /// The daemon's process could not be started.
+    #[error("cannot start the daemon: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// It exited at once; its log says why.
+    #[error("the daemon exited at once ({status}); its log {} says why", log.display())]
+    ExitedLogged {
+        status: std::process::ExitStatus,
+        log: PathBuf,
+    },
+    /// It exited at once, with no log.
+    #[error("the daemon exited at once ({0}); run `mcpx daemon` to see why")]
+    Exited(std::process::ExitStatus),
+    /// It did not answer in time.
+    #[error("the daemon did not answer within {} s", .0.as_secs())]
+    Late(Duration),
+}
+
+/// Why `mcpx serve --attach`'s session with the daemon failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// The socket failed.
+    #[error("{}: {source}", socket.display())]
+    Socket {
+        socket: PathBuf,
+        source: std::io::Error,
+    },
+    /// No answer to the upgrade in time.
+    #[error("the daemon did not answer the attach within 10 s")]
+    Late,
+    /// The daemon closed the connection before its answer.
+    #[error("the daemon closed the connection")]
+    Closed,
+    /// The answer's head is over [`MAX_UPGRADE_HEAD`].
+    #[error("the daemon's answer to the attach is too long")]
+    TooLong,
+    /// The daemon answered other than 101.
+    #[error("the daemon refused the attach: {0}")]
+    Refused(String),
+    /// Standard output failed.
+    #[error("stdout: {0}")]
+    Stdout(#[source] std::io::Error),
+    /// The session broke.
+    #[error("the session with the daemon: {0}")]
+    Session(#[source] std::io::Error),
 }
 
 /// Starts a daemon for `config` (`None`: `--demo`) in the background, detached from
@@ -115,8 +167,8 @@ pub async fn start_daemon(
     config: Option<&Path>,
     key: &str,
     within: Duration,
-) -> Result<Client, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the mcpx binary: {e}"))?;
+) -> Result<Client, StartError> {
+    let exe = std::env::current_exe().map_err(StartError::Exe)?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("daemon").args(["--idle-exit", AUTOSTART_IDLE]);
     match config {
@@ -149,9 +201,7 @@ pub async fn start_daemon(
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(stderr);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start the daemon: {e}"))?;
+    let mut child = cmd.spawn().map_err(StartError::Spawn)?;
     let deadline = tokio::time::Instant::now() + within;
     loop {
         if let Some(c) = find(key) {
@@ -164,21 +214,13 @@ pub async fn start_daemon(
             if let Some(c) = find(key) {
                 return Ok(c);
             }
-            return Err(match &log {
-                Some(log) => format!(
-                    "the daemon exited at once ({status}); its log {} says why",
-                    log.display()
-                ),
-                None => {
-                    format!("the daemon exited at once ({status}); run `mcpx daemon` to see why")
-                }
+            return Err(match log {
+                Some(log) => StartError::ExitedLogged { status, log },
+                None => StartError::Exited(status),
             });
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(format!(
-                "the daemon did not answer within {} s",
-                within.as_secs()
-            ));
+            return Err(StartError::Late(within));
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -198,7 +240,7 @@ impl Client {
             socket: socket.clone(),
             message,
         };
-        let first = self.first.lock().ok().and_then(|mut f| f.take());
+        let first = self.first.lock().take();
         let stream = match first.map(|s| {
             s.set_nonblocking(true)?;
             tokio::net::UnixStream::from_std(s)
@@ -321,50 +363,51 @@ const MAX_UPGRADE_HEAD: usize = 16 * 1024;
 /// `mcpx serve --attach`: bridges this process's stdin and stdout to a stdio session
 /// with the daemon (`GET /v1/attach`, upgraded), byte for byte, until either side
 /// ends.
-pub async fn attach(client: &Client) -> Result<(), String> {
+pub async fn attach(client: &Client) -> Result<(), AttachError> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let socket = &client.record.socket;
+    let failed = |source| AttachError::Socket {
+        socket: socket.clone(),
+        source,
+    };
     let mut stream = tokio::net::UnixStream::connect(socket)
         .await
-        .map_err(|e| format!("{}: {e}", socket.display()))?;
+        .map_err(failed)?;
     let head = format!(
         "GET /v1/attach HTTP/1.1\r\nHost: localhost\r\nConnection: upgrade\r\nUpgrade: {}\r\n\r\n",
         super::ops::attach::PROTOCOL
     );
-    stream
-        .write_all(head.as_bytes())
-        .await
-        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    stream.write_all(head.as_bytes()).await.map_err(failed)?;
     // The answer's head, up to its blank line; what follows is the session's.
     let mut got = Vec::with_capacity(512);
     let end = loop {
         let mut buf = [0u8; 512];
         let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
             .await
-            .map_err(|_| "the daemon did not answer the attach within 10 s".to_owned())?
-            .map_err(|e| format!("{}: {e}", socket.display()))?;
+            .map_err(|_| AttachError::Late)?
+            .map_err(failed)?;
         if n == 0 {
-            return Err("the daemon closed the connection".into());
+            return Err(AttachError::Closed);
         }
         got.extend_from_slice(&buf[..n]);
         if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
             break at + 4;
         }
         if got.len() > MAX_UPGRADE_HEAD {
-            return Err("the daemon's answer to the attach is too long".into());
+            return Err(AttachError::TooLong);
         }
     };
     let status_line = String::from_utf8_lossy(&got[..end]);
     if !status_line.starts_with("HTTP/1.1 101") {
         let first = status_line.lines().next().unwrap_or("");
-        return Err(format!("the daemon refused the attach: {first}"));
+        return Err(AttachError::Refused(first.to_owned()));
     }
     let (mut from_daemon, mut to_daemon) = stream.into_split();
     let (mut stdin, mut stdout) = mcpx_transport::stdio::stdin_stdout();
     stdout
         .write_all(&got[end..])
         .await
-        .map_err(|e| format!("stdout: {e}"))?;
+        .map_err(AttachError::Stdout)?;
     let up = async {
         let _ = tokio::io::copy(&mut stdin, &mut to_daemon).await;
         // The host is done: the daemon's session drains and ends.
@@ -378,7 +421,7 @@ pub async fn attach(client: &Client) -> Result<(), String> {
     };
     tokio::select! {
         () = up => Ok(()),
-        r = down => r.map(|_| ()).map_err(|e| format!("the session with the daemon: {e}")),
+        r = down => r.map(|_| ()).map_err(AttachError::Session),
     }
 }
 
@@ -432,5 +475,8 @@ pub async fn daemon_for(
     if !autostart {
         return Ok(None);
     }
-    start_daemon(file.as_deref(), &key, within).await.map(Some)
+    start_daemon(file.as_deref(), &key, within)
+        .await
+        .map(Some)
+        .map_err(|e| e.to_string())
 }

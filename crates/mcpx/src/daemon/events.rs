@@ -4,10 +4,11 @@
 //! for those listening.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcpx_gateway::app::App;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -60,9 +61,7 @@ impl Default for Events {
 impl Events {
     /// Publishes an event.
     pub fn publish(&self, kind: &'static str, data: Value) {
-        let Ok(mut ring) = self.ring.lock() else {
-            return;
-        };
+        let mut ring = self.ring.lock();
         ring.0 += 1;
         let event = Arc::new(Event {
             seq: ring.0,
@@ -79,15 +78,12 @@ impl Events {
 
     /// The last event's number (0 before the first).
     pub fn last(&self) -> u64 {
-        self.ring.lock().map(|r| r.0).unwrap_or(0)
+        self.ring.lock().0
     }
 
     /// Listens from after event `since` (`None`: from now).
     pub fn subscribe(&self, since: Option<u64>) -> Subscription {
-        let ring = match self.ring.lock() {
-            Ok(r) => r,
-            Err(e) => e.into_inner(),
-        };
+        let ring = self.ring.lock();
         let live = self.live.subscribe();
         let Some(since) = since else {
             return Subscription {

@@ -26,8 +26,8 @@ pub mod problem;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpx_client::EraCache;
@@ -35,6 +35,7 @@ use mcpx_gateway::app::{App, ReloadError, ReloadTrigger};
 use mcpx_gateway::config;
 use mcpx_gateway::reload::Plan;
 use mcpx_transport::streamable_http::{self, BearerToken, HttpServerConfig};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -86,21 +87,35 @@ pub struct Args {
     log_file: Option<PathBuf>,
 }
 
+/// A duration that does not read as one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// No number first.
+    #[error("{0:?}: expected a number and a unit, e.g. 15m")]
+    NoNumber(String),
+    /// A unit not known.
+    #[error("{text:?}: unknown unit {unit:?} (ms, s, m or h)")]
+    Unit { text: String, unit: String },
+}
+
 /// `15m`, `90s`, `1h`, `500ms` or a number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (n, unit) = t.split_at(split);
     let n: u64 = n
         .parse()
-        .map_err(|_| format!("{text:?}: expected a number and a unit, e.g. 15m"))?;
+        .map_err(|_| DurationError::NoNumber(text.to_owned()))?;
     let secs = |k: u64| Duration::from_secs(n.saturating_mul(k));
     match unit.trim() {
         "" | "s" => Ok(secs(1)),
         "ms" => Ok(Duration::from_millis(n)),
         "m" | "min" => Ok(secs(60)),
         "h" => Ok(secs(3600)),
-        u => Err(format!("{text:?}: unknown unit {u:?} (ms, s, m or h)")),
+        u => Err(DurationError::Unit {
+            text: text.to_owned(),
+            unit: u.to_owned(),
+        }),
     }
 }
 
@@ -241,12 +256,7 @@ impl Tracked<'_> {
     /// Publishes the call's end: `outcome` (`ok`, `tool_error`, `error` or
     /// `cancelled`) and, for an error, its reason.
     pub fn end(self, outcome: &'static str, detail: Option<String>) {
-        let info = self
-            .daemon
-            .calls
-            .lock()
-            .ok()
-            .and_then(|mut c| c.remove(&self.id));
+        let info = self.daemon.calls.lock().remove(&self.id);
         let Some(info) = info else { return };
         let mut data = json!({
             "id": self.id,
@@ -260,7 +270,8 @@ impl Tracked<'_> {
         if let Some(d) = detail {
             data["detail"] = json!(d);
         }
-        if let Ok(mut recent) = self.daemon.recent.lock() {
+        {
+            let mut recent = self.daemon.recent.lock();
             if recent.len() == RECENT_CALLS {
                 recent.pop_front();
             }
@@ -285,9 +296,7 @@ pub fn tool_error_text(result: &Value) -> String {
 
 impl Drop for Tracked<'_> {
     fn drop(&mut self) {
-        if let Ok(mut c) = self.daemon.calls.lock() {
-            c.remove(&self.id);
-        }
+        self.daemon.calls.lock().remove(&self.id);
     }
 }
 
@@ -324,9 +333,7 @@ impl Daemon {
             started: Instant::now(),
             started_at_ms: now_ms(),
         };
-        if let Ok(mut c) = self.calls.lock() {
-            c.insert(id, info);
-        }
+        self.calls.lock().insert(id, info);
         self.events.publish(
             "call",
             json!({"id": id, "tool": tool, "via": via.key(), "phase": "start"}),
@@ -340,9 +347,7 @@ impl Daemon {
 
     /// The calls in flight, through `/v1/call` and hosts' sessions, the oldest first.
     pub fn calls_in_flight(&self) -> Vec<Value> {
-        let Ok(c) = self.calls.lock() else {
-            return Vec::new();
-        };
+        let c = self.calls.lock();
         let mut v: Vec<(u64, Value)> = c
             .iter()
             .map(|(id, i)| {
@@ -360,15 +365,12 @@ impl Daemon {
 
     /// The last finished calls ([`RECENT_CALLS`] at most), the newest first.
     pub fn recent_calls(&self) -> Vec<Value> {
-        self.recent
-            .lock()
-            .map(|r| r.iter().rev().cloned().collect())
-            .unwrap_or_default()
+        self.recent.lock().iter().rev().cloned().collect()
     }
 
     /// The last reload's outcome, if there was one.
     pub fn last_reload(&self) -> Option<Value> {
-        self.last_reload.lock().ok().and_then(|r| r.clone())
+        self.last_reload.lock().clone()
     }
 
     /// Records a reload and publishes it: `ok` with its plan, or the error.
@@ -387,9 +389,7 @@ impl Daemon {
                 data["error"] = json!(e.to_string());
             }
         }
-        if let Ok(mut last) = self.last_reload.lock() {
-            *last = Some(data.clone());
-        }
+        *self.last_reload.lock() = Some(data.clone());
         self.events.publish("reload", data);
     }
 }
@@ -400,21 +400,28 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
+use crate::serve::ListenerError;
+
 /// The tokens `--token-file` (or `$MCPX_SERVE_TOKEN`) names.
-fn tokens(args: &Args) -> Result<Vec<BearerToken>, String> {
+fn tokens(args: &Args) -> Result<Vec<BearerToken>, ListenerError> {
     match &args.token_file {
         Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| format!("--token-file {}: {e}", file.display()))?;
-            BearerToken::from_lines(&text)
-                .map_err(|e| format!("--token-file {}: {e}", file.display()))
+            let text =
+                std::fs::read_to_string(file).map_err(|source| ListenerError::TokenFileRead {
+                    file: file.clone(),
+                    source,
+                })?;
+            BearerToken::from_lines(&text).map_err(|why| ListenerError::TokenFileBad {
+                file: file.clone(),
+                why,
+            })
         }
         None if args.http.is_none() => Ok(Vec::new()),
         None => match std::env::var(config::SERVE_TOKEN_ENV) {
             Err(_) => Ok(Vec::new()),
             Ok(t) => BearerToken::new(&t)
                 .map(|t| vec![t])
-                .ok_or(format!("${} is empty", config::SERVE_TOKEN_ENV)),
+                .ok_or(ListenerError::EmptyToken),
         },
     }
 }
@@ -422,7 +429,9 @@ fn tokens(args: &Args) -> Result<Vec<BearerToken>, String> {
 /// Runs the daemon until SIGTERM, Ctrl-C, `POST /v1/shutdown` or `--idle-exit`.
 pub fn run(args: &Args) -> ExitCode {
     let loaded = if args.demo {
-        crate::serve::demo_config().map(|c| (None, c))
+        crate::serve::demo_config()
+            .map(|c| (None, c))
+            .map_err(|e| e.to_string())
     } else {
         config::load(args.config.as_deref())
             .map(|(path, c)| (Some(path), c))
@@ -439,7 +448,7 @@ pub fn run(args: &Args) -> ExitCode {
     };
     let tokens = match tokens(args) {
         Ok(t) => t,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     let http = args.http;
     let rules = http.map(|addr| listen::TcpRules {

@@ -6,7 +6,9 @@ use axum::response::{IntoResponse, Response};
 use mcpx_protocol::error::{
     INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, RESOURCE_NOT_FOUND_LEGACY,
 };
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
 
 /// The media type of a problem.
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -22,7 +24,7 @@ pub struct Problem {
     /// What happened, for people.
     pub detail: String,
     /// The JSON-RPC error the gateway answered, if any.
-    pub jsonrpc: Option<Value>,
+    pub jsonrpc: Option<RpcError>,
 }
 
 impl Problem {
@@ -65,10 +67,11 @@ impl Problem {
             -32603 => (StatusCode::INTERNAL_SERVER_ERROR, "internal-error"),
             _ => (StatusCode::BAD_GATEWAY, "upstream-error"),
         };
-        let mut rpc = json!({ "code": code, "message": message });
-        if let Some(d) = data {
-            rpc["data"] = d;
-        }
+        let rpc = RpcError {
+            code,
+            message: message.to_owned(),
+            data,
+        };
         Problem {
             status,
             kind,
@@ -78,42 +81,60 @@ impl Problem {
     }
 
     /// The problem document.
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({
-            "type": format!("urn:mcpx:problem:{}", self.kind),
-            "title": self.status.canonical_reason().unwrap_or("Error"),
-            "status": self.status.as_u16(),
-            "detail": self.detail,
-        });
-        if let Some(rpc) = &self.jsonrpc {
-            v["jsonrpc"] = rpc.clone();
+    pub fn document(&self) -> ProblemDocument {
+        ProblemDocument {
+            kind: format!("urn:mcpx:problem:{}", self.kind),
+            title: self.status.canonical_reason().unwrap_or("Error").to_owned(),
+            status: self.status.as_u16(),
+            detail: self.detail.clone(),
+            jsonrpc: self.jsonrpc.clone(),
         }
-        v
     }
 
-    /// The JSON Schema of a problem document, for the OpenAPI document.
-    pub fn schema() -> Value {
-        json!({
-            "type": "object",
-            "required": ["type", "title", "status", "detail"],
-            "properties": {
-                "type": {"type": "string", "description": "urn:mcpx:problem:<kind>"},
-                "title": {"type": "string"},
-                "status": {"type": "integer"},
-                "detail": {"type": "string"},
-                "jsonrpc": {
-                    "type": "object",
-                    "description": "The JSON-RPC error the gateway answered with.",
-                    "required": ["code", "message"],
-                    "properties": {
-                        "code": {"type": "integer"},
-                        "message": {"type": "string"},
-                        "data": {}
-                    }
-                }
-            }
-        })
+    /// The problem document, as JSON.
+    pub fn to_json(&self) -> Value {
+        to_value(&self.document())
     }
+}
+
+/// A problem (RFC 9457), as the API answers it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Problem)]
+pub struct ProblemDocument {
+    /// `urn:mcpx:problem:<kind>`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The HTTP status's reason phrase.
+    pub title: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// What happened, for people.
+    pub detail: String,
+    /// The JSON-RPC error the gateway answered with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub jsonrpc: Option<RpcError>,
+}
+
+/// A JSON-RPC error, as the gateway answered it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RpcError {
+    /// The JSON-RPC error code.
+    pub code: i64,
+    /// The JSON-RPC error message.
+    pub message: String,
+    /// The JSON-RPC error's data, if it had any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub data: Option<Value>,
+}
+
+/// `v` as JSON. A map's keys come out sorted (serde_json's `Value`), so an answer's
+/// bytes do not depend on the order of a type's fields.
+pub fn to_value(v: &impl Serialize) -> Value {
+    // The API's types are strings, numbers and JSON values with string keys, which
+    // serialise without error; `null` stands in for one that would not.
+    serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
 impl IntoResponse for Problem {
@@ -126,8 +147,8 @@ impl IntoResponse for Problem {
 }
 
 /// A JSON response with `status`.
-pub fn json_response(status: StatusCode, v: &Value) -> Response {
-    let mut r = (status, v.to_string()).into_response();
+pub fn json_response(status: StatusCode, v: &impl Serialize) -> Response {
+    let mut r = (status, to_value(v).to_string()).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -138,6 +159,7 @@ pub fn json_response(status: StatusCode, v: &Value) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn rpc_errors_get_the_status_of_what_went_wrong() {

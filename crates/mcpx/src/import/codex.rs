@@ -37,6 +37,20 @@ fn to_json(v: toml::Value) -> Value {
     }
 }
 
+/// Why Codex's file could not be edited.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RewriteError {
+    /// The file does not parse.
+    #[error("{}", .0.message())]
+    Parse(#[from] toml_edit::TomlError),
+    /// A value of the entry has no TOML form.
+    #[error("a value TOML cannot hold")]
+    Unrepresentable,
+    /// `mcp_servers` is there but not a table.
+    #[error("`mcp_servers` is not a table")]
+    NotATable,
+}
+
 /// The text with the servers `remove` taken out of `mcp_servers` and `launch` added
 /// as `[mcp_servers.<name>]`.
 pub(crate) fn rewrite(
@@ -44,13 +58,11 @@ pub(crate) fn rewrite(
     remove: &[&str],
     name: &str,
     launch: &[(&'static str, Value)],
-) -> Result<String, String> {
-    let mut doc: toml_edit::DocumentMut = text
-        .parse()
-        .map_err(|e: toml_edit::TomlError| e.message().to_owned())?;
+) -> Result<String, RewriteError> {
+    let mut doc: toml_edit::DocumentMut = text.parse()?;
     let mut values = Vec::new();
     for (k, v) in launch {
-        values.push((*k, to_toml(v).ok_or("a value TOML cannot hold")?));
+        values.push((*k, to_toml(v).ok_or(RewriteError::Unrepresentable)?));
     }
     match doc.get_mut("mcp_servers") {
         Some(toml_edit::Item::Table(t)) => {
@@ -73,7 +85,7 @@ pub(crate) fn rewrite(
             }
             t.insert(name, toml_edit::Value::InlineTable(new));
         }
-        _ => return Err("`mcp_servers` is not a table".to_owned()),
+        _ => return Err(RewriteError::NotATable),
     }
     Ok(doc.to_string())
 }

@@ -57,6 +57,8 @@ struct Reader<'a> {
     lost: Vec<String>,
 }
 
+// Each reader's error is the reason the entry stays where it is, which the import
+// report prints beside it: a message is all its callers use.
 impl<'a> Reader<'a> {
     fn get(&mut self, key: &'a str) -> Option<&'a Value> {
         let v = self.obj.get(key)?;
@@ -170,6 +172,8 @@ pub(crate) fn convert(format: Format, entry: &Value, inputs: Option<&Value>) -> 
 }
 
 /// Reads the host's keys into a `Spec`, or says why the server cannot move.
+// The error is the reason the entry stays where it is, which the import report
+// prints beside it: a message is all its caller uses.
 fn read<'a>(format: Format, r: &mut Reader<'a>) -> Result<Spec, String> {
     let mut s = Spec::default();
     match format {
@@ -303,6 +307,8 @@ fn read<'a>(format: Format, r: &mut Reader<'a>) -> Result<Spec, String> {
 
 /// Refuses a server whose values use the host's expansions (`${input:…}`,
 /// `${workspaceFolder}`, `${env:X}`, `${X}`), which mcpx would pass on as they are.
+// The error is the reason the entry stays where it is, which the import report
+// prints beside it: a message is all its caller uses.
 fn expansions(format: Format, s: &Spec, inputs: Option<&Value>) -> Result<(), String> {
     let mut values: Vec<(String, &str)> = Vec::new();
     values.extend(s.command.as_deref().map(|c| ("command".to_owned(), c)));
@@ -373,6 +379,8 @@ fn input(inputs: Option<&Value>, id: &str) -> Option<String> {
 }
 
 /// mcpx's entry for `s`, or why its transport cannot be carried.
+// The error is the reason the entry stays where it is, which the import report
+// prints beside it: a message is all its caller uses.
 fn build(s: Spec) -> Result<Entry, String> {
     let kind = match s.kind.as_deref() {
         None => None,

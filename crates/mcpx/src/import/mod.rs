@@ -787,7 +787,8 @@ fn rewritten(
                 .iter()
                 .flat_map(|(_, g)| g.iter().map(String::as_str))
                 .collect();
-            let new = codex::rewrite(text, &gone, &name, &launch_entry).map_err(edit_err)?;
+            let new = codex::rewrite(text, &gone, &name, &launch_entry)
+                .map_err(|e| edit_err(e.to_string()))?;
             let got = codex::parse(&new).map_err(|e| edit_err(e.message))?;
             if got != expected {
                 return Err(edit_err(

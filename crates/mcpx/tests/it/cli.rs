@@ -94,7 +94,7 @@ fn section(out: &str, heading: &str) -> String {
 
 #[test]
 fn conformance_id_prints_one_item_whole() {
-    let items = mcpx_protocol::dispositions::registry().unwrap();
+    let items = mcpx_testkit::dispositions::registry().unwrap();
     let want = mcpx_protocol::dispositions::find(&items, "E-12").unwrap();
     let (ok, out, err) = mcpx(&["conformance", "E-12"]);
     assert!(ok, "{err}");

@@ -378,6 +378,129 @@ async fn the_openapi_document_lists_every_route_and_every_listed_route_is_served
     assert_eq!(s, 202);
 }
 
+/// The schema `doc` gives `op`'s answer with `status` in `media`: the one of that
+/// status, or the `default` one (a problem).
+fn answer_schema<'a>(op: &'a Value, status: u16, media: &str) -> Option<&'a Value> {
+    let responses = &op["responses"];
+    let response = responses
+        .get(status.to_string())
+        .unwrap_or(&responses["default"]);
+    response["content"].get(media).map(|c| &c["schema"])
+}
+
+/// `instance` checked against `schema`, whose references point into `doc`'s
+/// components: the errors, one a line.
+fn violations(doc: &Value, schema: &Value, instance: &Value) -> String {
+    let mut root = schema.clone();
+    root["components"] = doc["components"].clone();
+    let validator = jsonschema::validator_for(&root).unwrap();
+    validator
+        .iter_errors(instance)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn every_route_answers_as_the_served_document_says() {
+    let d = Daemon::start("documented", &two_examples(), &[]).await;
+    d.ready().await;
+    let (s, doc) = d.get("/v1/openapi.json").await;
+    assert_eq!(s, 200);
+    // A minimal valid body for each operation that takes one.
+    let bodies = json!({
+        "call": {"tool": "everything__test_simple_text"},
+        "read": {"uri": "test://static-text"},
+        "prompt": {"name": "everything__test_simple_prompt"},
+    });
+    let mut operations = Vec::new();
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        for (method, op) in methods.as_object().unwrap() {
+            operations.push((path.clone(), method.clone(), op.clone()));
+        }
+    }
+    // Restart and shutdown change what the others answer: they go last.
+    let rank = |op: &Value| match op["operationId"].as_str() {
+        Some("restart") => 1,
+        Some("shutdown") => 2,
+        _ => 0,
+    };
+    operations.sort_by_key(|(_, _, op)| rank(op));
+    let mut checked = Vec::new();
+    for (path, method, op) in &operations {
+        let id = op["operationId"].as_str().unwrap();
+        let concrete = path.replace("{name}", "everything");
+        let body = op.get("requestBody").map(|b| {
+            let body = &bodies[id];
+            assert!(body.is_object(), "{id}: no body to send");
+            let schema = &b["content"]["application/json"]["schema"];
+            let wrong = violations(&doc, schema, body);
+            assert!(
+                wrong.is_empty(),
+                "{id}: the body sent is not as documented: {wrong}"
+            );
+            body.to_string()
+        });
+        let (status, media, answer) = d
+            .ask_full(
+                &method.to_uppercase(),
+                &concrete,
+                body.as_deref(),
+                &[("content-type", "application/json")],
+            )
+            .await;
+        let media = media.split(';').next().unwrap_or("").trim().to_owned();
+        let documented = op["responses"].get(status.to_string()).is_some();
+        assert!(
+            documented || media == "application/problem+json",
+            "{method} {path}: {status} is not documented: {answer}"
+        );
+        if status == 101 {
+            // A switch of protocols answers no body.
+            assert!(op["responses"]["101"].get("content").is_none(), "{path}");
+            checked.push(format!("{id} {status}"));
+            continue;
+        }
+        let schema = answer_schema(op, status, &media)
+            .unwrap_or_else(|| panic!("{method} {path}: {status} in {media} is not documented"));
+        if media.ends_with("json") {
+            let wrong = violations(&doc, schema, &answer);
+            assert!(
+                wrong.is_empty(),
+                "{method} {path}: {status} does not match its schema: {wrong}\n{answer}"
+            );
+        } else {
+            assert_eq!(schema["type"], "string", "{path}: {media}");
+        }
+        checked.push(format!("{id} {status}"));
+    }
+    // Every operation was asked, and those that answer JSON on success did.
+    assert_eq!(checked.len(), operations.len());
+    assert!(operations.len() >= 14, "{checked:?}");
+    for want in [
+        "health 200",
+        "status 200",
+        "tools 200",
+        "call 200",
+        "read 200",
+        "prompt 200",
+        "servers 200",
+        "restart 202",
+        "reload 200",
+        "tasks 200",
+        "events 200",
+        "shutdown 202",
+        "openapi 200",
+    ] {
+        assert!(
+            checked.iter().any(|c| c == want),
+            "{want} not seen: {checked:?}"
+        );
+    }
+    // Without an upgrade, /v1/attach answers a problem, checked against `default`.
+    assert!(checked.iter().any(|c| c == "attach 426"), "{checked:?}");
+}
+
 #[tokio::test]
 async fn bad_input_gets_a_problem_with_the_right_status_never_a_hang() {
     let d = Daemon::start("bad-input", &two_examples(), &[]).await;

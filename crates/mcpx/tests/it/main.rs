@@ -50,6 +50,7 @@ mod cli_inspect;
 mod client_http;
 mod daemon_api;
 mod daemon_lifecycle;
+mod dispositions;
 mod dispositions_wire;
 mod example_server;
 mod first_minute;

@@ -9,10 +9,46 @@ use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
 use mcpx_gateway::app::ReloadError;
 use mcpx_gateway::upstream::Command;
-use serde_json::json;
+use serde::Serialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
 
 use crate::daemon::Daemon;
 use crate::daemon::problem::{Problem, json_response};
+
+/// What `POST /v1/servers/{name}/restart` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Restarted {
+    /// The upstream's name.
+    pub name: String,
+    /// How often it had been restarted before this restart.
+    pub restarts: u32,
+}
+
+/// What `POST /v1/reload` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Reloaded {
+    /// What the reload changed, in words.
+    pub plan: String,
+}
+
+/// What `GET /v1/tasks` answers.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Tasks {
+    /// The calls in flight, the oldest first: id, tool, via, startedAtMs, elapsedMs.
+    #[schema(value_type = Vec<Object>)]
+    pub calls: Vec<Value>,
+    /// How many gateway tasks hosts hold.
+    pub gateway_tasks: usize,
+}
+
+/// What `POST /v1/shutdown` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Stopping {
+    /// Always true: the daemon is stopping.
+    pub stopping: bool,
+}
 
 /// `POST /v1/servers/{name}/restart`.
 pub fn restart(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
@@ -28,10 +64,7 @@ pub fn restart(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
         let restarts = up.status().restarts;
         up.supervisor().command(Command::Restart);
         d.events.publish("restart", json!({ "name": name.clone() }));
-        json_response(
-            StatusCode::ACCEPTED,
-            &json!({ "name": name, "restarts": restarts }),
-        )
+        json_response(StatusCode::ACCEPTED, &Restarted { name, restarts })
     })
 }
 
@@ -39,7 +72,12 @@ pub fn restart(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
 pub fn reload(d: Arc<Daemon>, _req: Request) -> BoxFuture<'static, Response> {
     Box::pin(async move {
         match d.app.reload() {
-            Ok(plan) => json_response(StatusCode::OK, &json!({ "plan": plan.to_string() })),
+            Ok(plan) => json_response(
+                StatusCode::OK,
+                &Reloaded {
+                    plan: plan.to_string(),
+                },
+            ),
             Err(e @ ReloadError::NoFile) => {
                 Problem::new(StatusCode::CONFLICT, "no-file", e.to_string()).into_response()
             }
@@ -56,11 +94,11 @@ pub fn reload(d: Arc<Daemon>, _req: Request) -> BoxFuture<'static, Response> {
 /// `GET /v1/tasks`.
 pub fn tasks(d: Arc<Daemon>, _req: Request) -> BoxFuture<'static, Response> {
     Box::pin(async move {
-        let calls = d.calls_in_flight();
-        json_response(
-            StatusCode::OK,
-            &json!({ "calls": calls, "gatewayTasks": d.app.gateway().tasks_held() }),
-        )
+        let tasks = Tasks {
+            calls: d.calls_in_flight(),
+            gateway_tasks: d.app.gateway().tasks_held(),
+        };
+        json_response(StatusCode::OK, &tasks)
     })
 }
 
@@ -69,6 +107,6 @@ pub fn shutdown(d: Arc<Daemon>, _req: Request) -> BoxFuture<'static, Response> {
     Box::pin(async move {
         tracing::info!("stopping: asked over the API");
         d.stop.cancel();
-        json_response(StatusCode::ACCEPTED, &json!({ "stopping": true }))
+        json_response(StatusCode::ACCEPTED, &Stopping { stopping: true })
     })
 }

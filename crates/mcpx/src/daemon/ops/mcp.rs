@@ -10,9 +10,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
 use mcpx_protocol::Frame;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
 
 use crate::daemon::Daemon;
 use crate::daemon::api::{self, NDJSON, SSE};
@@ -60,6 +62,81 @@ fn matches(item: &Value, q: &str) -> bool {
     })
 }
 
+/// What `GET /v1/tools` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Tools {
+    /// The tools (MCP `Tool`s), as a host sees them.
+    #[schema(value_type = Vec<Object>)]
+    pub tools: Vec<Value>,
+}
+
+/// The body of `POST /v1/call`.
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "camelCase")]
+pub struct CallRequest {
+    /// The tool's name, as a host sees it.
+    pub tool: String,
+    /// The tool's arguments (`{}` when absent).
+    #[schema(value_type = Object, required = false)]
+    pub arguments: Value,
+    /// Client capabilities: a caller that declares them gets an input_required result to answer.
+    #[schema(value_type = Object, required = false)]
+    pub capabilities: Option<Value>,
+    /// The answers to an input_required result's inputRequests, by key.
+    #[schema(value_type = Object, required = false)]
+    pub input_responses: Option<Value>,
+    /// The input_required result's requestState, sent back with the answers.
+    #[schema(value_type = String, required = false)]
+    pub request_state: Option<Value>,
+}
+
+impl CallRequest {
+    /// The call `body` asks for, or the problem it is.
+    fn from_body(body: &Map<String, Value>) -> Result<CallRequest, Problem> {
+        let tool = api::string_member(body, "tool")?.to_owned();
+        let arguments = api::object_member(body, "arguments")?;
+        let capabilities = match body.get("capabilities") {
+            None => None,
+            Some(c @ Value::Object(_)) => Some(c.clone()),
+            Some(_) => return Err(Problem::bad_request("`capabilities` must be an object")),
+        };
+        let input_responses = match body.get("inputResponses") {
+            None => None,
+            Some(r @ Value::Object(_)) => Some(r.clone()),
+            Some(_) => return Err(Problem::bad_request("`inputResponses` must be an object")),
+        };
+        let request_state = match body.get("requestState") {
+            None => None,
+            Some(r @ Value::String(_)) => Some(r.clone()),
+            Some(_) => return Err(Problem::bad_request("`requestState` must be a string")),
+        };
+        Ok(CallRequest {
+            tool,
+            arguments,
+            capabilities,
+            input_responses,
+            request_state,
+        })
+    }
+}
+
+/// The body of `POST /v1/read`.
+#[derive(Debug, ToSchema)]
+pub struct ReadRequest {
+    /// The resource's URI, as a host sees it.
+    pub uri: String,
+}
+
+/// The body of `POST /v1/prompt`.
+#[derive(Debug, ToSchema)]
+pub struct PromptRequest {
+    /// The prompt's name, as a host sees it.
+    pub name: String,
+    /// The prompt's arguments (`{}` when absent).
+    #[schema(value_type = Object, required = false)]
+    pub arguments: Value,
+}
+
 /// `GET /v1/tools[?q=TEXT]`.
 pub fn tools(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
     Box::pin(async move {
@@ -69,7 +146,7 @@ pub fn tools(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
                 if let Some(q) = q.filter(|q| !q.is_empty()) {
                     tools.retain(|t| matches(t, &q));
                 }
-                json_response(StatusCode::OK, &json!({ "tools": tools }))
+                json_response(StatusCode::OK, &Tools { tools })
             }
             Err(p) => p.into_response(),
         }
@@ -81,7 +158,9 @@ pub fn read(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
     Box::pin(async move {
         let asked = async {
             let body = api::json_body(req).await?;
-            let uri = api::string_member(&body, "uri")?.to_owned();
+            let ReadRequest { uri } = ReadRequest {
+                uri: api::string_member(&body, "uri")?.to_owned(),
+            };
             let gw = d.app.gateway().clone();
             let unknown = || gw.catalog().resource(&uri).is_none();
             let params = json!({ "uri": uri.clone() });
@@ -104,8 +183,10 @@ pub fn prompt(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
     Box::pin(async move {
         let asked = async {
             let body = api::json_body(req).await?;
-            let name = api::string_member(&body, "name")?.to_owned();
-            let arguments = api::object_member(&body, "arguments")?;
+            let PromptRequest { name, arguments } = PromptRequest {
+                name: api::string_member(&body, "name")?.to_owned(),
+                arguments: api::object_member(&body, "arguments")?,
+            };
             let gw = d.app.gateway().clone();
             let unknown = || gw.catalog().prompt(&name).is_none();
             let params = json!({ "name": name.clone(), "arguments": arguments });
@@ -204,39 +285,24 @@ pub fn call(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
             Ok(b) => b,
             Err(p) => return p.into_response(),
         };
-        let (tool, arguments) = match api::string_member(&body, "tool")
-            .and_then(|t| Ok((t.to_owned(), api::object_member(&body, "arguments")?)))
-        {
-            Ok(x) => x,
+        let CallRequest {
+            tool,
+            arguments,
+            capabilities,
+            input_responses,
+            request_state,
+        } = match CallRequest::from_body(&body) {
+            Ok(c) => c,
             Err(p) => return p.into_response(),
         };
         // A caller that answers servers' questions (multi round-trip): its
         // capabilities, and on a retry its answers and the server's state.
-        let capabilities = match body.get("capabilities") {
-            None => None,
-            Some(c @ Value::Object(_)) => Some(c.clone()),
-            Some(_) => {
-                return Problem::bad_request("`capabilities` must be an object").into_response();
-            }
-        };
         let mut retry = serde_json::Map::new();
-        match body.get("inputResponses") {
-            None => {}
-            Some(r @ Value::Object(_)) => {
-                retry.insert("inputResponses".into(), r.clone());
-            }
-            Some(_) => {
-                return Problem::bad_request("`inputResponses` must be an object").into_response();
-            }
+        if let Some(r) = input_responses {
+            retry.insert("inputResponses".into(), r);
         }
-        match body.get("requestState") {
-            None => {}
-            Some(r @ Value::String(_)) => {
-                retry.insert("requestState".into(), r.clone());
-            }
-            Some(_) => {
-                return Problem::bad_request("`requestState` must be a string").into_response();
-            }
+        if let Some(r) = request_state {
+            retry.insert("requestState".into(), r);
         }
         let log_level = match level.as_deref().map(mcpx_protocol::logging::Level::parse) {
             None => Some("info"),

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::daemon::Daemon;
+use crate::daemon::problem::to_value;
 
 const INDEX: &str = include_str!("../page/index.html");
 const CSS: &str = include_str!("../page/page.css");
@@ -196,7 +197,7 @@ pub fn render(d: &Daemon) -> String {
         .gateway()
         .upstreams()
         .iter()
-        .map(|u| super::info::upstream_status(u))
+        .map(|u| to_value(&super::info::upstream_status(u)))
         .collect();
     let daemon = format!(
         "pid {}, mcpx {}, {}",

@@ -1,5 +1,6 @@
 //! The dispositions registry (`dispositions.toml`) covers exactly the register's ids,
-//! and every `done` entry names a code site and tests that exist.
+//! and every `done` entry names a code site and tests that exist. Here, not in the
+//! protocol crate's tests: decoding TOML takes a dependency that crate goes without.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -87,7 +88,7 @@ fn problems(items: &[Disposition], ids: &[String], root: &Path) -> Vec<String> {
 
 #[test]
 fn registry_covers_exactly_the_register() {
-    let items = dispositions::registry().unwrap();
+    let items = mcpx_testkit::dispositions::registry().unwrap();
     let ids = register_ids();
     assert_eq!(ids.len(), 118, "items.tsv has 118 ids");
     let found = problems(&items, &ids, &repo_root());
@@ -99,7 +100,7 @@ fn registry_covers_exactly_the_register() {
 
 #[test]
 fn every_title_and_area_is_the_registers() {
-    let items = dispositions::registry().unwrap();
+    let items = mcpx_testkit::dispositions::registry().unwrap();
     let mut wrong = Vec::new();
     for r in register_items() {
         let Some(d) = dispositions::find(&items, &r.id) else {
@@ -123,7 +124,7 @@ fn every_title_and_area_is_the_registers() {
 
 #[test]
 fn find_takes_an_id_in_any_case() {
-    let items = dispositions::registry().unwrap();
+    let items = mcpx_testkit::dispositions::registry().unwrap();
     assert_eq!(dispositions::find(&items, "E-12").unwrap().id, "E-12");
     assert_eq!(dispositions::find(&items, "e-12").unwrap().id, "E-12");
     assert!(dispositions::find(&items, "E-99").is_none());
@@ -153,7 +154,7 @@ behaviour = "b"
 site = "crates/nowhere.rs"
 tests = ["crates/mcpx-protocol/tests/it/batch.rs::batch_is_accepted_for_2025_03_26"]
 "#;
-    let items = dispositions::parse(text).unwrap();
+    let items = mcpx_testkit::dispositions::parse(text).unwrap();
     let found = problems(&items, &ids, &repo_root());
     assert_eq!(
         found,
@@ -171,20 +172,20 @@ fn parse_refuses_duplicates_unknown_keys_and_testless_done() {
     let dup = "[[item]]\nid='H1'\ntitle='t'\narea='A'\nkind='decided'\nstatus='planned'\nbehaviour='b'\nsite='s'\n\
                [[item]]\nid='H1'\ntitle='t'\narea='A'\nkind='decided'\nstatus='planned'\nbehaviour='b'\nsite='s'\n";
     assert!(
-        dispositions::parse(dup)
+        mcpx_testkit::dispositions::parse(dup)
             .unwrap_err()
             .to_string()
             .contains("more than once")
     );
     let unknown = "[[item]]\nid='H1'\ntitle='t'\narea='A'\nkind='decided'\nstatus='planned'\nbehaviour='b'\nsite='s'\nowner='x'\n";
-    assert!(dispositions::parse(unknown).is_err());
+    assert!(mcpx_testkit::dispositions::parse(unknown).is_err());
     let testless = "[[item]]\nid='H1'\ntitle='t'\narea='A'\nkind='decided'\nstatus='done'\nbehaviour='b'\nsite='s'\n";
     assert!(
-        dispositions::parse(testless)
+        mcpx_testkit::dispositions::parse(testless)
             .unwrap_err()
             .to_string()
             .contains("names no test")
     );
     let bad_status = "[[item]]\nid='H1'\ntitle='t'\narea='A'\nkind='decided'\nstatus='undisposed'\nbehaviour='b'\nsite='s'\n";
-    assert!(dispositions::parse(bad_status).is_err());
+    assert!(mcpx_testkit::dispositions::parse(bad_status).is_err());
 }
