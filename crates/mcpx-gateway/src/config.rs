@@ -139,6 +139,19 @@ pub enum Pattern {
     Regex(regex::Regex),
 }
 
+/// A name filter that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PatternError {
+    /// A `/regex/` that does not compile.
+    #[error("pattern {pattern}: {source}")]
+    Regex {
+        /// The pattern as written, slashes included.
+        pattern: String,
+        /// Why it does not compile.
+        source: regex::Error,
+    },
+}
+
 impl PartialEq for Pattern {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
@@ -153,12 +166,15 @@ impl Eq for Pattern {}
 
 impl Pattern {
     /// Parses `exact`, `glob*` or `/regex/`.
-    pub fn parse(s: &str) -> Result<Pattern, String> {
+    pub fn parse(s: &str) -> Result<Pattern, PatternError> {
         if s.len() >= 2 && s.starts_with('/') && s.ends_with('/') {
             let body = &s[1..s.len() - 1];
             regex::Regex::new(body)
                 .map(Pattern::Regex)
-                .map_err(|e| format!("pattern {s}: {e}"))
+                .map_err(|source| PatternError::Regex {
+                    pattern: s.to_owned(),
+                    source,
+                })
         } else if s.contains(['*', '?']) {
             Ok(Pattern::Glob(s.to_owned()))
         } else {
@@ -731,270 +747,17 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         .with_precedence(&doc.mcpx.spec.precedence)
         .and_then(|p| p.with_lenient(&doc.mcpx.spec.lenient))
         .map_err(|e| value_err(None, format!("mcpx.spec: {e}")))?;
-    let limits = &doc.mcpx.limits;
-    let ms = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
-    let defaults = Global::default();
-    let global = Global {
-        separator: doc.mcpx.names.separator.unwrap_or(defaults.separator),
-        max_name_len: doc.mcpx.names.max_length.unwrap_or(defaults.max_name_len),
-        max_frame_bytes: doc
-            .mcpx
-            .limits
-            .max_frame_bytes
-            .unwrap_or(defaults.max_frame_bytes),
-        max_call_time: doc
-            .mcpx
-            .limits
-            .max_call_time_ms
-            .map_or(defaults.max_call_time, Duration::from_millis),
-        page_size: doc
-            .mcpx
-            .limits
-            .page_size
-            .unwrap_or(defaults.page_size)
-            .max(1),
-        ask_timeout: doc
-            .mcpx
-            .limits
-            .ask_timeout_ms
-            .map_or(defaults.ask_timeout, Duration::from_millis),
-        ask_gather: doc
-            .mcpx
-            .limits
-            .ask_gather_ms
-            .map_or(defaults.ask_gather, Duration::from_millis),
-        ask_max_pending: doc
-            .mcpx
-            .limits
-            .ask_max_pending
-            .unwrap_or(defaults.ask_max_pending)
-            .max(1),
-        max_parked: doc
-            .mcpx
-            .limits
-            .max_parked_calls
-            .unwrap_or(defaults.max_parked),
-        max_tasks: doc.mcpx.limits.max_tasks.unwrap_or(defaults.max_tasks),
-        task_ttl: doc
-            .mcpx
-            .limits
-            .task_ttl_ms
-            .map_or(defaults.task_ttl, Duration::from_millis)
-            .max(Duration::from_secs(1)),
-        task_poll_interval: doc
-            .mcpx
-            .limits
-            .task_poll_interval_ms
-            .map_or(defaults.task_poll_interval, Duration::from_millis)
-            .max(Duration::from_millis(10)),
-        // Filled in below from the servers' connect timeouts when not set.
-        startup_wait: ms(limits.startup_wait_ms, defaults.startup_wait),
-        capability_wait: ms(limits.capability_wait_ms, defaults.capability_wait),
-        drain_timeout: ms(limits.drain_ms, defaults.drain_timeout),
-        list_changed_window: ms(limits.list_changed_window_ms, defaults.list_changed_window),
-        reload_debounce: ms(limits.reload_debounce_ms, defaults.reload_debounce),
-        max_sessions: limits.max_sessions.unwrap_or(defaults.max_sessions).max(1),
-        session_idle: ms(limits.session_idle_ms, defaults.session_idle),
-        max_header_count: limits.max_header_count.unwrap_or(defaults.max_header_count),
-        max_header_bytes: limits.max_header_bytes.unwrap_or(defaults.max_header_bytes),
-    };
-    // Fewer than the few fields every request carries (`Host`, `Content-Type`,
-    // `Accept`, `Content-Length`, …) would refuse every request.
-    if global.max_header_count < 8 {
-        return Err(value_err(
-            None,
-            format!(
-                "mcpx.limits.maxHeaderCount {} is too small (at least 8)",
-                global.max_header_count
-            ),
-        ));
-    }
-    if global.max_header_bytes < 1024 {
-        return Err(value_err(
-            None,
-            format!(
-                "mcpx.limits.maxHeaderBytes {} is too small (at least 1024)",
-                global.max_header_bytes
-            ),
-        ));
-    }
-    if global.max_name_len < 16 {
-        return Err(value_err(
-            None,
-            format!(
-                "mcpx.names.maxLength {} is too short (at least 16)",
-                global.max_name_len
-            ),
-        ));
-    }
-    if !global
-        .separator
-        .bytes()
-        .all(|c| c.is_ascii_alphanumeric() || b"_.-".contains(&c))
-        || global.separator.is_empty()
-    {
-        return Err(value_err(
-            None,
-            format!(
-                "mcpx.names.separator {:?} must be non-empty and use only [A-Za-z0-9_.-]",
-                global.separator
-            ),
-        ));
-    }
+    let mut global = global(&doc.mcpx);
+    check_global(&global).map_err(|m| value_err(None, m))?;
     let lines = server_lines(&clean);
     let mut servers = BTreeMap::new();
     for (name, s) in doc.mcp_servers {
         let line = lines.get(&name).copied();
         let err = |m: &str| value_err(line, format!("mcpServers.{name}: {m}"));
-        let transport = match (s.kind.as_deref(), s.command, s.url) {
-            (None | Some("stdio"), Some(command), None) => Transport::Stdio {
-                command,
-                args: s.args,
-                env: s.env,
-                cwd: s.cwd,
-            },
-            (Some("sse"), None, Some(url)) => Transport::Sse {
-                url,
-                headers: s.headers,
-            },
-            (
-                None | Some("http") | Some("streamable-http") | Some("streamableHttp"),
-                None,
-                Some(url),
-            ) => Transport::Http {
-                url,
-                headers: s.headers,
-            },
-            (_, Some(_), Some(_)) => return Err(err("has both `command` and `url`")),
-            (_, None, None) => return Err(err("needs `command` (stdio) or `url` (http, sse)")),
-            (Some(t), _, _) => {
-                return Err(err(&format!(
-                    "unknown type {t:?}; expected stdio, http or sse"
-                )));
-            }
-        };
-        let parse_all = |ps: &[String]| -> Result<Vec<Pattern>, ConfigError> {
-            ps.iter()
-                .map(|p| Pattern::parse(p).map_err(|m| err(&m)))
-                .collect()
-        };
-        let d = ServerSettings::default();
-        let oauth_secret_env = s
-            .mcpx
-            .oauth
-            .as_ref()
-            .and_then(|o| o.client_secret_env.clone());
-        let oauth = match s.mcpx.oauth {
-            None => None,
-            Some(o) => Some(grant(o, &name, &transport, &err)?),
-        };
-        let mcpx = ServerSettings {
-            namespace: s.mcpx.namespace,
-            tools: ToolFilter {
-                include: parse_all(&s.mcpx.tools.include)?,
-                exclude: parse_all(&s.mcpx.tools.exclude)?,
-            },
-            protocol: s.mcpx.protocol,
-            call_timeout: s
-                .mcpx
-                .call_timeout_ms
-                .map_or(d.call_timeout, Duration::from_millis),
-            connect_timeout: s
-                .mcpx
-                .connect_timeout_ms
-                .map_or(d.connect_timeout, Duration::from_millis),
-            probe_timeout: match s.mcpx.probe_timeout_ms {
-                None => d.probe_timeout,
-                Some(0) => return Err(err("mcpx.probeTimeoutMs must be at least 1")),
-                Some(ms) => Duration::from_millis(ms),
-            },
-            max_in_flight: match s.mcpx.max_in_flight {
-                None => d.max_in_flight,
-                Some(0) => return Err(err("mcpx.maxInFlight must be at least 1")),
-                Some(n) => n,
-            },
-            max_queued: s.mcpx.max_queued.unwrap_or(d.max_queued),
-            secret_env: oauth_secret_env.into_iter().collect(),
-            environment: match (s.mcpx.environment.as_deref(), &transport) {
-                (None | Some("inherit"), _) => Environment::Inherit,
-                (Some("minimal"), Transport::Stdio { .. }) => Environment::Minimal,
-                (Some("minimal"), _) => {
-                    return Err(err("mcpx.environment is for stdio upstreams"));
-                }
-                (Some(other), _) => {
-                    return Err(err(&format!(
-                        "mcpx.environment is \"inherit\" or \"minimal\", not {other:?}"
-                    )));
-                }
-            },
-            oauth: match &oauth {
-                Some(Grant::Client(c)) => Some(c.clone()),
-                _ => None,
-            },
-            user_auth: match oauth {
-                Some(Grant::User(u)) => Some(u),
-                Some(Grant::Client(_)) => None,
-                None => match &transport {
-                    Transport::Http { headers, .. } | Transport::Sse { headers, .. }
-                        if !headers
-                            .keys()
-                            .any(|k| k.eq_ignore_ascii_case("authorization")) =>
-                    {
-                        Some(UserAuth {
-                            upstream: name.clone(),
-                            ..UserAuth::default()
-                        })
-                    }
-                    _ => None,
-                },
-            },
-            proxy: match s.mcpx.proxy.as_deref() {
-                None => Proxy::Environment,
-                Some("none") => Proxy::Direct,
-                Some(url) if url.starts_with("http://") => Proxy::Via(url.to_owned()),
-                Some(other) => {
-                    return Err(err(&format!(
-                        "mcpx.proxy is \"none\" or an http:// proxy URL, not {:?}",
-                        other.split('@').next_back().unwrap_or_default()
-                    )));
-                }
-            },
-            restart: restart_policy(&s.mcpx.restart, &err)?,
-            start: match s.mcpx.start.as_deref() {
-                None | Some("eager") => StartMode::Eager,
-                Some("lazy") => StartMode::Lazy,
-                Some(other) => {
-                    return Err(err(&format!(
-                        "mcpx.start is \"eager\" or \"lazy\", not {other:?}"
-                    )));
-                }
-            },
-            idle_timeout: match (s.mcpx.idle_timeout_ms, &transport) {
-                (None, _) => None,
-                (Some(0), _) => return Err(err("mcpx.idleTimeoutMs must be at least 1")),
-                (Some(ms), Transport::Stdio { .. }) => Some(Duration::from_millis(ms)),
-                (Some(_), _) => {
-                    return Err(err(
-                        "mcpx.idleTimeoutMs is for stdio upstreams (a child process mcpx can stop)",
-                    ));
-                }
-            },
-            health_check: match &s.mcpx.health_check {
-                None => None,
-                Some(h) => Some(health_check(h, &err)?),
-            },
-        };
-        servers.insert(
-            name,
-            ServerConfig {
-                transport,
-                disabled: s.disabled,
-                mcpx,
-            },
-        );
+        let server = server(&name, s, &err)?;
+        servers.insert(name, server);
     }
-    let mut global = global;
-    if limits.startup_wait_ms.is_none() {
+    if doc.mcpx.limits.startup_wait_ms.is_none() {
         global.startup_wait = default_startup_wait(&servers);
     }
     Ok(Config {
@@ -1002,6 +765,271 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         global,
         spec,
     })
+}
+
+/// The `mcpx.names` and `mcpx.limits` sections, with the defaults filled in.
+/// `startupWaitMs` is filled in from the servers when not set ([`parse`]).
+fn global(g: &FileGlobal) -> Global {
+    let (names, limits, d) = (&g.names, &g.limits, Global::default());
+    let ms = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
+    Global {
+        separator: names.separator.clone().unwrap_or(d.separator),
+        max_name_len: names.max_length.unwrap_or(d.max_name_len),
+        max_frame_bytes: limits.max_frame_bytes.unwrap_or(d.max_frame_bytes),
+        max_call_time: ms(limits.max_call_time_ms, d.max_call_time),
+        page_size: limits.page_size.unwrap_or(d.page_size).max(1),
+        ask_timeout: ms(limits.ask_timeout_ms, d.ask_timeout),
+        ask_gather: ms(limits.ask_gather_ms, d.ask_gather),
+        ask_max_pending: limits.ask_max_pending.unwrap_or(d.ask_max_pending).max(1),
+        max_parked: limits.max_parked_calls.unwrap_or(d.max_parked),
+        max_tasks: limits.max_tasks.unwrap_or(d.max_tasks),
+        task_ttl: ms(limits.task_ttl_ms, d.task_ttl).max(Duration::from_secs(1)),
+        task_poll_interval: ms(limits.task_poll_interval_ms, d.task_poll_interval)
+            .max(Duration::from_millis(10)),
+        startup_wait: ms(limits.startup_wait_ms, d.startup_wait),
+        capability_wait: ms(limits.capability_wait_ms, d.capability_wait),
+        drain_timeout: ms(limits.drain_ms, d.drain_timeout),
+        list_changed_window: ms(limits.list_changed_window_ms, d.list_changed_window),
+        reload_debounce: ms(limits.reload_debounce_ms, d.reload_debounce),
+        max_sessions: limits.max_sessions.unwrap_or(d.max_sessions).max(1),
+        session_idle: ms(limits.session_idle_ms, d.session_idle),
+        max_header_count: limits.max_header_count.unwrap_or(d.max_header_count),
+        max_header_bytes: limits.max_header_bytes.unwrap_or(d.max_header_bytes),
+    }
+}
+
+/// Refuses global settings that would make mcpx unusable.
+fn check_global(g: &Global) -> Result<(), String> {
+    // Fewer than the few fields every request carries (`Host`, `Content-Type`,
+    // `Accept`, `Content-Length`, …) would refuse every request.
+    if g.max_header_count < 8 {
+        return Err(format!(
+            "mcpx.limits.maxHeaderCount {} is too small (at least 8)",
+            g.max_header_count
+        ));
+    }
+    if g.max_header_bytes < 1024 {
+        return Err(format!(
+            "mcpx.limits.maxHeaderBytes {} is too small (at least 1024)",
+            g.max_header_bytes
+        ));
+    }
+    if g.max_name_len < 16 {
+        return Err(format!(
+            "mcpx.names.maxLength {} is too short (at least 16)",
+            g.max_name_len
+        ));
+    }
+    if !g
+        .separator
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || b"_.-".contains(&c))
+        || g.separator.is_empty()
+    {
+        return Err(format!(
+            "mcpx.names.separator {:?} must be non-empty and use only [A-Za-z0-9_.-]",
+            g.separator
+        ));
+    }
+    Ok(())
+}
+
+/// One `mcpServers` entry: its transport, then its `mcpx` block.
+fn server(
+    name: &str,
+    s: FileServer,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<ServerConfig, ConfigError> {
+    let transport = match (s.kind.as_deref(), s.command, s.url) {
+        (None | Some("stdio"), Some(command), None) => Transport::Stdio {
+            command,
+            args: s.args,
+            env: s.env,
+            cwd: s.cwd,
+        },
+        (Some("sse"), None, Some(url)) => Transport::Sse {
+            url,
+            headers: s.headers,
+        },
+        (
+            None | Some("http") | Some("streamable-http") | Some("streamableHttp"),
+            None,
+            Some(url),
+        ) => Transport::Http {
+            url,
+            headers: s.headers,
+        },
+        (_, Some(_), Some(_)) => return Err(err("has both `command` and `url`")),
+        (_, None, None) => return Err(err("needs `command` (stdio) or `url` (http, sse)")),
+        (Some(t), _, _) => {
+            return Err(err(&format!(
+                "unknown type {t:?}; expected stdio, http or sse"
+            )));
+        }
+    };
+    let mcpx = settings(name, s.mcpx, &transport, err)?;
+    Ok(ServerConfig {
+        transport,
+        disabled: s.disabled,
+        mcpx,
+    })
+}
+
+/// An upstream's `mcpx` block, with the defaults filled in and checked.
+fn settings(
+    name: &str,
+    m: FileServerMcpx,
+    transport: &Transport,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<ServerSettings, ConfigError> {
+    let d = ServerSettings::default();
+    let secret_env = m.oauth.as_ref().and_then(|o| o.client_secret_env.clone());
+    let (oauth, user_auth) = credentials(name, m.oauth, transport, err)?;
+    Ok(ServerSettings {
+        namespace: m.namespace,
+        tools: tool_filter(&m.tools, err)?,
+        protocol: m.protocol,
+        call_timeout: m
+            .call_timeout_ms
+            .map_or(d.call_timeout, Duration::from_millis),
+        connect_timeout: m
+            .connect_timeout_ms
+            .map_or(d.connect_timeout, Duration::from_millis),
+        probe_timeout: match m.probe_timeout_ms {
+            None => d.probe_timeout,
+            Some(0) => return Err(err("mcpx.probeTimeoutMs must be at least 1")),
+            Some(ms) => Duration::from_millis(ms),
+        },
+        max_in_flight: match m.max_in_flight {
+            None => d.max_in_flight,
+            Some(0) => return Err(err("mcpx.maxInFlight must be at least 1")),
+            Some(n) => n,
+        },
+        max_queued: m.max_queued.unwrap_or(d.max_queued),
+        secret_env: secret_env.into_iter().collect(),
+        environment: environment(m.environment.as_deref(), transport, err)?,
+        oauth,
+        user_auth,
+        proxy: proxy(m.proxy.as_deref(), err)?,
+        restart: restart_policy(&m.restart, err)?,
+        start: start_mode(m.start.as_deref(), err)?,
+        idle_timeout: idle_timeout(m.idle_timeout_ms, transport, err)?,
+        health_check: match &m.health_check {
+            None => None,
+            Some(h) => Some(health_check(h, err)?),
+        },
+    })
+}
+
+/// An upstream's `mcpx.tools`.
+fn tool_filter(
+    t: &FileToolFilter,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<ToolFilter, ConfigError> {
+    let all = |ps: &[String]| -> Result<Vec<Pattern>, ConfigError> {
+        ps.iter()
+            .map(|p| Pattern::parse(p).map_err(|e| err(&e.to_string())))
+            .collect()
+    };
+    Ok(ToolFilter {
+        include: all(&t.include)?,
+        exclude: all(&t.exclude)?,
+    })
+}
+
+/// An upstream's credentials: its `mcpx.oauth`, else, for an `http` or `sse`
+/// upstream without an `Authorization` header, a user's authorization with the
+/// defaults (used when the upstream asks for one).
+fn credentials(
+    name: &str,
+    oauth: Option<FileOauth>,
+    transport: &Transport,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<(Option<ClientCredentials>, Option<UserAuth>), ConfigError> {
+    Ok(
+        match oauth.map(|o| grant(o, name, transport, err)).transpose()? {
+            Some(Grant::Client(c)) => (Some(c), None),
+            Some(Grant::User(u)) => (None, Some(u)),
+            None => match transport {
+                Transport::Http { headers, .. } | Transport::Sse { headers, .. }
+                    if !has_authorization(headers) =>
+                {
+                    let user = UserAuth {
+                        upstream: name.to_owned(),
+                        ..UserAuth::default()
+                    };
+                    (None, Some(user))
+                }
+                _ => (None, None),
+            },
+        },
+    )
+}
+
+/// Whether `headers` set `Authorization` (in any case).
+fn has_authorization(headers: &BTreeMap<String, String>) -> bool {
+    headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("authorization"))
+}
+
+/// An upstream's `mcpx.environment`.
+fn environment(
+    e: Option<&str>,
+    transport: &Transport,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<Environment, ConfigError> {
+    match (e, transport) {
+        (None | Some("inherit"), _) => Ok(Environment::Inherit),
+        (Some("minimal"), Transport::Stdio { .. }) => Ok(Environment::Minimal),
+        (Some("minimal"), _) => Err(err("mcpx.environment is for stdio upstreams")),
+        (Some(other), _) => Err(err(&format!(
+            "mcpx.environment is \"inherit\" or \"minimal\", not {other:?}"
+        ))),
+    }
+}
+
+/// An upstream's `mcpx.proxy`. A refused URL is shown without its credentials.
+fn proxy(p: Option<&str>, err: &dyn Fn(&str) -> ConfigError) -> Result<Proxy, ConfigError> {
+    match p {
+        None => Ok(Proxy::Environment),
+        Some("none") => Ok(Proxy::Direct),
+        Some(url) if url.starts_with("http://") => Ok(Proxy::Via(url.to_owned())),
+        Some(other) => Err(err(&format!(
+            "mcpx.proxy is \"none\" or an http:// proxy URL, not {:?}",
+            other.split('@').next_back().unwrap_or_default()
+        ))),
+    }
+}
+
+/// An upstream's `mcpx.start`.
+fn start_mode(
+    s: Option<&str>,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<StartMode, ConfigError> {
+    match s {
+        None | Some("eager") => Ok(StartMode::Eager),
+        Some("lazy") => Ok(StartMode::Lazy),
+        Some(other) => Err(err(&format!(
+            "mcpx.start is \"eager\" or \"lazy\", not {other:?}"
+        ))),
+    }
+}
+
+/// An upstream's `mcpx.idleTimeoutMs`: for a stdio upstream only.
+fn idle_timeout(
+    ms: Option<u64>,
+    transport: &Transport,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<Option<Duration>, ConfigError> {
+    match (ms, transport) {
+        (None, _) => Ok(None),
+        (Some(0), _) => Err(err("mcpx.idleTimeoutMs must be at least 1")),
+        (Some(ms), Transport::Stdio { .. }) => Ok(Some(Duration::from_millis(ms))),
+        (Some(_), _) => Err(err(
+            "mcpx.idleTimeoutMs is for stdio upstreams (a child process mcpx can stop)",
+        )),
+    }
 }
 
 /// `startupWaitMs` when the file does not set it: the time a start may take, the
@@ -1232,9 +1260,7 @@ fn user_auth(
 ) -> Result<UserAuth, ConfigError> {
     match transport {
         Transport::Http { headers, .. } | Transport::Sse { headers, .. }
-            if headers
-                .keys()
-                .any(|k| k.eq_ignore_ascii_case("authorization")) =>
+            if has_authorization(headers) =>
         {
             return Err(err(
                 "mcpx.oauth and an Authorization header both give the upstream's credential; keep one",
@@ -1257,11 +1283,7 @@ fn user_auth(
     }
     let client_secret = match (o.client_secret, o.client_secret_env) {
         (Some(s), None) => Some(s),
-        (None, Some(var)) => Some(std::env::var(&var).map_err(|_| {
-            err(&format!(
-                "mcpx.oauth.clientSecretEnv names {var}, which is not set"
-            ))
-        })?),
+        (None, Some(var)) => Some(secret_from_env(&var, err)?),
         (None, None) => None,
         (Some(_), Some(_)) => {
             return Err(err(
@@ -1295,11 +1317,7 @@ fn client_credentials(
     err: &dyn Fn(&str) -> ConfigError,
 ) -> Result<ClientCredentials, ConfigError> {
     match transport {
-        Transport::Http { headers, .. }
-            if headers
-                .keys()
-                .any(|k| k.eq_ignore_ascii_case("authorization")) =>
-        {
+        Transport::Http { headers, .. } if has_authorization(headers) => {
             return Err(err(
                 "mcpx.oauth and an Authorization header both give the upstream's credential; keep one",
             ));
@@ -1328,47 +1346,56 @@ fn client_credentials(
             "mcpx.oauth.tokenUrl must be an http:// or https:// URL",
         ));
     }
-    let (client_secret, private_key) = match (
+    let (client_secret, private_key) = client_secret(
         o.client_secret,
         o.client_secret_env,
         o.private_key_file,
-    ) {
-        (Some(s), None, None) => (s, None),
-        (None, Some(var), None) => (
-            std::env::var(&var).map_err(|_| {
-                err(&format!(
-                    "mcpx.oauth.clientSecretEnv names {var}, which is not set"
-                ))
-            })?,
-            None,
-        ),
-        (None, None, Some(path)) => {
-            let pem = std::fs::read_to_string(&path).map_err(|e| {
-                err(&format!(
-                    "mcpx.oauth.privateKeyFile {}: {e}",
-                    path.display()
-                ))
-            })?;
-            mcpx_transport::oauth::check_private_key(&pem).map_err(|e| {
-                err(&format!(
-                    "mcpx.oauth.privateKeyFile {}: {e}",
-                    path.display()
-                ))
-            })?;
-            (String::new(), Some(pem))
-        }
-        _ => {
-            return Err(err(
-                "mcpx.oauth needs exactly one of clientSecret, clientSecretEnv and privateKeyFile",
-            ));
-        }
-    };
+        err,
+    )?;
     Ok(ClientCredentials {
         token_url: o.token_url,
         client_id,
         client_secret,
         private_key,
         scope: o.scope,
+    })
+}
+
+/// The client credentials grant's secret, given once: inline, by the environment
+/// variable naming it (read now), or as a private key's file (read now, and checked).
+/// A key gives an empty secret.
+fn client_secret(
+    secret: Option<String>,
+    env: Option<String>,
+    key_file: Option<PathBuf>,
+    err: &dyn Fn(&str) -> ConfigError,
+) -> Result<(String, Option<String>), ConfigError> {
+    match (secret, env, key_file) {
+        (Some(s), None, None) => Ok((s, None)),
+        (None, Some(var), None) => Ok((secret_from_env(&var, err)?, None)),
+        (None, None, Some(path)) => {
+            let key_err = |e: &dyn std::fmt::Display| {
+                err(&format!(
+                    "mcpx.oauth.privateKeyFile {}: {e}",
+                    path.display()
+                ))
+            };
+            let pem = std::fs::read_to_string(&path).map_err(|e| key_err(&e))?;
+            mcpx_transport::oauth::check_private_key(&pem).map_err(|e| key_err(&e))?;
+            Ok((String::new(), Some(pem)))
+        }
+        _ => Err(err(
+            "mcpx.oauth needs exactly one of clientSecret, clientSecretEnv and privateKeyFile",
+        )),
+    }
+}
+
+/// The value of `mcpx.oauth.clientSecretEnv`'s variable.
+fn secret_from_env(var: &str, err: &dyn Fn(&str) -> ConfigError) -> Result<String, ConfigError> {
+    std::env::var(var).map_err(|_| {
+        err(&format!(
+            "mcpx.oauth.clientSecretEnv names {var}, which is not set"
+        ))
     })
 }
 
