@@ -271,19 +271,18 @@ impl Subscriptions {
         if !modern && subscribe {
             forward().await?;
         }
-        let others_remain = if subscribe {
+        if subscribe {
             let listen = modern.then_some((&conn, theirs.as_str()));
             self.add_subscriber(uri, &key, peer, listen);
-            true
         } else {
-            self.remove_subscriber(uri, &key)
-        };
-        let listens_remain = holds.as_ref().is_some_and(|h| {
-            h.get(&(up.id.clone(), theirs.clone()))
-                .is_some_and(|n| *n > 0)
-        });
-        if !modern && !subscribe && !others_remain && !listens_remain {
-            forward().await?;
+            let others_remain = self.remove_subscriber(uri, &key);
+            let listens_remain = holds.as_ref().is_some_and(|h| {
+                h.get(&(up.id.clone(), theirs.clone()))
+                    .is_some_and(|n| *n > 0)
+            });
+            if !modern && !others_remain && !listens_remain {
+                forward().await?;
+            }
         }
         Ok(Reply {
             result: Json::of_value(&json!({})),
