@@ -566,6 +566,7 @@ struct Named<'a> {
     headers: Vec<ParamHeader>,
 }
 
+/// Names the tools, then the prompts, of every source (see the module doc).
 fn build_names(
     rules: &NameRules,
     sources: &[Source<'_>],
@@ -573,127 +574,170 @@ fn build_names(
     built: &mut Built,
 ) {
     for kind in [ListKind::Tools, ListKind::Prompts] {
-        let mut named = Vec::new();
-        for (i, s) in sources.iter().enumerate() {
-            for (at, item) in s.lists.items(kind).iter().enumerate() {
-                let Some(name) = item.get("name").and_then(Value::as_str) else {
-                    continue;
-                };
-                let mut headers = Vec::new();
-                if kind == ListKind::Tools {
-                    if !s.tools.allows(name) {
-                        continue;
-                    }
-                    // 2026-07-28 streamable-http §Custom Headers: a tool whose
-                    // x-mcp-header annotations are invalid MUST be excluded. Left out
-                    // before naming, so it takes no name from another.
-                    let parsed = s
-                        .previous
-                        .and_then(|p| p.headers.get(at))
-                        .and_then(Option::as_ref)
-                        .cloned()
-                        .unwrap_or_else(|| {
-                            param_headers(item.get("inputSchema").unwrap_or(&Value::Null))
-                        });
-                    if let Some(slot) = built.made.get_mut(i).and_then(|m| m.headers.get_mut(at)) {
-                        *slot = Some(parsed.clone());
-                    }
-                    match parsed {
-                        Ok(hs) => headers = hs,
-                        Err(why) => {
-                            built.warnings.push(Warning {
-                                key: format!("x-mcp-header:{}:{name}:{why}", s.id),
-                                message: format!(
-                                    "upstream {}'s tool {name} is not offered: {why}",
-                                    s.id
-                                ),
-                            });
-                            continue;
-                        }
-                    }
-                }
-                named.push(Named {
-                    upstream: i,
-                    at,
-                    item,
-                    name,
-                    headers,
-                });
-            }
-        }
+        let named = listed(kind, sources, built);
         let ns = |i: usize| namespaces.get(i).map(String::as_str).unwrap_or_default();
         let map = NameMap::build(rules, named.iter().map(|n| (ns(n.upstream), n.name)));
-        let mut in_order = map.in_order.iter();
-        let id_of = |ns: &str| {
-            namespaces
-                .iter()
-                .position(|n| n == ns)
-                .and_then(|i| sources.get(i))
-                .map_or_else(|| ns.to_owned(), |s| s.id.to_string())
-        };
-        for col in &map.collisions {
-            let (kept, renamed) = (id_of(&col.kept.0), id_of(&col.renamed.0));
-            built.warnings.push(Warning {
-                key: format!(
-                    "name-collision:{}:{kept}:{}:{renamed}:{}",
-                    kind.key(),
-                    col.kept.1,
-                    col.renamed.1
-                ),
-                message: format!(
-                    "name collision: {} from {kept} and {} from {renamed} both map to {}; the second is shown as {}",
-                    col.kept.1, col.renamed.1, col.wanted, col.renamed.2
-                ),
-            });
-        }
-        let c = &mut built.catalog;
-        let mut items = Vec::new();
-        for n in named {
-            let Some(exposed) = in_order.next() else {
+        collision_warnings(kind, &map, sources, namespaces, &mut built.warnings);
+        expose(kind, named, &map, sources, built);
+    }
+}
+
+/// The named items of one kind that every source offers, in order: for tools, those
+/// its filter allows and whose `x-mcp-header` annotations are valid.
+fn listed<'a>(kind: ListKind, sources: &'a [Source<'_>], built: &mut Built) -> Vec<Named<'a>> {
+    let mut named = Vec::new();
+    for (i, s) in sources.iter().enumerate() {
+        for (at, item) in s.lists.items(kind).iter().enumerate() {
+            let Some(name) = item.get("name").and_then(Value::as_str) else {
                 continue;
             };
-            let exposed = exposed.as_str();
-            let entries = match kind {
-                ListKind::Tools => &mut c.tools,
-                _ => &mut c.prompts,
-            };
-            if entries.contains_key(exposed) {
-                continue; // the same upstream listed a name twice
-            }
-            let facts = match kind {
-                ListKind::Tools => ToolFacts::of_tool(n.item),
-                _ => ToolFacts::default(),
-            };
-            entries.insert(
-                exposed.to_owned(),
-                Entry {
-                    upstream: n.upstream,
-                    original: n.name.to_owned(),
-                    facts,
-                },
-            );
-            let previous = sources.get(n.upstream).and_then(|s| s.previous);
-            if let Some(made) = built.made.get_mut(n.upstream) {
-                items.push(made.item(previous, kind, n.at, exposed, || {
-                    with_field(n.item, "name", exposed)
-                }));
-            }
-            if kind == ListKind::Tools {
-                if !n.headers.is_empty() {
-                    c.param_headers
-                        .insert(exposed.to_owned(), n.headers.clone());
+            let headers = if kind == ListKind::Tools {
+                if !s.tools.allows(name) {
+                    continue;
                 }
-                // An upstream whose lists are the last build's has its tools'
-                // annotations already.
-                if let Some(s) = sources.get(n.upstream).filter(|s| s.previous.is_none()) {
-                    built
-                        .tool_headers
-                        .push((s.id.clone(), n.name.to_owned(), n.headers));
-                }
+                let Some(headers) = tool_headers(s, i, at, item, name, built) else {
+                    continue;
+                };
+                headers
+            } else {
+                Vec::new()
+            };
+            named.push(Named {
+                upstream: i,
+                at,
+                item,
+                name,
+                headers,
+            });
+        }
+    }
+    named
+}
+
+/// The `x-mcp-header` annotations of source `i`'s tool at `at` (the last build's
+/// when its lists are the last build's), kept for the next build; `None`, with a
+/// warning, when they are invalid.
+fn tool_headers(
+    s: &Source<'_>,
+    i: usize,
+    at: usize,
+    item: &Value,
+    name: &str,
+    built: &mut Built,
+) -> Option<Vec<ParamHeader>> {
+    // 2026-07-28 streamable-http §Custom Headers: a tool whose x-mcp-header
+    // annotations are invalid MUST be excluded. Left out before naming, so it takes
+    // no name from another.
+    let parsed = s
+        .previous
+        .and_then(|p| p.headers.get(at))
+        .and_then(Option::as_ref)
+        .cloned()
+        .unwrap_or_else(|| param_headers(item.get("inputSchema").unwrap_or(&Value::Null)));
+    if let Some(slot) = built.made.get_mut(i).and_then(|m| m.headers.get_mut(at)) {
+        *slot = Some(parsed.clone());
+    }
+    match parsed {
+        Ok(hs) => Some(hs),
+        Err(why) => {
+            built.warnings.push(Warning {
+                key: format!("x-mcp-header:{}:{name}:{why}", s.id),
+                message: format!("upstream {}'s tool {name} is not offered: {why}", s.id),
+            });
+            None
+        }
+    }
+}
+
+/// A warning for each name that two upstreams both wanted.
+fn collision_warnings(
+    kind: ListKind,
+    map: &NameMap,
+    sources: &[Source<'_>],
+    namespaces: &[String],
+    warnings: &mut Vec<Warning>,
+) {
+    let id_of = |ns: &str| {
+        namespaces
+            .iter()
+            .position(|n| n == ns)
+            .and_then(|i| sources.get(i))
+            .map_or_else(|| ns.to_owned(), |s| s.id.to_string())
+    };
+    for col in &map.collisions {
+        let (kept, renamed) = (id_of(&col.kept.0), id_of(&col.renamed.0));
+        warnings.push(Warning {
+            key: format!(
+                "name-collision:{}:{kept}:{}:{renamed}:{}",
+                kind.key(),
+                col.kept.1,
+                col.renamed.1
+            ),
+            message: format!(
+                "name collision: {} from {kept} and {} from {renamed} both map to {}; the second is shown as {}",
+                col.kept.1, col.renamed.1, col.wanted, col.renamed.2
+            ),
+        });
+    }
+}
+
+/// Enters each named item under its exposed name (`map`, in the same order) and
+/// builds the kind's list.
+fn expose(
+    kind: ListKind,
+    named: Vec<Named<'_>>,
+    map: &NameMap,
+    sources: &[Source<'_>],
+    built: &mut Built,
+) {
+    let c = &mut built.catalog;
+    let mut in_order = map.in_order.iter();
+    let mut items = Vec::new();
+    for n in named {
+        let Some(exposed) = in_order.next() else {
+            continue;
+        };
+        let exposed = exposed.as_str();
+        let entries = match kind {
+            ListKind::Tools => &mut c.tools,
+            _ => &mut c.prompts,
+        };
+        if entries.contains_key(exposed) {
+            continue; // the same upstream listed a name twice
+        }
+        let facts = match kind {
+            ListKind::Tools => ToolFacts::of_tool(n.item),
+            _ => ToolFacts::default(),
+        };
+        entries.insert(
+            exposed.to_owned(),
+            Entry {
+                upstream: n.upstream,
+                original: n.name.to_owned(),
+                facts,
+            },
+        );
+        let previous = sources.get(n.upstream).and_then(|s| s.previous);
+        if let Some(made) = built.made.get_mut(n.upstream) {
+            items.push(made.item(previous, kind, n.at, exposed, || {
+                with_field(n.item, "name", exposed)
+            }));
+        }
+        if kind == ListKind::Tools {
+            if !n.headers.is_empty() {
+                c.param_headers
+                    .insert(exposed.to_owned(), n.headers.clone());
+            }
+            // An upstream whose lists are the last build's has its tools'
+            // annotations already.
+            if let Some(s) = sources.get(n.upstream).filter(|s| s.previous.is_none()) {
+                built
+                    .tool_headers
+                    .push((s.id.clone(), n.name.to_owned(), n.headers));
             }
         }
-        c.lists[kind.index()] = items;
     }
+    c.lists[kind.index()] = items;
 }
 
 /// The URIs of one upstream that clash with an earlier one's.
@@ -704,10 +748,21 @@ struct Clash {
     example: String,
 }
 
+/// Clashes by (first upstream, later upstream).
+type Clashes = BTreeMap<(usize, usize), Clash>;
+
+/// Exposes the resources, then the templates, and warns of the URIs that clash.
 fn build_uris(sources: &[Source<'_>], built: &mut Built) {
+    let mut clashes = Clashes::new();
+    build_resources(sources, built, &mut clashes);
+    build_templates(sources, built, &mut clashes);
+    clash_warnings(clashes, built);
+}
+
+/// Resources: a plain URI's first upstream keeps it; a later one's is prefixed with
+/// its authority.
+fn build_resources(sources: &[Source<'_>], built: &mut Built, clashes: &mut Clashes) {
     let c = &mut built.catalog;
-    let mut clashes: BTreeMap<(usize, usize), Clash> = BTreeMap::new();
-    // Resources: a plain URI's first upstream.
     let mut owners: HashMap<&str, usize> = HashMap::new();
     let mut items = Vec::new();
     for (i, s) in sources.iter().enumerate() {
@@ -747,8 +802,12 @@ fn build_uris(sources: &[Source<'_>], built: &mut Built) {
         }
     }
     c.lists[ListKind::Resources.index()] = items;
+}
 
-    // Templates: a prefix's first upstream.
+/// Templates: a prefix's first upstream keeps it; a later one's is prefixed with its
+/// authority.
+fn build_templates(sources: &[Source<'_>], built: &mut Built, clashes: &mut Clashes) {
+    let c = &mut built.catalog;
     let mut owners: HashMap<&str, usize> = HashMap::new();
     let mut listed: HashSet<String> = HashSet::new();
     let mut items = Vec::new();
@@ -792,7 +851,11 @@ fn build_uris(sources: &[Source<'_>], built: &mut Built) {
     c.lists[ListKind::Templates.index()] = items;
     c.template_prefixes
         .sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+}
 
+/// A warning for each pair of upstreams whose URIs clash.
+fn clash_warnings(clashes: Clashes, built: &mut Built) {
+    let c = &built.catalog;
     for ((first, later), clash) in clashes {
         let (Some(a), Some(b)) = (c.upstreams.get(first), c.upstreams.get(later)) else {
             continue;

@@ -83,8 +83,10 @@ impl Drop for Due<'_> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
     use std::time::Duration;
+
+    use parking_lot::Mutex;
 
     use super::Coalesce;
 
@@ -99,17 +101,17 @@ mod tests {
         for i in 0..10u32 {
             let (c, lists, builds) = (c.clone(), lists.clone(), builds.clone());
             tasks.spawn(async move {
-                lists.lock().unwrap().push(i);
+                lists.lock().push(i);
                 let ticket = c.ticket();
                 c.covering(ticket, || {
                     let covers = c.covers();
-                    let seen = lists.lock().unwrap().clone();
-                    builds.lock().unwrap().push(seen);
+                    let seen = lists.lock().clone();
+                    builds.lock().push(seen);
                     c.built(covers);
                 })
                 .await;
                 assert!(
-                    builds.lock().unwrap().iter().any(|b| b.contains(&i)),
+                    builds.lock().iter().any(|b| b.contains(&i)),
                     "caller {i} returned before its lists were built"
                 );
             });
@@ -117,7 +119,7 @@ mod tests {
         while let Some(done) = tasks.join_next().await {
             done.unwrap();
         }
-        let builds = builds.lock().unwrap();
+        let builds = builds.lock();
         assert_eq!(builds.len(), 1, "{builds:?}");
         assert_eq!(builds[0].len(), 10, "{builds:?}");
     }

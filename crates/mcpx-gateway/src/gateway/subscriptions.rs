@@ -271,46 +271,69 @@ impl Subscriptions {
         if !modern && subscribe {
             forward().await?;
         }
-        let others_remain = {
-            let mut subs = self.subscribers.lock();
-            let entry = subs.entry(uri.to_owned()).or_default();
-            let already = entry
-                .iter()
-                .any(|(p, _)| p.session_id().unwrap_or_default() == key);
-            if subscribe {
-                if let (Some(peer), false) = (peer, already) {
-                    let token = tokio_util::sync::CancellationToken::new();
-                    if modern {
-                        listen_for_updates(&conn, &theirs, token.clone());
-                    }
-                    entry.push((peer, token));
-                }
-            } else {
-                entry.retain(|(p, token)| {
-                    let mine = p.session_id().unwrap_or_default() == key;
-                    if mine {
-                        token.cancel();
-                    }
-                    !mine
-                });
+        if subscribe {
+            let listen = modern.then_some((&conn, theirs.as_str()));
+            self.add_subscriber(uri, &key, peer, listen);
+        } else {
+            let others_remain = self.remove_subscriber(uri, &key);
+            let listens_remain = holds.as_ref().is_some_and(|h| {
+                h.get(&(up.id.clone(), theirs.clone()))
+                    .is_some_and(|n| *n > 0)
+            });
+            if !modern && !others_remain && !listens_remain {
+                forward().await?;
             }
-            let remain = !entry.is_empty();
-            if !remain {
-                subs.remove(uri);
-            }
-            remain
-        };
-        let listens_remain = holds.as_ref().is_some_and(|h| {
-            h.get(&(up.id.clone(), theirs.clone()))
-                .is_some_and(|n| *n > 0)
-        });
-        if !modern && !subscribe && !others_remain && !listens_remain {
-            forward().await?;
         }
         Ok(Reply {
             result: Json::of_value(&json!({})),
             revision: call.host,
         })
+    }
+
+    /// Adds `peer` (host session `key`) to `uri`'s subscribers, unless it is one
+    /// already; `listen` is a modern upstream's connection and its URI, for mcpx's own
+    /// listen for the updates.
+    fn add_subscriber(
+        &self,
+        uri: &str,
+        key: &str,
+        peer: Option<Peer>,
+        listen: Option<(&Connection, &str)>,
+    ) {
+        let mut subs = self.subscribers.lock();
+        let entry = subs.entry(uri.to_owned()).or_default();
+        let already = entry
+            .iter()
+            .any(|(p, _)| p.session_id().unwrap_or_default() == key);
+        if let (Some(peer), false) = (peer, already) {
+            let token = tokio_util::sync::CancellationToken::new();
+            if let Some((conn, theirs)) = listen {
+                listen_for_updates(conn, theirs, token.clone());
+            }
+            entry.push((peer, token));
+        }
+        if entry.is_empty() {
+            subs.remove(uri);
+        }
+    }
+
+    /// Removes host session `key` from `uri`'s subscribers, ending mcpx's own listen
+    /// for it; whether other hosts remain subscribed.
+    fn remove_subscriber(&self, uri: &str, key: &str) -> bool {
+        let mut subs = self.subscribers.lock();
+        let entry = subs.entry(uri.to_owned()).or_default();
+        entry.retain(|(p, token)| {
+            let mine = p.session_id().unwrap_or_default() == key;
+            if mine {
+                token.cancel();
+            }
+            !mine
+        });
+        let remain = !entry.is_empty();
+        if !remain {
+            subs.remove(uri);
+        }
+        remain
     }
 
     /// Remembers a legacy host's session, to tell it of list changes.
@@ -345,50 +368,21 @@ impl Subscriptions {
             .and_then(|p| serde_json::from_str(p).ok())
             .unwrap_or(json!({}));
         let requested = params.get("notifications").cloned().unwrap_or(json!({}));
-        let want = |k: &str| requested.get(k).and_then(Value::as_bool).unwrap_or(false);
-        let mut granted = Map::new();
-        for k in [
-            "toolsListChanged",
-            "promptsListChanged",
-            "resourcesListChanged",
-        ] {
-            if want(k) {
-                granted.insert(k.to_owned(), json!(true));
-            }
-        }
-        // D-C4 (2026-07-28 server/resources §Capabilities, schema SubscriptionFilter):
-        // a modern host subscribes to resources with `resourceSubscriptions`; mcpx
-        // subscribes at the owning upstreams and grants the URIs it could.
+        let mut granted = granted_lists(&requested);
         let stop = tokio_util::sync::CancellationToken::new();
         let _stop_upstream_listens = stop.clone().drop_guard();
-        let mut urx = self.updates.subscribe();
-        let mut watched: Vec<(String, Arc<Upstream>, String)> = Vec::new();
-        if let Some(uris) = requested
-            .get("resourceSubscriptions")
-            .and_then(Value::as_array)
-        {
-            for uri in uris.iter().filter_map(Value::as_str) {
-                if watched.iter().any(|(u, _, _)| u == uri) {
-                    continue;
-                }
-                let Some((up, theirs)) = route(uri) else {
-                    continue;
-                };
-                if let Some((up, theirs)) = self.subscribe_upstream(up, theirs, &stop).await {
-                    watched.push((uri.to_owned(), up, theirs));
-                }
-            }
-            if !watched.is_empty() {
-                let uris: Vec<&str> = watched.iter().map(|(u, _, _)| u.as_str()).collect();
-                granted.insert("resourceSubscriptions".to_owned(), json!(uris));
-            }
+        let urx = self.updates.subscribe();
+        let watched = self.watch_resources(&requested, &route, &stop).await;
+        if !watched.is_empty() {
+            let uris: Vec<&str> = watched.iter().map(|(u, _, _)| u.as_str()).collect();
+            granted.insert("resourceSubscriptions".to_owned(), json!(uris));
         }
         let sub_id = match &call.id {
             Id::Number(n) => json!(n),
             Id::String(s) => json!(s),
         };
         let tag = json!({ meta::SUBSCRIPTION_ID: sub_id });
-        let mut rx = self.changes.subscribe();
+        let rx = self.changes.subscribe();
         let ack = json!({ "_meta": tag, "notifications": Value::Object(granted.clone()) });
         let _ = call
             .ctx
@@ -397,64 +391,156 @@ impl Subscriptions {
                 Some(&raw(&ack)?),
             ))
             .await;
-        loop {
-            tokio::select! {
-                () = call.cancel.cancelled() => break,
-                () = stopping.cancelled() => {
-                    // H1 reading (2026-07-28 basic/patterns/cancellation and
-                    // subscriptions, schema CancelledNotification): mcpx ends the stream
-                    // on its own; on stdio it first sends notifications/cancelled for the
-                    // listen id (the MUST), then the result (the SHOULD); on HTTP only
-                    // the result, and the stream closes.
-                    if call.ctx.is_stdio() {
-                        let p = json!({ "requestId": sub_id, "reason": "mcpx is shutting down" });
-                        let _ = call.ctx.notify(Frame::notification("notifications/cancelled", Some(&raw(&p)?))).await;
-                    }
-                    break;
-                }
-                change = rx.recv() => {
-                    let kind = match change {
-                        Ok(k) => k,
-                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(broadcast::error::RecvError::Closed) => break,
-                    };
-                    let key = match kind {
-                        ListKind::Tools => "toolsListChanged",
-                        ListKind::Prompts => "promptsListChanged",
-                        ListKind::Resources | ListKind::Templates => "resourcesListChanged",
-                    };
-                    if granted.contains_key(key) {
-                        let p = json!({ "_meta": tag });
-                        let _ = call.ctx.notify(Frame::notification(kind.changed_notification(), Some(&raw(&p)?))).await;
-                    }
-                }
-                update = urx.recv(), if !watched.is_empty() => {
-                    let frame = match update {
-                        Ok(f) => f,
-                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(broadcast::error::RecvError::Closed) => break,
-                    };
-                    let uri = frame
-                        .params()
-                        .and_then(|p| mcpx_protocol::jsonrpc::member(p, "uri"))
-                        .and_then(|u| serde_json::from_str::<String>(u).ok())
-                        .unwrap_or_default();
-                    if watched.iter().any(|(u, _, _)| *u == uri) {
-                        // Tagged with this listen's id, not the upstream's.
-                        let p = json!({ "uri": uri, "_meta": tag });
-                        let _ = call.ctx.notify(Frame::notification("notifications/resources/updated", Some(&raw(&p)?))).await;
-                    }
-                }
-            }
-        }
-        for (uri, up, theirs) in &watched {
+        let listening = Listening {
+            call,
+            sub_id,
+            tag,
+            granted,
+            watched,
+        };
+        listening.deliver(stopping, rx, urx).await?;
+        for (uri, up, theirs) in &listening.watched {
             self.unsubscribe_upstream(up, uri, theirs).await;
         }
         // A graceful end (2026-07-28 basic/patterns/subscriptions §Graceful Closure).
         Ok(Reply {
-            result: Json::of_value(&json!({ "_meta": tag })),
+            result: Json::of_value(&json!({ "_meta": listening.tag })),
             revision: Revision::NEWEST,
         })
+    }
+
+    /// D-C4 (2026-07-28 server/resources §Capabilities, schema SubscriptionFilter):
+    /// a modern host subscribes to resources with `resourceSubscriptions`; mcpx
+    /// subscribes at the owning upstreams (until `stop`) and grants the URIs it could.
+    async fn watch_resources(
+        &self,
+        requested: &Value,
+        route: &impl Fn(&str) -> Option<(Arc<Upstream>, String)>,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Vec<Watched> {
+        let mut watched: Vec<Watched> = Vec::new();
+        let Some(uris) = requested
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+        else {
+            return watched;
+        };
+        for uri in uris.iter().filter_map(Value::as_str) {
+            if watched.iter().any(|(u, _, _)| u == uri) {
+                continue;
+            }
+            let Some((up, theirs)) = route(uri) else {
+                continue;
+            };
+            if let Some((up, theirs)) = self.subscribe_upstream(up, theirs, stop).await {
+                watched.push((uri.to_owned(), up, theirs));
+            }
+        }
+        watched
+    }
+}
+
+/// A resource a listen watches: the URI as the host names it, its upstream and the
+/// upstream's URI.
+type Watched = (String, Arc<Upstream>, String);
+
+/// The list changes a listen asks for that mcpx delivers.
+fn granted_lists(requested: &Value) -> Map<String, Value> {
+    let want = |k: &str| requested.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let mut granted = Map::new();
+    for k in [
+        "toolsListChanged",
+        "promptsListChanged",
+        "resourcesListChanged",
+    ] {
+        if want(k) {
+            granted.insert(k.to_owned(), json!(true));
+        }
+    }
+    granted
+}
+
+/// One modern host's `subscriptions/listen` stream, once acknowledged.
+struct Listening<'a> {
+    call: &'a Call,
+    /// The listen's id.
+    sub_id: Value,
+    /// The `_meta` every notification on the stream carries (the listen's id).
+    tag: Value,
+    /// What the acknowledgement granted.
+    granted: Map<String, Value>,
+    watched: Vec<Watched>,
+}
+
+impl Listening<'_> {
+    /// Delivers list changes and resource updates until the host cancels or mcpx
+    /// stops.
+    async fn deliver(
+        &self,
+        stopping: &tokio_util::sync::CancellationToken,
+        mut rx: broadcast::Receiver<ListKind>,
+        mut urx: broadcast::Receiver<Frame>,
+    ) -> Result<(), Fault> {
+        loop {
+            tokio::select! {
+                () = self.call.cancel.cancelled() => return Ok(()),
+                () = stopping.cancelled() => return self.stopping().await,
+                change = rx.recv() => match change {
+                    Ok(kind) => self.list_changed(kind).await?,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+                update = urx.recv(), if !self.watched.is_empty() => match update {
+                    Ok(frame) => self.resource_updated(&frame).await?,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+
+    /// H1 reading (2026-07-28 basic/patterns/cancellation and subscriptions, schema
+    /// CancelledNotification): mcpx ends the stream on its own; on stdio it first
+    /// sends notifications/cancelled for the listen id (the MUST), then the result
+    /// (the SHOULD); on HTTP only the result, and the stream closes.
+    async fn stopping(&self) -> Result<(), Fault> {
+        if self.call.ctx.is_stdio() {
+            let p = json!({ "requestId": self.sub_id, "reason": "mcpx is shutting down" });
+            let n = Frame::notification("notifications/cancelled", Some(&raw(&p)?));
+            let _ = self.call.ctx.notify(n).await;
+        }
+        Ok(())
+    }
+
+    /// Tells the host of a list change, if it asked for that kind.
+    async fn list_changed(&self, kind: ListKind) -> Result<(), Fault> {
+        let key = match kind {
+            ListKind::Tools => "toolsListChanged",
+            ListKind::Prompts => "promptsListChanged",
+            ListKind::Resources | ListKind::Templates => "resourcesListChanged",
+        };
+        if self.granted.contains_key(key) {
+            let p = json!({ "_meta": self.tag });
+            let n = Frame::notification(kind.changed_notification(), Some(&raw(&p)?));
+            let _ = self.call.ctx.notify(n).await;
+        }
+        Ok(())
+    }
+
+    /// Tells the host of an upstream's resource update, if it watches the URI.
+    async fn resource_updated(&self, frame: &Frame) -> Result<(), Fault> {
+        let uri = frame
+            .params()
+            .and_then(|p| mcpx_protocol::jsonrpc::member(p, "uri"))
+            .and_then(|u| serde_json::from_str::<String>(u).ok())
+            .unwrap_or_default();
+        if self.watched.iter().any(|(u, _, _)| *u == uri) {
+            // Tagged with this listen's id, not the upstream's.
+            let p = json!({ "uri": uri, "_meta": self.tag });
+            let n = Frame::notification("notifications/resources/updated", Some(&raw(&p)?));
+            let _ = self.call.ctx.notify(n).await;
+        }
+        Ok(())
     }
 }
 

@@ -13,12 +13,13 @@
 pub mod restarts;
 pub mod supervisor;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use mcpx_client::{CallOptions, ClientError, Connection, EraCache, ServerFacts, Target, connect};
 use mcpx_protocol::{Era, Params};
 use mcpx_transport::TransportError;
+use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::catalog::Lists;
@@ -285,10 +286,7 @@ impl Upstream {
 
     /// What it listed when last asked.
     pub fn lists(&self) -> Arc<Lists> {
-        self.lists
-            .lock()
-            .map(|l| l.clone())
-            .unwrap_or_else(|e| e.into_inner().clone())
+        self.lists.lock().clone()
     }
 
     /// How many tools it listed: `None` while that is not known, because it never
@@ -303,9 +301,7 @@ impl Upstream {
 
     /// Replaces what it listed.
     pub fn set_lists(&self, lists: Lists) {
-        if let Ok(mut l) = self.lists.lock() {
-            *l = Arc::new(lists);
-        }
+        *self.lists.lock() = Arc::new(lists);
     }
 
     /// Starts from a predecessor's lists and facts (a reload that changed the entry):
@@ -313,14 +309,13 @@ impl Upstream {
     pub fn inherit(&self, from: &Upstream) {
         self.inherited.store(true, Ordering::Release);
         self.set_lists((*from.lists()).clone());
-        if let Ok(mut f) = self.facts.lock() {
-            *f = from.facts();
-        }
+        let facts = from.facts();
+        *self.facts.lock() = facts;
     }
 
     /// What it offered when last connected.
     pub fn facts(&self) -> Option<Arc<ServerFacts>> {
-        self.facts.lock().ok()?.clone()
+        self.facts.lock().clone()
     }
 
     /// What it offers as far as mcpx knows: its facts when it has connected, else
@@ -336,9 +331,7 @@ impl Upstream {
 
     /// Records what a new connection offers.
     pub fn set_facts(&self, facts: Arc<ServerFacts>) {
-        if let Ok(mut f) = self.facts.lock() {
-            *f = Some(facts);
-        }
+        *self.facts.lock() = Some(facts);
     }
 
     /// Whether the gateway still routes to this upstream (false once a reload

@@ -32,33 +32,22 @@
 //! paused time with a scripted link (the tests below); the gateway's link is
 //! mcpx-client's [`mcpx_client::Connection`].
 
-use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::restarts::{Ending, Next, Restarts, human};
+use super::restarts::human;
 use crate::config::{HealthCheck, RestartPolicy, StartMode};
 use crate::error::Cause;
 
-/// How the supervisor reaches its upstream.
-pub trait Link: Send + Sync + 'static {
-    /// A live connection (cheap to clone).
-    type Conn: Clone + Send + Sync + 'static;
-    /// Connects (spawns, handshakes). The supervisor bounds it with the connect timeout.
-    fn connect(&self) -> impl Future<Output = Result<Self::Conn, Cause>> + Send;
-    /// Resolves when `conn` is known dead, with why and whether it was a clean exit.
-    fn closed(&self, conn: &Self::Conn) -> impl Future<Output = (Cause, bool)> + Send + 'static;
-    /// Closes `conn` (for a child: stdin, SIGTERM to its group, SIGKILL).
-    fn close(&self, conn: &Self::Conn) -> impl Future<Output = ()> + Send;
-    /// One health check.
-    fn check(&self, conn: &Self::Conn) -> impl Future<Output = Result<(), Cause>> + Send;
-    /// The process id behind `conn`, if it is a process.
-    fn pid(&self, conn: &Self::Conn) -> Option<u32>;
-}
+mod link;
+mod run;
+
+pub use link::Link;
 
 /// The supervisor's settings (from the upstream's `mcpx` block).
 #[derive(Debug, Clone)]
@@ -384,7 +373,7 @@ impl<L: Link> Supervisor<L> {
 
     /// The ready connection and its generation, without waiting: the common case.
     pub fn ready(&self) -> Option<(u64, L::Conn)> {
-        self.conn.lock().ok()?.clone()
+        self.conn.lock().clone()
     }
 
     /// The ready connection, waiting for a start in progress (up to `call_wait`), and
@@ -535,160 +524,8 @@ impl<L: Link> Supervisor<L> {
         });
     }
 
-    /// The supervisor's task: runs until [`Command::Stop`], or until every handle is
-    /// gone. `before_start` is awaited before the first start (a replaced upstream's
-    /// predecessor stopping); `on_ready` is told of every new connection.
-    pub async fn run(
-        self: Arc<Self>,
-        mut commands: mpsc::Receiver<Command>,
-        before_start: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>,
-        on_ready: impl Fn(&L::Conn) + Send + Sync + 'static,
-    ) {
-        if let Some(f) = before_start {
-            f.await;
-        }
-        let mut restarts = Restarts::new(self.settings.restart.clone());
-        let mut generation = 0u64;
-        let mut attempt = 0u32;
-        if self.settings.start == StartMode::Lazy {
-            self.set_state(State::Idle);
-            if let Woken::Stop = self.wait(&mut commands, None, true).await {
-                return self.stopped();
-            }
-        }
-        loop {
-            self.set_state(State::Starting { attempt });
-            let started = tokio::select! {
-                r = tokio::time::timeout(self.settings.connect_timeout, self.link.connect()) => Some(r),
-                stop = wait_for_stop(&mut commands) => {
-                    if stop { None } else { continue }
-                }
-            };
-            let Some(started) = started else {
-                return self.stopped();
-            };
-            let (cause, next) = match started {
-                Ok(Ok(conn)) => {
-                    generation += 1;
-                    let pid = self.link.pid(&conn);
-                    if let Ok(mut c) = self.conn.lock() {
-                        *c = Some((generation, conn.clone()));
-                    }
-                    self.set(|s| {
-                        s.pid = pid;
-                        s.settled = true;
-                        s.state = State::Ready;
-                    });
-                    on_ready(&conn);
-                    let up_since = Instant::now();
-                    let served = self.serve(&conn, generation, &mut commands).await;
-                    if let Ok(mut c) = self.conn.lock() {
-                        *c = None;
-                    }
-                    self.set(|s| s.pid = None);
-                    self.link.close(&conn).await;
-                    match served {
-                        Served::Stop => return self.stopped(),
-                        Served::Restart => {
-                            restarts.forgive();
-                            restarts.count_restart();
-                            attempt = 0;
-                            self.set(|s| s.restarts = restarts.restarts());
-                            continue;
-                        }
-                        Served::IdleStop => {
-                            tracing::info!(
-                                upstream = %self.settings.name,
-                                "stopped after {} idle (idleTimeoutMs)",
-                                self.idle_text()
-                            );
-                            self.set_state(State::Idle);
-                            match self.wait(&mut commands, None, true).await {
-                                Woken::Stop => return self.stopped(),
-                                Woken::Start => {
-                                    attempt = 0;
-                                    continue;
-                                }
-                            }
-                        }
-                        Served::Failed { cause, clean } => {
-                            let next = restarts
-                                .after_failure(Ending::Ended { up_since, clean }, Instant::now());
-                            (cause, next)
-                        }
-                    }
-                }
-                Ok(Err(cause)) => {
-                    let next = restarts.after_failure(Ending::StartFailed, Instant::now());
-                    (cause, next)
-                }
-                Err(_) => {
-                    let cause = Cause::ConnectTimeout(self.settings.connect_timeout);
-                    let next = restarts.after_failure(Ending::StartFailed, Instant::now());
-                    (cause, next)
-                }
-            };
-            let needs_auth = cause.needs_authorization();
-            let cause = Arc::new(cause);
-            let (state, retry_at) = match next {
-                _ if needs_auth => {
-                    let at = Instant::now() + self.settings.restart.crash_loop_retry;
-                    (State::NeedsAuthorization { retry_at: at }, Some(at))
-                }
-                Next::Retry { attempt: a, at } => {
-                    attempt = a;
-                    (
-                        State::Backoff {
-                            attempt: a,
-                            retry_at: at,
-                        },
-                        Some(at),
-                    )
-                }
-                Next::CrashLoop { failures, at } => {
-                    attempt = failures;
-                    (
-                        State::CrashLoop {
-                            failures,
-                            retry_at: at,
-                        },
-                        Some(at),
-                    )
-                }
-                Next::GiveUp => (State::Failed, None),
-            };
-            tracing::warn!(
-                upstream = %self.settings.name,
-                state = state.key(),
-                "upstream {} is unavailable, {}: {cause}",
-                self.settings.name,
-                state.phrase(Instant::now())
-            );
-            self.set(|s| {
-                s.last_error = Some(cause.clone());
-                s.last_error_at = Some(Instant::now());
-                s.settled = true;
-                s.state = state;
-            });
-            match self.wait(&mut commands, retry_at, false).await {
-                Woken::Stop => return self.stopped(),
-                Woken::Start => {
-                    restarts.count_restart();
-                    self.set(|s| s.restarts = restarts.restarts());
-                }
-            }
-            if retry_at.is_none_or(|t| Instant::now() < t) {
-                // Started before its time: by a restart or a reload.
-                restarts.forgive();
-                attempt = 0;
-            }
-        }
-    }
-
     fn stopped(&self) {
-        if let Ok(mut c) = self.conn.lock() {
-            *c = None;
-        }
+        *self.conn.lock() = None;
         self.set_state(State::Stopped);
     }
 
@@ -818,17 +655,17 @@ mod tests {
     impl Link for Arc<Scripted> {
         type Conn = Conn;
         async fn connect(&self) -> Result<Conn, Cause> {
-            self.starts.lock().unwrap().push(Instant::now());
-            if self.outcomes.lock().unwrap().pop_front().unwrap_or(false) {
+            self.starts.lock().push(Instant::now());
+            if self.outcomes.lock().pop_front().unwrap_or(false) {
                 let (tx, rx) = tokio::sync::oneshot::channel();
-                *self.end.lock().unwrap() = Some(tx);
+                *self.end.lock() = Some(tx);
                 Ok(Conn(Arc::new(Mutex::new(Some(rx)))))
             } else {
                 Err(Cause::Closed("exited with status 1".into()))
             }
         }
         fn closed(&self, c: &Conn) -> impl Future<Output = (Cause, bool)> + Send + 'static {
-            let rx = c.0.lock().unwrap().take();
+            let rx = c.0.lock().take();
             async move {
                 match rx {
                     Some(rx) => match rx.await {
@@ -900,7 +737,6 @@ mod tests {
     fn offsets(link: &Scripted, t0: Instant) -> Vec<u64> {
         link.starts
             .lock()
-            .unwrap()
             .iter()
             .map(|t| t.duration_since(t0).as_millis() as u64)
             .collect()
@@ -937,22 +773,22 @@ mod tests {
         assert_eq!(st.restarts, 3);
         // Nothing more until crashLoopRetry.
         tokio::time::sleep(Duration::from_secs(299)).await;
-        assert_eq!(link.starts.lock().unwrap().len(), 4);
+        assert_eq!(link.starts.lock().len(), 4);
         tokio::time::sleep(Duration::from_secs(2)).await;
-        assert_eq!(link.starts.lock().unwrap().len(), 5);
+        assert_eq!(link.starts.lock().len(), 5);
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_exit_is_restarted_and_a_long_uptime_resets_the_count() {
         let t0 = Instant::now();
         let link = Arc::new(Scripted::default());
-        link.outcomes.lock().unwrap().extend([true, true, true]);
+        link.outcomes.lock().extend([true, true, true]);
         let (s, _task) = start(&link, settings());
         until_state(&s, "ready").await;
         assert_eq!(s.status().pid, Some(42));
         // Up for 2 min, then it exits: restarted after the first backoff.
         tokio::time::sleep(Duration::from_secs(120)).await;
-        let end = link.end.lock().unwrap().take().unwrap();
+        let end = link.end.lock().take().unwrap();
         end.send(("exited with status 3".into(), false)).unwrap();
         let st = until_state(&s, "backoff").await;
         assert!(
@@ -966,7 +802,7 @@ mod tests {
         assert_after(o[1], 120_000, 1000);
         // Exiting at once after that restart is the second quick failure in a row:
         // 2 s.
-        let end = link.end.lock().unwrap().take().unwrap();
+        let end = link.end.lock().take().unwrap();
         end.send(("exited with status 3".into(), false)).unwrap();
         until_state(&s, "backoff").await;
         until_state(&s, "ready").await;
@@ -981,7 +817,7 @@ mod tests {
     async fn a_recovered_upstream_keeps_its_last_error_and_its_time() {
         let t0 = Instant::now();
         let link = Arc::new(Scripted::default());
-        link.outcomes.lock().unwrap().extend([false, true]);
+        link.outcomes.lock().extend([false, true]);
         let (s, _task) = start(&link, settings());
         let st = until_state(&s, "backoff").await;
         assert_eq!(st.last_error_at, Some(t0));
@@ -1037,7 +873,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn lazy_upstreams_start_on_use_and_stop_when_idle() {
         let link = Arc::new(Scripted::default());
-        link.outcomes.lock().unwrap().extend([true, true]);
+        link.outcomes.lock().extend([true, true]);
         let (s, _task) = start(
             &link,
             Settings {
@@ -1047,7 +883,7 @@ mod tests {
             },
         );
         assert!(until_state(&s, "idle").await.settled);
-        assert!(link.starts.lock().unwrap().is_empty());
+        assert!(link.starts.lock().is_empty());
         let (_, _conn) = s.connection().await.unwrap();
         {
             let _call = s.begin_call();
@@ -1059,13 +895,13 @@ mod tests {
         until_state(&s, "idle").await;
         assert_eq!(t.elapsed(), Duration::from_secs(10));
         s.connection().await.unwrap();
-        assert_eq!(link.starts.lock().unwrap().len(), 2);
+        assert_eq!(link.starts.lock().len(), 2);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_health_check_restarts_and_restart_forgives_a_crash_loop() {
         let link = Arc::new(Scripted::default());
-        link.outcomes.lock().unwrap().extend([true]);
+        link.outcomes.lock().extend([true]);
         link.healthy.store(false, Ordering::Relaxed);
         let (s, _task) = start(
             &link,
@@ -1081,11 +917,11 @@ mod tests {
         let st = until_state(&s, "backoff").await;
         assert!(st.last_error.unwrap().to_string().contains("unhealthy"));
         until_state(&s, "crash_loop").await;
-        let n = link.starts.lock().unwrap().len();
-        link.outcomes.lock().unwrap().push_back(true);
+        let n = link.starts.lock().len();
+        link.outcomes.lock().push_back(true);
         s.command(Command::Restart);
         until_state(&s, "ready").await;
-        assert_eq!(link.starts.lock().unwrap().len(), n + 1);
+        assert_eq!(link.starts.lock().len(), n + 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -1132,7 +968,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn stop_is_final_and_a_lost_report_of_an_old_connection_is_ignored() {
         let link = Arc::new(Scripted::default());
-        link.outcomes.lock().unwrap().extend([true]);
+        link.outcomes.lock().extend([true]);
         let (s, task) = start(&link, settings());
         until_state(&s, "ready").await;
         let (generation, _) = s.ready().unwrap();
