@@ -267,10 +267,11 @@ impl HttpClient {
             .map_err(|e| format!("connect: TCP_NODELAY: {e}"))?;
         if to.tls {
             if let Some(route) = &to.route {
-                let tunnel = crate::proxy::tunnel(&mut stream, route, &to.host, to.port);
-                tokio::time::timeout_at(deadline, tunnel)
+                let tunnel = crate::proxy::tunnel(stream, route, &to.host, to.port);
+                stream = tokio::time::timeout_at(deadline, tunnel)
                     .await
-                    .map_err(timed_out)??;
+                    .map_err(timed_out)?
+                    .map_err(|e| chain(&e))?;
             }
             let stream = tokio::time::timeout_at(deadline, crate::tls::connect(&to.host, stream))
                 .await
