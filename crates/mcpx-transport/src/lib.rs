@@ -51,6 +51,7 @@ pub mod oauth;
 pub(crate) mod origin;
 pub mod pending;
 pub mod proxy;
+pub mod serve;
 pub mod service;
 pub mod sse;
 pub mod stdio;
