@@ -3,8 +3,9 @@
 //! (anything else is refused with 403, so a test cannot reach further). It keeps the
 //! head of what opened each connection, for tests to check what a client sent.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -38,7 +39,7 @@ impl TestProxy {
 
     /// The heads (request line and headers) that opened each connection so far.
     pub fn heads(&self) -> Vec<String> {
-        self.heads.lock().map(|h| h.clone()).unwrap_or_default()
+        self.heads.lock().clone()
     }
 
     async fn run(refuse: Option<&'static str>) -> TestProxy {
@@ -70,9 +71,7 @@ async fn serve(mut client: TcpStream, heads: Arc<Mutex<Vec<String>>>, refuse: Op
         }
     }
     let text = String::from_utf8_lossy(&head).into_owned();
-    if let Ok(mut h) = heads.lock() {
-        h.push(text.clone());
-    }
+    heads.lock().push(text.clone());
     if let Some(status) = refuse {
         let _ = client
             .write_all(format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").as_bytes())

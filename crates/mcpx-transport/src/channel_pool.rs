@@ -12,7 +12,7 @@
 //! the returning caller can send on it (one sender, no weak ones), and no send slot is
 //! reserved. A frame meant for one call can then never reach another.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 use tokio::sync::mpsc::{self, Receiver, Sender};
 
@@ -36,7 +36,7 @@ impl<T> ChannelPool<T> {
 
     /// A channel: a kept one, or a new one.
     pub fn take(&self) -> (Sender<T>, Receiver<T>) {
-        let kept = self.free.lock().ok().and_then(|mut free| free.pop());
+        let kept = self.free.lock().pop();
         kept.unwrap_or_else(|| mpsc::channel(self.capacity))
     }
 
@@ -51,9 +51,8 @@ impl<T> ChannelPool<T> {
         if !unused {
             return;
         }
-        if let Ok(mut free) = self.free.lock()
-            && free.len() < self.keep
-        {
+        let mut free = self.free.lock();
+        if free.len() < self.keep {
             free.push((tx, rx));
         }
     }
@@ -69,29 +68,29 @@ mod tests {
         // Unused: kept, and handed out again.
         let (tx, rx) = pool.take();
         pool.give(tx, rx);
-        assert_eq!(pool.free.lock().unwrap().len(), 1);
+        assert_eq!(pool.free.lock().len(), 1);
         let (tx, mut rx) = pool.take();
-        assert_eq!(pool.free.lock().unwrap().len(), 0);
+        assert_eq!(pool.free.lock().len(), 0);
         tx.send(1).await.unwrap();
         assert_eq!(rx.recv().await, Some(1));
 
         // A message left unread: dropped with the channel.
         tx.send(2).await.unwrap();
         pool.give(tx, rx);
-        assert_eq!(pool.free.lock().unwrap().len(), 0);
+        assert_eq!(pool.free.lock().len(), 0);
 
         // Another sender still alive: dropped.
         let (tx, rx) = pool.take();
         let other = tx.clone();
         pool.give(tx, rx);
-        assert_eq!(pool.free.lock().unwrap().len(), 0);
+        assert_eq!(pool.free.lock().len(), 0);
         drop(other);
 
         // A weak sender: dropped.
         let (tx, rx) = pool.take();
         let weak = tx.downgrade();
         pool.give(tx, rx);
-        assert_eq!(pool.free.lock().unwrap().len(), 0);
+        assert_eq!(pool.free.lock().len(), 0);
         drop(weak);
 
         // A slot reserved by an owned permit (which holds a sender): dropped.
@@ -99,7 +98,7 @@ mod tests {
         let tx2 = tx.clone();
         let permit = tx2.reserve_owned().await.unwrap();
         pool.give(tx, rx);
-        assert_eq!(pool.free.lock().unwrap().len(), 0);
+        assert_eq!(pool.free.lock().len(), 0);
         drop(permit);
     }
 
@@ -110,6 +109,6 @@ mod tests {
         for (tx, rx) in taken {
             pool.give(tx, rx);
         }
-        assert_eq!(pool.free.lock().unwrap().len(), 2);
+        assert_eq!(pool.free.lock().len(), 2);
     }
 }

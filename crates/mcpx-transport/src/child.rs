@@ -51,8 +51,8 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -61,6 +61,7 @@ use mcpx_protocol::jsonrpc::Kind;
 use mcpx_protocol::{Frame, Id};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::{Notify, watch};
@@ -270,7 +271,7 @@ impl Awaited for Shared {
 
 impl Shared {
     fn stderr_tail(&self) -> String {
-        self.stderr.lock().map(|r| r.tail()).unwrap_or_default()
+        self.stderr.lock().tail()
     }
 
     /// Whether the connection is closed.
@@ -481,9 +482,7 @@ impl ChildUpstream {
                                 let _ = out.write_all(bytes).await;
                             }
                             tracing::debug!(target: "mcpx::upstream::stderr", "{}", String::from_utf8_lossy(bytes).trim_end());
-                            if let Ok(mut ring) = shared.stderr.lock() {
-                                ring.push(bytes);
-                            }
+                            shared.stderr.lock().push(bytes);
                         }
                     }
                 }
@@ -828,10 +827,9 @@ impl Drop for ChildUpstream {
                     let shared = shared.clone();
                     async move { shared.stop().await }
                 });
-                if let Ok(mut d) = DETACHED.lock() {
-                    d.retain(|(t, _)| !t.is_finished());
-                    d.push((task, shared));
-                }
+                let mut d = DETACHED.lock();
+                d.retain(|(t, _)| !t.is_finished());
+                d.push((task, shared));
             }
             // No runtime to wait on: no grace either.
             Err(_) => self.shared.signal(Signal::SIGKILL),
@@ -916,10 +914,7 @@ static DETACHED: Mutex<Vec<(tokio::task::JoinHandle<()>, Arc<Shared>)>> = Mutex:
 /// up to `within` to finish, then its process group gets SIGKILL. A process that
 /// exits while they run would leave their children behind.
 pub async fn stop_detached(within: Duration) {
-    let detached = DETACHED
-        .lock()
-        .map(|mut d| std::mem::take(&mut *d))
-        .unwrap_or_default();
+    let detached = std::mem::take(&mut *DETACHED.lock());
     let (tasks, shared): (Vec<_>, Vec<_>) = detached.into_iter().unzip();
     let _ = tokio::time::timeout(within, futures_util::future::join_all(tasks)).await;
     for s in shared {

@@ -46,7 +46,7 @@
 //! endpoint's origin, and the connection then uses the new URL).
 
 use std::borrow::Cow;
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::{Arc, LazyLock, Weak};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -61,6 +61,7 @@ use hyper::header::{
 };
 use hyper::{Method, Request, Uri};
 use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
 use percent_encoding::percent_decode_str;
 use tokio::net::TcpStream;
 use url::Url;
@@ -111,7 +112,7 @@ async fn reap(pool: Weak<Mutex<Pool>>, idle: Duration) {
     loop {
         every.tick().await;
         let Some(pool) = pool.upgrade() else { return };
-        let Ok(mut pool) = pool.lock() else { return };
+        let mut pool = pool.lock();
         pool.prune(Instant::now(), idle);
     }
 }
@@ -202,9 +203,7 @@ impl HttpClient {
         + use<>,
         Request<Full<Bytes>>,
     > {
-        let Ok(mut pool) = self.pool.lock() else {
-            return Err(request);
-        };
+        let mut pool = self.pool.lock();
         match (pool.kept)
             .iter_mut()
             .find(|k| k.sender.is_ready() && *k.to == *to.authority)
@@ -220,9 +219,7 @@ impl HttpClient {
     /// Keeps `sender` for later requests to `to`, unless `max_kept` connections that
     /// are still open and not idle too long are kept already.
     fn keep(&self, to: &Endpoint, sender: http1::SendRequest<Full<Bytes>>) {
-        let Ok(mut pool) = self.pool.lock() else {
-            return;
-        };
+        let mut pool = self.pool.lock();
         let now = Instant::now();
         pool.prune(now, self.idle_timeout);
         if pool.kept.len() >= self.max_kept {
@@ -267,10 +264,11 @@ impl HttpClient {
             .map_err(|e| format!("connect: TCP_NODELAY: {e}"))?;
         if to.tls {
             if let Some(route) = &to.route {
-                let tunnel = crate::proxy::tunnel(&mut stream, route, &to.host, to.port);
-                tokio::time::timeout_at(deadline, tunnel)
+                let tunnel = crate::proxy::tunnel(stream, route, &to.host, to.port);
+                stream = tokio::time::timeout_at(deadline, tunnel)
                     .await
-                    .map_err(timed_out)??;
+                    .map_err(timed_out)?
+                    .map_err(|e| chain(&e))?;
             }
             let stream = tokio::time::timeout_at(deadline, crate::tls::connect(&to.host, stream))
                 .await

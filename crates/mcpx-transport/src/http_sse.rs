@@ -23,7 +23,7 @@
 //! refused; a batch refused whole is answered for its first request.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -34,6 +34,7 @@ use mcpx_protocol::codec::{self, Decoded};
 use mcpx_protocol::error::INVALID_REQUEST;
 use mcpx_protocol::jsonrpc::{Kind, member};
 use mcpx_protocol::{Frame, Revision, Verdict};
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use crate::pending::{InFlight, Pending, cancelled_request_id};
@@ -59,13 +60,12 @@ impl SseSessions {
     fn get(&self, id: &str, owner: Option<Credential>) -> Option<Arc<SseSession>> {
         self.map
             .lock()
-            .ok()?
             .get(id)
             .filter(|s| s.owner == owner)
             .cloned()
     }
     fn len(&self) -> usize {
-        self.map.lock().map(|m| m.len()).unwrap_or(usize::MAX)
+        self.map.lock().len()
     }
 }
 
@@ -82,7 +82,7 @@ pub(crate) struct SseSession {
 
 impl SseSession {
     fn peer(&self) -> Option<Peer> {
-        self.peer.lock().ok().and_then(|p| p.clone())
+        self.peer.lock().clone()
     }
 
     async fn send(&self, frame: Frame) {
@@ -132,9 +132,7 @@ pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request
         inflight: InFlight::default(),
         peer: Mutex::new(None),
     });
-    if let Ok(mut m) = app.sse_sessions.map.lock() {
-        m.insert(sid.clone(), session.clone());
-    }
+    (app.sse_sessions.map.lock()).insert(sid.clone(), session.clone());
     let (tx, rx) = mpsc::channel::<Bytes>(OUT_QUEUE);
     // 2024-11-05 §HTTP with SSE: "When a client connects, the server MUST send an
     // endpoint event containing a URI for the client to use for sending messages."
@@ -161,12 +159,7 @@ pub(crate) async fn get<S: Service>(State(app): State<Arc<App<S>>>, req: Request
     let cleanup = {
         let app = app.clone();
         OnDrop::new(move || {
-            let removed = app
-                .sse_sessions
-                .map
-                .lock()
-                .ok()
-                .and_then(|mut m| m.remove(&sid));
+            let removed = app.sse_sessions.map.lock().remove(&sid);
             if let Some(s) = removed {
                 s.pending.close_all();
                 if let Some(peer) = s.peer() {
@@ -318,8 +311,8 @@ async fn handle<S: Service>(
                     .and_then(|v| serde_json::from_str::<String>(v).ok())
                     .and_then(|v| Revision::from_wire(&v));
                 let first = session.peer().is_none();
-                if let (Some(revision), Ok(mut p)) = (revision, session.peer.lock()) {
-                    *p = Some(Peer::open(
+                if let Some(revision) = revision {
+                    *session.peer.lock() = Some(Peer::open(
                         revision,
                         Some(session.id.clone()),
                         session.out.clone(),

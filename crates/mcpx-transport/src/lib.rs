@@ -16,6 +16,8 @@
 //!   2024-11-05 HTTP+SSE transport beside it (`http_sse.rs`), on one listener; the edge
 //!   guards (Origin/Host allow-lists, the bearer token, body limits and timeouts) are
 //!   in `origin.rs`.
+//! * [`serve`]: one HTTP/1.1 connection served with graceful shutdown, for every
+//!   HTTP listener (this crate's, the daemon's, the OAuth redirect's).
 //!
 //! The client side:
 //!
@@ -32,7 +34,10 @@
 //! * `tls.rs`: TLS for `https://` upstreams (rustls, the system's root certificates).
 //! * [`proxy`]: the HTTP proxy an upstream's connections go through, configured or
 //!   from the environment.
-//! * [`oauth`]: OAuth client credentials tokens for a Streamable HTTP upstream.
+//! * [`oauth`]: OAuth tokens for an HTTP upstream. A machine client gets them by
+//!   client credentials, with a secret or a signed JWT. When a user must authorize,
+//!   [`oauth::code`] runs the authorization code flow with PKCE, and
+//!   [`oauth::store`] keeps the user's tokens.
 //!
 //! Both sides:
 //!
@@ -51,6 +56,7 @@ pub mod oauth;
 pub(crate) mod origin;
 pub mod pending;
 pub mod proxy;
+pub mod serve;
 pub mod service;
 pub mod sse;
 pub mod stdio;

@@ -435,49 +435,68 @@ pub fn basic_credentials(client_id: &str, client_secret: &str) -> String {
     )
 }
 
-/// The DER of a PEM document's first block (`-----BEGIN …-----`).
-fn pem_der(pem: &str) -> Result<Vec<u8>, String> {
-    let body: String = pem
-        .lines()
-        .map(str::trim)
-        .skip_while(|l| !l.starts_with("-----BEGIN"))
-        .skip(1)
-        .take_while(|l| !l.starts_with("-----END"))
-        .collect();
-    if body.is_empty() {
-        return Err("no PEM block".to_owned());
-    }
-    B64.decode(body)
-        .map_err(|e| format!("the PEM block is not base64: {e}"))
+/// Why a client assertion cannot be made with a key.
+#[derive(Debug, thiserror::Error)]
+pub enum AssertionError {
+    /// The text holds no PEM block.
+    #[error("no PEM block")]
+    NoPem,
+    /// The PEM block's body is not base64.
+    #[error("the PEM block is not base64: {0}")]
+    NotBase64(String),
+    /// The PEM text is malformed otherwise (a block without its end, …).
+    #[error("the PEM text is malformed: {0}")]
+    Pem(#[source] rustls_pki_types::pem::Error),
+    /// The key is not one ES256 signs with.
+    #[error("not a PKCS#8 EC P-256 private key: {0}")]
+    NotEs256(ring::error::KeyRejected),
+    /// No random `jti`.
+    #[error("no randomness: {0}")]
+    Randomness(#[source] getrandom::Error),
+    /// The signature failed.
+    #[error("signing failed: {0}")]
+    Signing(#[source] jsonwebtoken::errors::Error),
 }
 
-fn es256_key(pem: &str) -> Result<ring::signature::EcdsaKeyPair, String> {
-    let der = pem_der(pem)?;
+/// The DER of `pem`'s first block (any label), checked to be a PKCS#8 EC P-256
+/// private key. ring checks it: jsonwebtoken would only when signing.
+fn es256_key(pem: &str) -> Result<Vec<u8>, AssertionError> {
+    use rustls_pki_types::pem::{Error, PemObject as _, SectionKind};
+    let (_, der) =
+        <(SectionKind, Vec<u8>)>::from_pem_slice(pem.as_bytes()).map_err(|e| match e {
+            Error::NoItemsFound => AssertionError::NoPem,
+            Error::Base64Decode(why) => AssertionError::NotBase64(why),
+            other => AssertionError::Pem(other),
+        })?;
     ring::signature::EcdsaKeyPair::from_pkcs8(
         &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
         &der,
         &ring::rand::SystemRandom::new(),
     )
-    .map_err(|e| format!("not a PKCS#8 EC P-256 private key: {e}"))
+    .map_err(AssertionError::NotEs256)?;
+    Ok(der)
 }
 
 /// Checks that `pem` is a key [`client_assertion`] can sign with: PKCS#8, EC P-256.
-pub fn check_private_key(pem: &str) -> Result<(), String> {
+pub fn check_private_key(pem: &str) -> Result<(), AssertionError> {
     es256_key(pem).map(|_| ())
 }
 
 /// A client assertion (RFC 7523 §2.2, `private_key_jwt`): a JWT signed with ES256 by
 /// `pem`'s key, `iss` and `sub` the client id, `aud` the authorization server
 /// (`audience`), valid for five minutes, with a random `jti`.
-pub fn client_assertion(pem: &str, client_id: &str, audience: &str) -> Result<String, String> {
+pub fn client_assertion(
+    pem: &str,
+    client_id: &str,
+    audience: &str,
+) -> Result<String, AssertionError> {
     use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
-    let key = es256_key(pem)?;
+    let der = es256_key(pem)?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let mut jti = [0u8; 16];
-    getrandom::fill(&mut jti).map_err(|e| format!("no randomness: {e}"))?;
-    let header = serde_json::json!({"alg": "ES256", "typ": "JWT"});
+    getrandom::fill(&mut jti).map_err(AssertionError::Randomness)?;
     let claims = serde_json::json!({
         "iss": client_id,
         "sub": client_id,
@@ -486,15 +505,13 @@ pub fn client_assertion(pem: &str, client_id: &str, audience: &str) -> Result<St
         "exp": now + 300,
         "jti": B64URL.encode(jti),
     });
-    let input = format!(
-        "{}.{}",
-        B64URL.encode(header.to_string()),
-        B64URL.encode(claims.to_string())
-    );
-    let sig = key
-        .sign(&ring::rand::SystemRandom::new(), input.as_bytes())
-        .map_err(|e| format!("signing failed: {e}"))?;
-    Ok(format!("{input}.{}", B64URL.encode(sig.as_ref())))
+    // `Header::new` gives `{"typ":"JWT","alg":"ES256"}`.
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_ec_der(&der),
+    )
+    .map_err(AssertionError::Signing)
 }
 
 /// Where an upstream's Protected Resource Metadata is looked for when its challenge
@@ -625,6 +642,7 @@ pub fn token_answer(status: u16, body: &[u8]) -> Result<(HeaderValue, Duration),
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 
     /// Found by the fuzz target: an issuer at `/.well-known/openid-configuration`
     /// gave `/.well-known/openid-configuration/.well-known/openid-configuration` twice.
@@ -636,6 +654,79 @@ mod tests {
         unique.dedup();
         assert_eq!(urls.len(), 2, "{urls:?}");
         assert_eq!(urls, unique);
+    }
+
+    /// A PEM document of `der` under `label`.
+    fn pem(label: &str, der: &[u8]) -> String {
+        let body = B64.encode(der);
+        let lines: Vec<&str> = (0..body.len())
+            .step_by(64)
+            .map(|at| &body[at..(at + 64).min(body.len())])
+            .collect();
+        format!(
+            "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+            lines.join("\n")
+        )
+    }
+
+    #[test]
+    fn a_client_assertion_is_signed_by_the_key_with_its_claims() {
+        use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .unwrap();
+        let key = pem("PRIVATE KEY", pkcs8.as_ref());
+        check_private_key(&key).unwrap();
+        let jwt = client_assertion(&key, "the-client", "https://as.example/").unwrap();
+
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+        validation.set_audience(&["https://as.example/"]);
+        validation.set_issuer(&["the-client"]);
+        validation.set_required_spec_claims(&["exp", "iss", "sub", "aud"]);
+        let public = jsonwebtoken::DecodingKey::from_ec_der(pair.public_key().as_ref());
+        let token = jsonwebtoken::decode::<serde_json::Value>(&jwt, &public, &validation).unwrap();
+        assert_eq!(token.header.alg, jsonwebtoken::Algorithm::ES256);
+        assert_eq!(token.header.typ.as_deref(), Some("JWT"));
+        let c = &token.claims;
+        assert_eq!(c["sub"], "the-client");
+        let (iat, exp) = (c["iat"].as_u64().unwrap(), c["exp"].as_u64().unwrap());
+        assert_eq!(exp, iat + 300);
+        let jti = B64URL.decode(c["jti"].as_str().unwrap()).unwrap();
+        assert_eq!(jti.len(), 16);
+        let mut names: Vec<&str> = c.as_object().unwrap().keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["aud", "exp", "iat", "iss", "jti", "sub"]);
+
+        // Another key's public half does not verify it.
+        let other = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let other =
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, other.as_ref(), &rng)
+                .unwrap();
+        let wrong = jsonwebtoken::DecodingKey::from_ec_der(other.public_key().as_ref());
+        assert!(jsonwebtoken::decode::<serde_json::Value>(&jwt, &wrong, &validation).is_err());
+    }
+
+    #[test]
+    fn a_key_that_is_not_pkcs8_p256_is_refused() {
+        let rng = ring::rand::SystemRandom::new();
+        let ed25519 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+        let e = check_private_key(&pem("PRIVATE KEY", ed25519.as_ref())).unwrap_err();
+        assert!(matches!(e, AssertionError::NotEs256(_)), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("not a PKCS#8 EC P-256 private key: "),
+            "{e}"
+        );
+        let e = check_private_key("no key here").unwrap_err();
+        assert_eq!(e.to_string(), "no PEM block");
+        let e = check_private_key("-----BEGIN PRIVATE KEY-----\n!!!!\n-----END PRIVATE KEY-----\n")
+            .unwrap_err();
+        assert!(
+            e.to_string().starts_with("the PEM block is not base64: "),
+            "{e}"
+        );
+        assert!(client_assertion("no key here", "c", "a").is_err());
     }
 
     #[test]

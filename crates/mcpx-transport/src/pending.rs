@@ -2,11 +2,11 @@
 //! other side may cancel. Shared by every transport, both directions.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use mcpx_protocol::{Frame, Id};
+use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -60,7 +60,7 @@ impl Pending {
     /// Registers `id`; the receiver gets the response frame.
     pub fn register(&self, id: Id) -> Result<oneshot::Receiver<Frame>, PeerError> {
         let (tx, rx) = oneshot::channel();
-        let mut w = self.waiting.lock().map_err(|_| PeerError::Closed)?;
+        let mut w = self.waiting.lock();
         if w.len() >= self.limit {
             return Err(PeerError::TooMany(self.limit));
         }
@@ -70,14 +70,12 @@ impl Pending {
 
     /// Whether no request awaits an answer.
     pub fn is_empty(&self) -> bool {
-        self.waiting.lock().is_ok_and(|w| w.is_empty())
+        self.waiting.lock().is_empty()
     }
 
     /// Forgets `id` (timed out, cancelled).
     pub fn forget(&self, id: &Id) {
-        if let Ok(mut w) = self.waiting.lock() {
-            w.remove(id);
-        }
+        self.waiting.lock().remove(id);
     }
 
     /// Delivers a response frame to whoever awaits its id. Returns the frame back when
@@ -86,7 +84,7 @@ impl Pending {
         let Some(id) = frame.id().cloned() else {
             return Err(frame);
         };
-        let tx = self.waiting.lock().ok().and_then(|mut w| w.remove(&id));
+        let tx = self.waiting.lock().remove(&id);
         match tx {
             Some(tx) => tx.send(frame),
             None => Err(frame),
@@ -95,9 +93,7 @@ impl Pending {
 
     /// Fails everything awaiting (the connection closed): the receivers see `Closed`.
     pub fn close_all(&self) {
-        if let Ok(mut w) = self.waiting.lock() {
-            w.clear();
-        }
+        self.waiting.lock().clear();
     }
 
     /// Sends a request built from `method` and `params` on `tx`, and awaits its
@@ -200,7 +196,7 @@ impl InFlight {
         id: &Id,
         parent: Option<&CancellationToken>,
     ) -> Option<CancellationToken> {
-        let mut t = self.tokens.lock().ok()?;
+        let mut t = self.tokens.lock();
         if t.contains_key(id) {
             return None;
         }
@@ -211,9 +207,7 @@ impl InFlight {
 
     /// Stops tracking `id`.
     pub fn finish(&self, id: &Id) {
-        if let Ok(mut t) = self.tokens.lock() {
-            t.remove(id);
-        }
+        self.tokens.lock().remove(id);
     }
 
     /// Stops tracking `id`, whose handling produced `response`: the response to send,
@@ -231,22 +225,20 @@ impl InFlight {
 
     /// Cancels `id` if it is in flight.
     pub fn cancel(&self, id: &Id) -> bool {
-        let token = self.tokens.lock().ok().and_then(|t| t.get(id).cloned());
+        let token = self.tokens.lock().get(id).cloned();
         token.map(|t| t.cancel()).is_some()
     }
 
     /// Cancels everything (the connection closed and its era treats that as cancellation).
     pub fn cancel_all(&self) {
-        if let Ok(t) = self.tokens.lock() {
-            for token in t.values() {
-                token.cancel();
-            }
+        for token in self.tokens.lock().values() {
+            token.cancel();
         }
     }
 
     /// How many requests are in flight.
     pub fn len(&self) -> usize {
-        self.tokens.lock().map(|t| t.len()).unwrap_or(0)
+        self.tokens.lock().len()
     }
 
     /// Whether none is.

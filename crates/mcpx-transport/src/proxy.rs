@@ -16,12 +16,22 @@
 //! `Proxy-Authorization: Basic`, RFC 9110 §11.7.1). An `http://` upstream's requests
 //! go to it in absolute form (RFC 9112 §3.2.2); an `https://` upstream's connection is
 //! a tunnel opened with `CONNECT` (RFC 9110 §9.3.6), TLS running end to end inside it.
+//!
+//! hyper-util's [`Matcher`] matches the environment's settings. A small wrapper keeps
+//! what it does otherwise: it reads the upper-case name first and takes an empty value,
+//! it knows no port or `*.` in a `no_proxy` entry, and its `*` skips IP addresses.
+//! The tunnel is hyper's own `CONNECT` and upgrade: hyper-util's `Tunnel` drops the
+//! proxy's status line, which mcpx's message names.
 
 use std::net::IpAddr;
 use std::sync::LazyLock;
 
-use hyper::header::HeaderValue;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper::header::{HOST, HeaderValue, PROXY_AUTHORIZATION};
+use hyper::{Method, Request};
+use hyper_util::client::proxy::matcher::{Intercept, Matcher};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use url::Url;
 
@@ -62,47 +72,50 @@ impl Proxy {
     /// The proxy a connection to `upstream` goes through, if any; an error when the
     /// proxy's URL is not one mcpx can use.
     pub(crate) fn route(&self, upstream: &Url) -> Result<Option<Route>, TransportError> {
-        let url = match self {
-            Proxy::Direct => return Ok(None),
-            Proxy::Via(url) => url.as_str(),
+        match self {
+            Proxy::Direct => Ok(None),
+            Proxy::Via(url) => route(url).map(Some),
             Proxy::Environment => match ENVIRONMENT.choose(upstream) {
-                Some(url) => url,
-                None => return Ok(None),
+                Some(intercept) => intercepted(&intercept).map(Some),
+                None => Ok(None),
             },
-        };
-        route(url).map(Some)
+        }
     }
+}
+
+/// An error for the proxy `shown` (its URL without credentials).
+fn bad(shown: &str, why: &str) -> TransportError {
+    TransportError::Io(format!("proxy {shown}: {why}"))
+}
+
+/// The message for a proxy URL of another scheme than `http`.
+fn only_http(scheme: &str) -> String {
+    format!("only http:// proxies are supported, not {scheme}://")
 }
 
 /// A proxy's route from its URL.
 fn route(text: &str) -> Result<Route, TransportError> {
-    let bad = |why: &str| {
-        // Never echo the credentials a malformed URL may hold.
-        let shown = Url::parse(text).map_or_else(
-            |_| "(unparsable)".to_owned(),
-            |mut u| {
-                let _ = u.set_username("");
-                let _ = u.set_password(None);
-                u.to_string()
-            },
-        );
-        TransportError::Io(format!("proxy {shown}: {why}"))
-    };
-    let mut url = Url::parse(text).map_err(|e| bad(&e.to_string()))?;
+    // Never echo the credentials a malformed URL may hold.
+    let shown = Url::parse(text).map_or_else(
+        |_| "(unparsable)".to_owned(),
+        |mut u| {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        },
+    );
+    let mut url = Url::parse(text).map_err(|e| bad(&shown, &e.to_string()))?;
     if url.scheme() != "http" {
-        return Err(bad(&format!(
-            "only http:// proxies are supported, not {}://",
-            url.scheme()
-        )));
+        return Err(bad(&shown, &only_http(url.scheme())));
     }
     let host = match url.host() {
         Some(url::Host::Ipv6(a)) => a.to_string(),
         Some(h) => h.to_string(),
-        None => return Err(bad("no host")),
+        None => return Err(bad(&shown, "no host")),
     };
     let port = url.port_or_known_default().unwrap_or(80);
     let authorization =
-        crate::http_client::take_basic_credentials(&mut url).map_err(|e| bad(&e))?;
+        crate::http_client::take_basic_credentials(&mut url).map_err(|e| bad(&shown, &e))?;
     Ok(Route {
         url: url.to_string(),
         host,
@@ -111,17 +124,36 @@ fn route(text: &str) -> Result<Route, TransportError> {
     })
 }
 
+/// The route of a proxy the environment names (its URL parsed by [`Matcher`], the
+/// credentials taken out of it).
+fn intercepted(intercept: &Intercept) -> Result<Route, TransportError> {
+    let uri = intercept.uri();
+    let shown = uri.to_string();
+    let scheme = uri.scheme_str().unwrap_or("http");
+    if scheme != "http" {
+        return Err(bad(&shown, &only_http(scheme)));
+    }
+    let host = match uri.host() {
+        Some(h) => h.trim_start_matches('[').trim_end_matches(']').to_owned(),
+        None => return Err(bad(&shown, "no host")),
+    };
+    Ok(Route {
+        url: shown,
+        host,
+        port: uri.port_u16().unwrap_or(80),
+        authorization: intercept.basic_auth().cloned(),
+    })
+}
+
 /// The environment's proxy settings, read once.
 static ENVIRONMENT: LazyLock<Settings> =
     LazyLock::new(|| Settings::read(|name| std::env::var(name).ok()));
 
 /// Proxy settings as the environment gives them.
-#[derive(Debug, Default)]
 struct Settings {
-    http: Option<String>,
-    https: Option<String>,
-    all: Option<String>,
-    no_proxy: Vec<String>,
+    matcher: Matcher,
+    /// `no_proxy` is `*`: [`Matcher`]'s `*` matches names only, not IP addresses.
+    all_direct: bool,
 }
 
 impl Settings {
@@ -134,69 +166,57 @@ impl Settings {
                 .filter_map(|n| var(n))
                 .map(|v| v.trim().to_owned())
                 .find(|v| !v.is_empty())
+                .unwrap_or_default()
         };
+        let no_proxy: Vec<String> = get("no_proxy")
+            .split(',')
+            .map(|e| no_proxy_host(&e.trim().to_ascii_lowercase()))
+            .filter(|e| !e.is_empty())
+            .collect();
         Settings {
-            http: get("http_proxy"),
-            https: get("https_proxy"),
-            all: get("all_proxy"),
-            no_proxy: get("no_proxy")
-                .map(|v| {
-                    v.split(',')
-                        .map(|e| e.trim().to_ascii_lowercase())
-                        .filter(|e| !e.is_empty())
-                        .collect()
-                })
-                .unwrap_or_default(),
+            all_direct: no_proxy.iter().any(|e| e == "*"),
+            matcher: Matcher::builder()
+                .http(get("http_proxy"))
+                .https(get("https_proxy"))
+                .all(get("all_proxy"))
+                .no(no_proxy.join(","))
+                .build(),
         }
     }
 
-    /// The proxy URL for `upstream`, if any.
-    fn choose(&self, upstream: &Url) -> Option<&str> {
+    /// The proxy for `upstream`, if any.
+    fn choose(&self, upstream: &Url) -> Option<Intercept> {
         let host = match upstream.host()? {
             url::Host::Domain(d) => d.to_ascii_lowercase(),
             url::Host::Ipv4(a) => a.to_string(),
             url::Host::Ipv6(a) => a.to_string(),
         };
-        if loopback(&host) || self.bypassed(&host) {
+        if loopback(&host) || self.all_direct {
             return None;
         }
-        let scheme = match upstream.scheme() {
-            "https" => &self.https,
-            _ => &self.http,
-        };
-        scheme.as_deref().or(self.all.as_deref())
+        let uri = upstream.as_str().parse::<hyper::Uri>().ok()?;
+        self.matcher.intercept(&uri)
     }
+}
 
-    /// Whether `no_proxy` lists `host` (lower-case; an IPv6 address without brackets).
-    fn bypassed(&self, host: &str) -> bool {
-        self.no_proxy.iter().any(|entry| {
-            if entry == "*" {
-                return true;
-            }
-            // An entry may carry brackets or a port (`[::1]:8080`, `host:443`); it
-            // names the host either way.
-            let entry = entry
-                .strip_prefix('[')
-                .and_then(|e| e.split_once(']'))
-                .map_or_else(
-                    || match entry.rsplit_once(':') {
-                        Some((h, port))
-                            if !h.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) =>
-                        {
-                            h
-                        }
-                        _ => entry.as_str(),
-                    },
-                    |(h, _)| h,
-                );
-            let entry = entry.strip_prefix("*.").unwrap_or(entry);
-            let entry = entry.strip_prefix('.').unwrap_or(entry);
-            host == entry
-                || (entry.parse::<IpAddr>().is_err()
-                    && host
-                        .strip_suffix(entry)
-                        .is_some_and(|rest| rest.ends_with('.')))
-        })
+/// The host a `no_proxy` entry names: without brackets or a port (`[::1]:8080`,
+/// `host:443`), and with a leading `*.` as a leading `.`.
+fn no_proxy_host(entry: &str) -> String {
+    let host = entry
+        .strip_prefix('[')
+        .and_then(|e| e.split_once(']'))
+        .map_or_else(
+            || match entry.rsplit_once(':') {
+                Some((h, port)) if !h.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
+                    h
+                }
+                _ => entry,
+            },
+            |(h, _)| h,
+        );
+    match host.strip_prefix("*.") {
+        Some(domain) => format!(".{domain}"),
+        None => host.to_owned(),
     }
 }
 
@@ -207,77 +227,99 @@ fn loopback(host: &str) -> bool {
         || host.parse::<IpAddr>().is_ok_and(|a| a.is_loopback())
 }
 
-/// The most a proxy's answer to `CONNECT` may take before its blank line.
-const MAX_CONNECT_HEAD: usize = 16 * 1024;
+/// Why a `CONNECT` tunnel was not opened.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TunnelError {
+    /// The exchange with the proxy failed.
+    #[error("proxy {proxy}: CONNECT {authority}")]
+    Exchange {
+        proxy: String,
+        authority: String,
+        #[source]
+        source: hyper::Error,
+    },
+    /// The proxy answered with another status than 2xx.
+    #[error("proxy {proxy} refused CONNECT {authority}: {status_line}")]
+    Refused {
+        proxy: String,
+        authority: String,
+        status_line: String,
+    },
+    /// The proxy sent bytes after its answer, before mcpx wrote any.
+    #[error(
+        "proxy {proxy}: CONNECT {authority}: bytes after the answer, before the tunnel was used"
+    )]
+    Early { proxy: String, authority: String },
+}
 
 /// Opens a tunnel to `host:port` through the proxy `stream` is connected to (`route`):
-/// `CONNECT`, then the proxy's answer, which must be 2xx (RFC 9110 §9.3.6). After it,
-/// `stream` carries the upstream's bytes.
+/// `CONNECT`, then the proxy's answer, which must be 2xx (RFC 9110 §9.3.6). The
+/// stream it gives back carries the upstream's bytes.
 pub(crate) async fn tunnel(
-    stream: &mut TcpStream,
+    stream: TcpStream,
     route: &Route,
     host: &str,
     port: u16,
-) -> Result<(), String> {
+) -> Result<TcpStream, TunnelError> {
     let authority = if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")
     };
-    let mut head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
-    if let Some(a) = &route.authorization {
-        head.push_str("Proxy-Authorization: ");
-        head.push_str(a.to_str().unwrap_or_default());
-        head.push_str("\r\n");
-    }
-    head.push_str("\r\n");
-    let failed = |e: std::io::Error| format!("proxy {}: CONNECT {authority}: {e}", route.url);
-    stream.write_all(head.as_bytes()).await.map_err(failed)?;
-    // The answer's head, read to its blank line. Nothing follows it before mcpx
-    // writes: the upstream speaks second in TLS.
-    let mut answer = Vec::with_capacity(256);
-    let mut chunk = [0u8; 1024];
-    let end = loop {
-        let n = stream.read(&mut chunk).await.map_err(failed)?;
-        if n == 0 {
-            return Err(format!(
-                "proxy {}: CONNECT {authority}: the proxy closed the connection",
-                route.url
-            ));
-        }
-        answer.extend_from_slice(chunk.get(..n).unwrap_or_default());
-        if let Some(at) = memchr::memmem::find(&answer, b"\r\n\r\n") {
-            break at + 4;
-        }
-        if answer.len() > MAX_CONNECT_HEAD {
-            return Err(format!(
-                "proxy {}: CONNECT {authority}: an answer longer than {MAX_CONNECT_HEAD} bytes",
-                route.url
-            ));
-        }
+    let exchange = |source| TunnelError::Exchange {
+        proxy: route.url.clone(),
+        authority: authority.clone(),
+        source,
     };
-    let status_line = answer
-        .split(|b| *b == b'\r')
-        .next()
-        .map(String::from_utf8_lossy)
-        .unwrap_or_default();
-    let code = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse::<u16>().ok());
-    if !status_line.starts_with("HTTP/1.") || !code.is_some_and(|c| (200..300).contains(&c)) {
-        return Err(format!(
-            "proxy {} refused CONNECT {authority}: {status_line}",
-            route.url
-        ));
+    let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+        .title_case_headers(true)
+        .handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
+        .await
+        .map_err(exchange)?;
+    // The connection's task ends with the upgrade (or the exchange's failure).
+    tokio::spawn(connection.with_upgrades());
+    let mut request = Request::new(Empty::new());
+    *request.method_mut() = Method::CONNECT;
+    // An authority in authority form parses as a URI; a header value likewise.
+    *request.uri_mut() = authority
+        .parse()
+        .map_err(|_| refused(route, &authority, "an unusable authority".to_owned()))?;
+    let headers = request.headers_mut();
+    if let Ok(h) = HeaderValue::from_str(&authority) {
+        headers.insert(HOST, h);
     }
-    if end != answer.len() {
-        return Err(format!(
-            "proxy {}: CONNECT {authority}: bytes after the answer, before the tunnel was used",
-            route.url
-        ));
+    if let Some(a) = &route.authorization {
+        headers.insert(PROXY_AUTHORIZATION, a.clone());
     }
-    Ok(())
+    let answer = sender.send_request(request).await.map_err(exchange)?;
+    let status = answer.status();
+    if !status.is_success() {
+        let reason = answer
+            .extensions()
+            .get::<hyper::ext::ReasonPhrase>()
+            .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
+            .or_else(|| status.canonical_reason().map(str::to_owned))
+            .unwrap_or_default();
+        let line = format!("{:?} {} {reason}", answer.version(), status.as_u16());
+        return Err(refused(route, &authority, line.trim_end().to_owned()));
+    }
+    let upgraded = hyper::upgrade::on(answer).await.map_err(exchange)?;
+    match upgraded.downcast::<TokioIo<TcpStream>>() {
+        Ok(parts) if parts.read_buf.is_empty() => Ok(parts.io.into_inner()),
+        _ => Err(TunnelError::Early {
+            proxy: route.url.clone(),
+            authority,
+        }),
+    }
+}
+
+/// [`TunnelError::Refused`], with the proxy's status line.
+fn refused(route: &Route, authority: &str, status_line: String) -> TunnelError {
+    TunnelError::Refused {
+        proxy: route.url.clone(),
+        authority: authority.to_owned(),
+        status_line,
+    }
 }
 
 #[cfg(test)]
@@ -294,8 +336,10 @@ mod tests {
         })
     }
 
-    fn choose<'a>(s: &'a Settings, url: &str) -> Option<&'a str> {
+    /// The proxy's URL (without credentials) for `url`, if any.
+    fn choose(s: &Settings, url: &str) -> Option<String> {
         s.choose(&Url::parse(url).unwrap_or_else(|e| panic!("{url}: {e}")))
+            .map(|i| i.uri().to_string())
     }
 
     #[test]
@@ -307,16 +351,16 @@ mod tests {
         ]);
         assert_eq!(
             choose(&s, "http://mcp.example/mcp"),
-            Some("http://plain:3128")
+            Some("http://plain:3128/".to_owned())
         );
         assert_eq!(
             choose(&s, "https://mcp.example/mcp"),
-            Some("http://secure:3128")
+            Some("http://secure:3128/".to_owned())
         );
         let s = settings(&[("all_proxy", "http://any:3128")]);
         assert_eq!(
             choose(&s, "https://mcp.example/mcp"),
-            Some("http://any:3128")
+            Some("http://any:3128/".to_owned())
         );
         assert_eq!(choose(&settings(&[]), "https://mcp.example/mcp"), None);
     }
@@ -327,9 +371,15 @@ mod tests {
             ("https_proxy", "http://lower:1"),
             ("HTTPS_PROXY", "http://upper:1"),
         ]);
-        assert_eq!(choose(&s, "https://a.example/"), Some("http://lower:1"));
+        assert_eq!(
+            choose(&s, "https://a.example/"),
+            Some("http://lower:1/".to_owned())
+        );
         let s = settings(&[("https_proxy", " "), ("HTTPS_PROXY", "http://upper:1")]);
-        assert_eq!(choose(&s, "https://a.example/"), Some("http://upper:1"));
+        assert_eq!(
+            choose(&s, "https://a.example/"),
+            Some("http://upper:1/".to_owned())
+        );
     }
 
     #[test]
@@ -362,7 +412,11 @@ mod tests {
             "https://10.1.2.30/",
             "https://other.example/",
         ] {
-            assert_eq!(choose(&s, proxied), Some("http://p:1"), "{proxied}");
+            assert_eq!(
+                choose(&s, proxied),
+                Some("http://p:1/".to_owned()),
+                "{proxied}"
+            );
         }
         let s = settings(&[("https_proxy", "http://p:1"), ("NO_PROXY", "*")]);
         assert_eq!(choose(&s, "https://anything.example/"), None);
@@ -385,6 +439,34 @@ mod tests {
             (r.host.as_str(), r.port, r.authorization),
             ("::1", 3128, None)
         );
+    }
+
+    #[test]
+    fn the_environment_s_proxy_gives_its_credentials_and_must_be_http() {
+        let upstream = Url::parse("https://mcp.example/").unwrap_or_else(|e| panic!("{e}"));
+        let s = settings(&[("https_proxy", "http://us%40er:p%3Ass@proxy.example:8080")]);
+        let i = s.choose(&upstream).unwrap_or_else(|| panic!("no proxy"));
+        let r = intercepted(&i).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((r.host.as_str(), r.port), ("proxy.example", 8080));
+        assert_eq!(r.url, "http://proxy.example:8080/");
+        assert_eq!(
+            r.authorization
+                .as_ref()
+                .map(|a| a.to_str().unwrap_or_default()),
+            Some(format!("Basic {}", B64.encode("us@er:p:ss")).as_str())
+        );
+        let s = settings(&[("https_proxy", "http://[::1]:3128")]);
+        let i = s.choose(&upstream).unwrap_or_else(|| panic!("no proxy"));
+        let r = intercepted(&i).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((r.host.as_str(), r.port), ("::1", 3128));
+        let s = settings(&[("all_proxy", "socks5://user:secret@proxy.example:1080")]);
+        let i = s.choose(&upstream).unwrap_or_else(|| panic!("no proxy"));
+        let e = intercepted(&i).unwrap_err().to_string();
+        assert!(
+            e.contains("only http:// proxies are supported, not socks5://"),
+            "{e}"
+        );
+        assert!(!e.contains("secret"), "{e}");
     }
 
     #[test]

@@ -9,8 +9,8 @@
 //! drained for up to [`StdioConfig::drain_timeout`], then cancelled.
 
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
@@ -20,6 +20,7 @@ use mcpx_protocol::codec::{self, DecodeError, DecodeErrorKind, Decoded, Limits};
 use mcpx_protocol::error::INVALID_REQUEST;
 use mcpx_protocol::jsonrpc::{Kind, member};
 use mcpx_protocol::{Frame, Revision, Verdict};
+use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
@@ -275,7 +276,7 @@ struct Conn<S> {
 
 impl<S: Service> Conn<S> {
     fn peer(&self) -> Option<Peer> {
-        self.peer.lock().ok().and_then(|p| p.clone())
+        self.peer.lock().clone()
     }
 
     fn process_revision(&self) -> Option<Revision> {
@@ -403,8 +404,8 @@ impl<S: Service> Conn<S> {
             .and_then(|v| serde_json::from_str::<String>(v).ok())
             .and_then(|v| Revision::from_wire(&v));
         let first = self.peer().is_none();
-        if let (Some(revision), Ok(mut peer)) = (revision, self.peer.lock()) {
-            *peer = Some(Peer::open(
+        if let Some(revision) = revision {
+            *self.peer.lock() = Some(Peer::open(
                 revision,
                 None,
                 self.out.clone(),

@@ -929,9 +929,8 @@ async fn await_callback(
                             Ok::<_, std::convert::Infallible>(resp)
                         }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                        .await;
+                    // Served until the browser closes it: no shutdown, hyper's defaults.
+                    crate::serve::connection(stream, svc, tokio_util::sync::CancellationToken::new(), crate::serve::Settings::default()).await;
                 });
             }
         }

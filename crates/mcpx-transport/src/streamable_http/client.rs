@@ -33,7 +33,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -45,6 +45,7 @@ use mcpx_protocol::header::{self, ParamHeader};
 use mcpx_protocol::jsonrpc::{Kind, member, string_value};
 use mcpx_protocol::revision::VersionHeader;
 use mcpx_protocol::{Frame, Id, Revision, meta};
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
@@ -221,28 +222,23 @@ impl HttpUpstream {
     /// headers (2026-07-28 basic/transports/streamable-http §Custom Headers from Tool
     /// Parameters). An empty list removes the entry.
     pub fn set_tool_param_headers(&self, tool: impl Into<String>, params: Vec<ParamHeader>) {
-        if let Ok(mut t) = self.inner.tools.lock() {
-            let tool = tool.into();
-            if params.is_empty() {
-                t.remove(&tool);
-            } else {
-                t.insert(tool, params);
-            }
+        let mut t = self.inner.tools.lock();
+        let tool = tool.into();
+        if params.is_empty() {
+            t.remove(&tool);
+        } else {
+            t.insert(tool, params);
         }
     }
 
     /// The legacy session id, if `initialize` established one.
     pub fn session_id(&self) -> Option<String> {
-        self.inner.session.lock().ok().and_then(|s| s.id.clone())
+        self.inner.session.lock().id.clone()
     }
 
     /// The legacy protocol version `initialize` negotiated, if any.
     pub fn negotiated_version(&self) -> Option<String> {
-        self.inner
-            .session
-            .lock()
-            .ok()
-            .and_then(|s| s.version.clone())
+        self.inner.session.lock().version.clone()
     }
 
     /// Opens the legacy GET stream for server-initiated messages (2025-03-26 and later
@@ -283,9 +279,7 @@ impl HttpUpstream {
                 };
             }
         });
-        if let Ok(mut slot) = self.inner.server_stream.lock()
-            && let Some(old) = slot.replace(task.abort_handle())
-        {
+        if let Some(old) = self.inner.server_stream.lock().replace(task.abort_handle()) {
             old.abort();
         }
         Ok(true)
@@ -298,7 +292,7 @@ fn backoff(attempt: u32) -> Duration {
 
 impl Inner {
     fn session(&self) -> Session {
-        self.session.lock().map(|s| s.clone()).unwrap_or_default()
+        self.session.lock().clone()
     }
 
     /// The legacy session headers: `Mcp-Session-Id`, and `MCP-Protocol-Version` where
@@ -327,13 +321,7 @@ impl Inner {
             .params_meta_once(meta::PROTOCOL_VERSION)
             .and_then(string_value);
         if let Some(version) = modern {
-            let tool_params = |name: &str| {
-                self.tools
-                    .lock()
-                    .ok()
-                    .and_then(|t| t.get(name).cloned())
-                    .unwrap_or_default()
-            };
+            let tool_params = |name: &str| self.tools.lock().get(name).cloned().unwrap_or_default();
             return (header::build(frame, &version, tool_params), Mode::Modern);
         }
         // A new `initialize` starts a new session: it carries none.
@@ -361,9 +349,8 @@ impl Inner {
                 session: Some(sent),
             } = mode
         {
-            if let Ok(mut s) = self.session.lock()
-                && s.id.as_deref() == Some(sent.as_str())
-            {
+            let mut s = self.session.lock();
+            if s.id.as_deref() == Some(sent.as_str()) {
                 *s = Session::default();
             }
             return Err(TransportError::SessionExpired);
@@ -546,8 +533,8 @@ impl Inner {
             .result()
             .and_then(|r| member(r, "protocolVersion"))
             .and_then(|v| serde_json::from_str::<String>(v).ok());
-        if let (Some(version), Ok(mut s)) = (version, self.session.lock()) {
-            *s = Session {
+        if let Some(version) = version {
+            *self.session.lock() = Session {
                 id: session_id,
                 version: Some(version),
             };
@@ -831,15 +818,11 @@ impl Upstream for HttpUpstream {
     }
 
     async fn close(&self) {
-        if let Ok(mut slot) = self.inner.server_stream.lock()
-            && let Some(task) = slot.take()
-        {
+        if let Some(task) = self.inner.server_stream.lock().take() {
             task.abort();
         }
         let session = self.inner.session();
-        if let Ok(mut s) = self.inner.session.lock() {
-            *s = Session::default();
-        }
+        *self.inner.session.lock() = Session::default();
         if session.id.is_none() {
             return;
         }
@@ -869,9 +852,7 @@ impl Upstream for HttpUpstream {
 
 impl Drop for HttpUpstream {
     fn drop(&mut self) {
-        if let Ok(mut slot) = self.inner.server_stream.lock()
-            && let Some(task) = slot.take()
-        {
+        if let Some(task) = self.inner.server_stream.lock().take() {
             task.abort();
         }
     }

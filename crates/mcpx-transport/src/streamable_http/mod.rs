@@ -31,7 +31,6 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use mcpx_protocol::codec::Limits;
 use mcpx_protocol::error::INTERNAL_ERROR;
@@ -496,14 +495,16 @@ pub async fn serve<S: Service>(
         };
         let stop = shutdown.clone();
         match &tls {
-            None => conns.spawn(connection(stream, svc, head, stop)),
+            None => conns.spawn(crate::serve::connection(stream, svc, stop, head.settings())),
             Some(TlsIdentity(acceptor)) => {
                 let accepting = acceptor.accept(stream);
                 conns.spawn(async move {
                     // The handshake within the header read timeout: a client that
                     // stalls it holds a task no longer than one that stalls its head.
                     match tokio::time::timeout(header_timeout, accepting).await {
-                        Ok(Ok(stream)) => connection(stream, svc, head, stop).await,
+                        Ok(Ok(stream)) => {
+                            crate::serve::connection(stream, svc, stop, head.settings()).await;
+                        }
                         Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
                         Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
@@ -538,6 +539,16 @@ struct Head {
 }
 
 impl Head {
+    /// How a connection is served with these bounds.
+    fn settings(self) -> crate::serve::Settings {
+        crate::serve::Settings {
+            header_read_timeout: Some(self.timeout),
+            max_headers: Some(self.fields),
+            max_buf_size: Some(self.bytes),
+            upgrades: false,
+        }
+    }
+
     fn of(config: &HttpServerConfig) -> Head {
         Head {
             timeout: config.header_timeout,
@@ -550,34 +561,6 @@ impl Head {
                 .saturating_mul(2)
                 .max(HYPER_HEAD_BYTES),
         }
-    }
-}
-
-/// Serves HTTP/1.1 on one accepted connection (plain or TLS) until it closes, or
-/// gracefully once `stop` fires.
-async fn connection<S, T>(stream: T, svc: Front<S>, head: Head, stop: CancellationToken)
-where
-    S: Service,
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(head.timeout)
-        .max_headers(head.fields)
-        // At least hyper's minimum (8 KiB), which would panic otherwise.
-        .max_buf_size(head.bytes);
-    let conn = builder.serve_connection(TokioIo::new(stream), svc);
-    tokio::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        () = stop.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-    };
-    if let Err(e) = result {
-        tracing::debug!("connection ended: {e}");
     }
 }
 

@@ -55,7 +55,7 @@
 //! H3). A modern client never sends responses (B-C1): 400.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{Request, State};
@@ -71,6 +71,7 @@ use mcpx_protocol::jsonrpc::{Kind, member};
 use mcpx_protocol::method::{client_may_send, tasks_extension_client_method};
 use mcpx_protocol::trace::TraceContext;
 use mcpx_protocol::{Frame, Id, Revision, Verdict};
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -150,9 +151,7 @@ impl Sessions {
     /// The session `id`, for a request carrying `owner`: one created with another
     /// credential is unknown to it (and not touched).
     fn get(&self, id: &str, idle: std::time::Duration, owner: Option<Credential>) -> Lookup {
-        let Ok(mut map) = self.map.lock() else {
-            return Lookup::Unknown;
-        };
+        let mut map = self.map.lock();
         let Some(s) = map.get(id).filter(|s| s.owner == owner).cloned() else {
             return Lookup::Unknown;
         };
@@ -168,7 +167,7 @@ impl Sessions {
 
     /// Removes the session `id` if `owner` created it.
     fn remove(&self, id: &str, owner: Option<Credential>) -> Option<Arc<Session>> {
-        let mut map = self.map.lock().ok()?;
+        let mut map = self.map.lock();
         if map.get(id)?.owner != owner {
             return None;
         }
@@ -177,9 +176,7 @@ impl Sessions {
 
     /// Drops expired sessions; returns them so the service hears of it.
     fn reap(&self, idle: std::time::Duration) -> Vec<Arc<Session>> {
-        let Ok(mut map) = self.map.lock() else {
-            return Vec::new();
-        };
+        let mut map = self.map.lock();
         let dead: Vec<Arc<str>> = map
             .iter()
             .filter(|(_, s)| s.expired(idle))
@@ -189,7 +186,7 @@ impl Sessions {
     }
 
     fn len(&self) -> usize {
-        self.map.lock().map(|m| m.len()).unwrap_or(usize::MAX)
+        self.map.lock().len()
     }
 
     /// Removes the session idle the longest among those that nothing holds (no GET
@@ -197,20 +194,18 @@ impl Sessions {
     /// abandoned sessions must not lock new hosts out. `None` when every session is
     /// busy.
     fn evict_idlest(&self) -> Option<Arc<Session>> {
-        let mut map = self.map.lock().ok()?;
+        let mut map = self.map.lock();
         let idlest = map
             .iter()
             .filter(|(_, s)| s.idle())
-            .filter_map(|(k, s)| Some((s.last_seen.lock().ok().map(|t| *t)?, k.clone())))
+            .map(|(k, s)| (*s.last_seen.lock(), k.clone()))
             .min_by_key(|(t, _)| *t)
             .map(|(_, k)| k)?;
         map.remove(&idlest)
     }
 
     fn insert(&self, s: Arc<Session>) {
-        if let Ok(mut map) = self.map.lock() {
-            map.insert(s.id.clone(), s);
-        }
+        self.map.lock().insert(s.id.clone(), s);
     }
 }
 
@@ -224,18 +219,13 @@ pub(crate) fn new_session_id() -> Option<String> {
 
 impl Session {
     fn touch(&self) {
-        if let Ok(mut t) = self.last_seen.lock() {
-            *t = Instant::now();
-        }
+        *self.last_seen.lock() = Instant::now();
     }
 
     fn get_connected(&self) -> bool {
-        self.log.lock().is_ok_and(|l| {
-            l.streams
-                .get(&GET_STREAM)
-                .and_then(|s| s.tx.as_ref())
-                .is_some_and(|tx| !tx.is_closed())
-        })
+        (self.log.lock().streams.get(&GET_STREAM))
+            .and_then(|s| s.tx.as_ref())
+            .is_some_and(|tx| !tx.is_closed())
     }
 
     /// Whether nothing holds the session: no GET stream open, no request of the host
@@ -245,7 +235,7 @@ impl Session {
     }
 
     fn expired(&self, idle: std::time::Duration) -> bool {
-        let stale = self.last_seen.lock().is_ok_and(|t| t.elapsed() > idle);
+        let stale = self.last_seen.lock().elapsed() > idle;
         stale && !self.get_connected()
     }
 
@@ -255,16 +245,12 @@ impl Session {
         self.closed.cancel();
         self.peer.pending.close_all();
         self.inflight.cancel_all();
-        if let Ok(mut l) = self.log.lock() {
-            l.streams.clear();
-        }
+        self.log.lock().streams.clear();
     }
 
     /// A new POST stream.
     fn open_stream(&self) -> u64 {
-        let Ok(mut l) = self.log.lock() else {
-            return u64::MAX;
-        };
+        let mut l = self.log.lock();
         let n = l.next_stream;
         l.next_stream += 1;
         l.streams.insert(
@@ -283,9 +269,7 @@ impl Session {
     /// replay.
     fn attach(&self, stream: u64, after: Option<u64>, prime: bool) -> mpsc::Receiver<Bytes> {
         let (tx, rx) = mpsc::channel(self.channel_capacity);
-        let Ok(mut l) = self.log.lock() else {
-            return rx;
-        };
+        let mut l = self.log.lock();
         if let Some(after) = after {
             for b in l
                 .buffer
@@ -315,9 +299,7 @@ impl Session {
     /// stream's connection if one is attached.
     async fn emit(&self, stream: u64, data: &str) {
         let target = {
-            let Ok(mut l) = self.log.lock() else {
-                return;
-            };
+            let mut l = self.log.lock();
             if stream == GET_STREAM && !l.get_opened {
                 tracing::info!(
                     session = %self.id,
@@ -353,9 +335,7 @@ impl Session {
 
     /// The stream is complete: its connection ends after what is queued.
     fn end(&self, stream: u64) {
-        if let Ok(mut l) = self.log.lock() {
-            l.streams.remove(&stream);
-        }
+        self.log.lock().streams.remove(&stream);
     }
 }
 

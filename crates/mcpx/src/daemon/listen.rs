@@ -11,7 +11,6 @@ use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use mcpx_transport::streamable_http::BearerToken;
 use tokio::task::JoinSet;
@@ -155,24 +154,13 @@ async fn connection<T>(stream: T, router: Router, stop: CancellationToken)
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_WITHIN);
-    let conn = builder
-        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(router))
-        .with_upgrades();
-    tokio::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        () = stop.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
+    let settings = mcpx_transport::serve::Settings {
+        header_read_timeout: Some(HEADER_WITHIN),
+        upgrades: true,
+        ..Default::default()
     };
-    if let Err(e) = result {
-        tracing::debug!("connection ended: {e}");
-    }
+    mcpx_transport::serve::connection(stream, TowerToHyperService::new(router), stop, settings)
+        .await;
 }
 
 /// Waits for the connections still open, up to [`GRACE`].
