@@ -32,6 +32,7 @@ use crate::watch::{ConfigWatcher, WatchError};
 pub const STOP_WITHIN: Duration = Duration::from_secs(5);
 
 /// Adjustments the command line makes to every configuration read (`--mcp-spec`).
+/// A `String` error: the caller's own message is all a reload can report.
 pub type Adjust = Arc<dyn Fn(&mut Config) -> Result<(), String> + Send + Sync>;
 
 /// What asked for a reload.

@@ -255,15 +255,20 @@ pub async fn serve_tcp(
     drain(conns).await;
 }
 
+/// A TCP address the daemon refuses to bind.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "--http {0}: not a loopback address; binding it needs --allow-host and a token (--token-file or $MCPX_SERVE_TOKEN)"
+)]
+pub struct NotAllowed(SocketAddr);
+
 /// Whether `addr` may be bound: loopback, or another address with `--allow-host` and a
 /// token both given.
-pub fn bind_allowed(addr: SocketAddr, rules: &TcpRules) -> Result<(), String> {
+pub fn bind_allowed(addr: SocketAddr, rules: &TcpRules) -> Result<(), NotAllowed> {
     if addr.ip().is_loopback() || (!rules.hosts.is_empty() && !rules.tokens.is_empty()) {
         Ok(())
     } else {
-        Err(format!(
-            "--http {addr}: not a loopback address; binding it needs --allow-host and a token (--token-file or $MCPX_SERVE_TOKEN)"
-        ))
+        Err(NotAllowed(addr))
     }
 }
 

@@ -460,7 +460,7 @@ pub fn run(args: &Args) -> ExitCode {
     if let (Some(addr), Some(rules)) = (http, &rules)
         && let Err(e) = listen::bind_allowed(addr, rules)
     {
-        return fail(&e);
+        return fail(&e.to_string());
     }
     let socket = args.socket.clone().unwrap_or_else(|| place.socket.clone());
     let log = args.log_file.clone();
