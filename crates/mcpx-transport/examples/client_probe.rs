@@ -15,6 +15,7 @@ use mcpx_transport::streamable_http::client::{HttpClientConfig, HttpUpstream};
 use mcpx_transport::upstream::Upstream;
 use serde_json::value::RawValue;
 
+// Result<_, String>: the example prints the words; they are all its caller uses.
 fn req(id: i64, method: &str, params: &str) -> Result<Frame, String> {
     let p = RawValue::from_string(params.to_owned()).map_err(|e| e.to_string())?;
     Ok(Frame::request(&Id::Number(id), method, Some(&p)))
@@ -31,6 +32,7 @@ async fn call<U: Upstream>(up: &U, f: Frame) -> Result<Frame, TransportError> {
     }
 }
 
+// Result<_, String>: the example prints the words; they are all its caller uses.
 async fn legacy<U: Upstream>(up: &U, version: &str) -> Result<(), String> {
     let init = format!(
         r#"{{"protocolVersion":"{version}","capabilities":{{}},"clientInfo":{{"name":"client_probe","version":"0"}}}}"#
@@ -60,6 +62,7 @@ async fn legacy<U: Upstream>(up: &U, version: &str) -> Result<(), String> {
     Ok(())
 }
 
+// Result<_, String>: the example prints the words; they are all its caller uses.
 async fn modern<U: Upstream>(up: &U) -> Result<(), String> {
     let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
     for (id, method, params) in [

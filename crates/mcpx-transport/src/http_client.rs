@@ -167,6 +167,8 @@ impl HttpClient {
     }
 
     /// `request` on a kept connection to `to` that is free, else on a new one.
+    // Result<_, String>: the words (with their causes) are all `send` uses, in its
+    // TransportError.
     async fn exchange(
         &self,
         to: &Endpoint,
@@ -552,10 +554,19 @@ fn protocol_name(name: &str) -> Option<HeaderName> {
         .map(|(_, h)| h.clone())
 }
 
+/// Why a configured header is not one HTTP can carry.
+#[derive(Debug, thiserror::Error)]
+enum BadHeader {
+    #[error(transparent)]
+    Name(#[from] hyper::header::InvalidHeaderName),
+    #[error(transparent)]
+    Value(#[from] hyper::header::InvalidHeaderValue),
+}
+
 /// A header from its name and value as text.
-fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
-    let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| e.to_string())?;
-    let value = HeaderValue::from_str(value).map_err(|e| e.to_string())?;
+fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), BadHeader> {
+    let name = HeaderName::from_bytes(name.as_bytes())?;
+    let value = HeaderValue::from_str(value)?;
     Ok((name, value))
 }
 
@@ -669,6 +680,7 @@ pub(crate) fn media_type<B>(resp: &hyper::Response<B>) -> Cow<'_, str> {
 
 /// The SSE events of a response body, each bounded to `max_event` bytes (an event
 /// over the bound ends the stream with an error): [`crate::sse`].
+// Result<_, String>: as `sse::bounded`.
 pub(crate) fn sse_events(
     resp: Response,
     max_event: usize,

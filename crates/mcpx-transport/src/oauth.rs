@@ -331,6 +331,7 @@ impl TokenSource {
     }
 
     /// A JSON document by GET; why not, briefly.
+    // Result<_, String>: the words are all a caller uses, in its TransportError.
     async fn get_json(&self, url: &Url) -> Result<serde_json::Value, String> {
         let endpoint = Endpoint::new(url, &[], &self.proxy).map_err(|e| e.to_string())?;
         let request = endpoint
@@ -596,6 +597,8 @@ pub fn token_endpoint(doc: &serde_json::Value) -> Option<Url> {
 /// (`Bearer` and the access token, marked sensitive) and how long the token lasts
 /// (`expires_in`, else an hour; at most [`MAX_LIFETIME`]); or why not, in words that
 /// never quote the token.
+// Result<_, String>: the words are all a caller uses (in its TransportError; the
+// fuzz target checks they never quote the token).
 pub fn token_answer(status: u16, body: &[u8]) -> Result<(HeaderValue, Duration), String> {
     let answer: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     if !(200..300).contains(&status) {

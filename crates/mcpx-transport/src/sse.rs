@@ -18,6 +18,7 @@ pub use sse_stream::Sse as Event;
 /// counting line ends): an event over the bound ends the stream with an error, as
 /// does an error of the chunks' stream or of the parser (a recognised field that is
 /// not UTF-8). An event the stream ends inside of is dropped.
+// Result<_, String>: the words are all a caller uses (in its TransportError).
 pub(crate) fn bounded<S>(
     chunks: S,
     max_event: usize,
@@ -61,6 +62,7 @@ where
 
 /// The events of a body received as `chunks`, read as a response's body is: every
 /// event up to the end, or up to the first error, which is then the last item.
+// Result<_, String>: the words are all the fuzz target uses.
 pub fn events(chunks: Vec<Bytes>, max_event: usize) -> Vec<Result<Event, String>> {
     let mut stream = bounded(
         futures_util::stream::iter(chunks.into_iter().map(Ok)),
@@ -81,6 +83,7 @@ pub fn events(chunks: Vec<Bytes>, max_event: usize) -> Vec<Result<Event, String>
 mod tests {
     use super::*;
 
+    // Result<_, String>: as `events`.
     fn read(chunks: &[&str], max: usize) -> Vec<Result<Event, String>> {
         events(
             chunks

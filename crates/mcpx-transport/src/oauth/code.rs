@@ -126,9 +126,14 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn random_b64(n: usize) -> Result<String, String> {
+/// The system gave no random bytes.
+#[derive(Debug, thiserror::Error)]
+#[error("no randomness: {0}")]
+struct NoRandomness(#[source] getrandom::Error);
+
+fn random_b64(n: usize) -> Result<String, NoRandomness> {
     let mut b = vec![0u8; n];
-    getrandom::fill(&mut b).map_err(|e| format!("no randomness: {e}"))?;
+    getrandom::fill(&mut b).map_err(NoRandomness)?;
     Ok(B64URL.encode(b))
 }
 
@@ -226,6 +231,7 @@ impl Http {
         )
     }
 
+    // Result<_, String>: the words are all a caller uses, in its TransportError.
     async fn send(
         &self,
         url: &Url,
@@ -274,6 +280,7 @@ impl Http {
     }
 
     /// A JSON object by GET; why not, briefly.
+    // Result<_, String>: the words are all a caller uses, in its TransportError.
     async fn get_json(&self, url: &Url) -> Result<Value, String> {
         let a = self
             .send(url, Method::GET, None, None, Vec::new(), "oauth metadata")
@@ -806,13 +813,39 @@ struct Callback {
     code: String,
 }
 
+/// Why the browser's redirect gave no code, or why none came.
+#[derive(Debug, thiserror::Error)]
+enum CallbackError {
+    #[error(
+        "the redirect's state is not the one sent (a forged or stale redirect); nothing was exchanged"
+    )]
+    State,
+    #[error(
+        "the redirect's iss {got:?} is not the authorization server's issuer {issuer:?}; nothing was exchanged"
+    )]
+    Issuer { got: String, issuer: String },
+    #[error(
+        "the authorization server promised an iss in its redirect (authorization_response_iss_parameter_supported) and sent none; nothing was exchanged"
+    )]
+    NoIssuer,
+    #[error("the authorization server answered {error}{}", .description.as_ref().map(|d| format!(": {d}")).unwrap_or_default())]
+    Refused {
+        error: String,
+        description: Option<String>,
+    },
+    #[error("the redirect carries no code")]
+    NoCode,
+    #[error("no redirect came back within {} s", .0.as_secs())]
+    Timeout(Duration),
+}
+
 /// Parses the callback's query: the code, once `state` and `iss` are checked.
 fn read_callback(
     query: &str,
     state: &str,
     issuer: &str,
     iss_required: bool,
-) -> Result<Callback, String> {
+) -> Result<Callback, CallbackError> {
     let mut code = None;
     let mut got_state = None;
     let mut iss = None;
@@ -829,29 +862,27 @@ fn read_callback(
         }
     }
     if got_state.as_deref() != Some(state) {
-        return Err("the redirect's state is not the one sent (a forged or stale redirect); nothing was exchanged".to_owned());
+        return Err(CallbackError::State);
     }
     // RFC 9207 §2.4: compared by simple string comparison, when present or promised.
     match iss {
         Some(i) if i != issuer => {
-            return Err(format!(
-                "the redirect's iss {i:?} is not the authorization server's issuer {issuer:?}; nothing was exchanged"
-            ));
+            return Err(CallbackError::Issuer {
+                got: i,
+                issuer: issuer.to_owned(),
+            });
         }
         None if iss_required => {
-            return Err("the authorization server promised an iss in its redirect (authorization_response_iss_parameter_supported) and sent none; nothing was exchanged".to_owned());
+            return Err(CallbackError::NoIssuer);
         }
         _ => {}
     }
-    if let Some(e) = error {
-        return Err(format!(
-            "the authorization server answered {e}{}",
-            description.map(|d| format!(": {d}")).unwrap_or_default()
-        ));
+    if let Some(error) = error {
+        return Err(CallbackError::Refused { error, description });
     }
     match code {
         Some(c) if !c.is_empty() => Ok(Callback { code: c }),
-        _ => Err("the redirect carries no code".to_owned()),
+        _ => Err(CallbackError::NoCode),
     }
 }
 
@@ -891,15 +922,15 @@ async fn await_callback(
     issuer: String,
     iss_required: bool,
     within: Duration,
-) -> Result<Callback, String> {
+) -> Result<Callback, CallbackError> {
     use hyper::service::service_fn;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Callback, String>>(1);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Callback, CallbackError>>(1);
     let deadline = tokio::time::sleep(within);
     tokio::pin!(deadline);
     loop {
         tokio::select! {
             () = &mut deadline => {
-                return Err(format!("no redirect came back within {} s", within.as_secs()));
+                return Err(CallbackError::Timeout(within));
             }
             Some(result) = rx.recv() => return result,
             accepted = listener.accept() => {
@@ -1717,7 +1748,7 @@ mod tests {
             ("state=s", false, "no code"),
         ] {
             let e = read_callback(q, "s", "https://as", required).err().unwrap();
-            assert!(e.contains(why), "{q}: {e}");
+            assert!(e.to_string().contains(why), "{q}: {e}");
         }
         // Not advertised and absent: accepted.
         assert!(read_callback("code=c&state=s", "s", "https://as", false).is_ok());

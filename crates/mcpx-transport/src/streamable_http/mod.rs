@@ -227,6 +227,8 @@ pub struct TlsIdentity(tokio_rustls::TlsAcceptor);
 impl TlsIdentity {
     /// The identity in two PEM files: the certificate chain (the server's certificate
     /// first) and its private key (PKCS #8, PKCS #1 or SEC1). ALPN offers `http/1.1`.
+    // Result<_, String>: the words are all the caller (mcpx's listener settings,
+    // themselves Result<_, String>) uses.
     pub fn from_pem_files(
         certificates: &std::path::Path,
         key: &std::path::Path,
