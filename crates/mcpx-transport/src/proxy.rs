@@ -76,7 +76,9 @@ impl Proxy {
             Proxy::Direct => Ok(None),
             Proxy::Via(url) => route(url).map(Some),
             Proxy::Environment => match ENVIRONMENT.choose(upstream) {
-                Some(intercept) => intercepted(&intercept).map(Some),
+                Some(intercept) => ENVIRONMENT
+                    .unusable(&intercept)
+                    .map_or_else(|| intercepted(&intercept).map(Some), |e| Err(e.clone())),
                 None => Ok(None),
             },
         }
@@ -154,6 +156,10 @@ struct Settings {
     matcher: Matcher,
     /// `no_proxy` is `*`: [`Matcher`]'s `*` matches names only, not IP addresses.
     all_direct: bool,
+    /// The proxy variables whose URL mcpx cannot use, by the placeholder host the
+    /// matcher was given for each, with why: an upstream they choose is refused,
+    /// never reached directly behind the user's back.
+    unusable: Vec<(String, TransportError)>,
 }
 
 impl Settings {
@@ -173,15 +179,42 @@ impl Settings {
             .map(|e| no_proxy_host(&e.trim().to_ascii_lowercase()))
             .filter(|e| !e.is_empty())
             .collect();
+        let mut unusable = Vec::new();
+        let mut usable = |name: &str| {
+            let url = get(name);
+            match route(&url) {
+                Err(e) if !url.is_empty() => {
+                    let placeholder = format!("mcpx-unusable-{}.invalid", name.replace('_', "-"));
+                    unusable.push((placeholder.clone(), e));
+                    format!("http://{placeholder}")
+                }
+                _ => url,
+            }
+        };
+        let (http, https, all) = (
+            usable("http_proxy"),
+            usable("https_proxy"),
+            usable("all_proxy"),
+        );
         Settings {
             all_direct: no_proxy.iter().any(|e| e == "*"),
             matcher: Matcher::builder()
-                .http(get("http_proxy"))
-                .https(get("https_proxy"))
-                .all(get("all_proxy"))
+                .http(http)
+                .https(https)
+                .all(all)
                 .no(no_proxy.join(","))
                 .build(),
+            unusable,
         }
+    }
+
+    /// Why the proxy `intercept` names cannot be used, when it is an unusable one.
+    fn unusable(&self, intercept: &Intercept) -> Option<&TransportError> {
+        let host = intercept.uri().host()?;
+        self.unusable
+            .iter()
+            .find(|(placeholder, _)| placeholder == host)
+            .map(|(_, e)| e)
     }
 
     /// The proxy for `upstream`, if any.
@@ -366,6 +399,25 @@ mod tests {
     }
 
     #[test]
+    fn an_unusable_environment_proxy_is_refused_not_bypassed() {
+        let s = settings(&[("https_proxy", "not a url"), ("no_proxy", "direct.example")]);
+        let up = Url::parse("https://mcp.example/mcp").unwrap();
+        let chosen = s.choose(&up).expect("the unusable proxy is still chosen");
+        let e = s.unusable(&chosen).expect("and refused");
+        assert!(e.to_string().starts_with("proxy (unparsable): "), "{e}");
+        let direct = Url::parse("https://direct.example/").unwrap();
+        assert!(s.choose(&direct).is_none(), "no_proxy still applies");
+        let s = settings(&[("http_proxy", "https://secure:3128")]);
+        let chosen = s.choose(&Url::parse("http://a.example/").unwrap()).unwrap();
+        assert!(
+            s.unusable(&chosen)
+                .unwrap()
+                .to_string()
+                .contains("only http:// proxies are supported, not https://"),
+        );
+    }
+
+    #[test]
     fn the_lower_case_variable_wins_and_empty_is_none() {
         let s = settings(&[
             ("https_proxy", "http://lower:1"),
@@ -461,7 +513,10 @@ mod tests {
         assert_eq!((r.host.as_str(), r.port), ("::1", 3128));
         let s = settings(&[("all_proxy", "socks5://user:secret@proxy.example:1080")]);
         let i = s.choose(&upstream).unwrap_or_else(|| panic!("no proxy"));
-        let e = intercepted(&i).unwrap_err().to_string();
+        let e = s
+            .unusable(&i)
+            .unwrap_or_else(|| panic!("a socks proxy is usable"))
+            .to_string();
         assert!(
             e.contains("only http:// proxies are supported, not socks5://"),
             "{e}"
