@@ -11,6 +11,8 @@ use mcpx_transport::child::{ChildConfig, ChildUpstream};
 use mcpx_transport::upstream::Upstream;
 use serde_json::value::RawValue;
 
+use crate::wait;
+
 fn sh(script: &str) -> ChildConfig {
     let mut c = ChildConfig::new("sh", ["-c", script]);
     c.stop_grace = Duration::from_millis(500);
@@ -248,21 +250,24 @@ async fn an_unfinished_line_ends_the_connection_once_it_has_been_quiet() {
         r#"read -r line; printf '{"jsonrpc":"2.0","id":1,"res'; echo 'still alive' >&2; sleep 30"#;
     let (up, _un) = ChildUpstream::spawn(sh(script)).unwrap();
     let ex = up.request(req(1, "ping", "{}")).await.unwrap();
+    // The child wrote the start of the line before its stderr line.
+    assert!(
+        wait::until(Duration::from_secs(5), async || up
+            .stderr_tail()
+            .contains("still alive"))
+        .await,
+        "the child never wrote its stderr line"
+    );
     // Quiet for less than asked: kept.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(up.give_up_if_unfinished(Duration::from_secs(60)).is_none());
     assert!(!up.is_closed(), "given up before the line had been quiet");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let err = loop {
-        if let Some(e) = up.give_up_if_unfinished(Duration::from_millis(200)) {
-            break e;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the unfinished line was never seen"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let err = wait::poll_every(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        async || up.give_up_if_unfinished(Duration::from_millis(200)),
+    )
+    .await
+    .expect("the unfinished line was never seen");
     let TransportError::Framing(detail) = &err else {
         panic!("{err:?}")
     };
@@ -330,17 +335,17 @@ async fn stubborn_server_and_its_group_are_killed() {
     );
     let (up, _un) = ChildUpstream::spawn(sh(&script)).unwrap();
     let pid = up.pid().unwrap() as i32;
-    let mut grandchild = None;
-    for _ in 0..50 {
-        if let Ok(s) = std::fs::read_to_string(&pidfile)
-            && let Ok(p) = s.trim().parse::<i32>()
-        {
-            grandchild = Some(p);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let grandchild = grandchild.expect("grandchild pid");
+    let grandchild = wait::poll_every(
+        Duration::from_millis(2500),
+        Duration::from_millis(50),
+        async || {
+            std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+        },
+    )
+    .await
+    .expect("grandchild pid");
     assert!(alive(pid) && alive(grandchild));
     let start = Instant::now();
     up.close().await;
@@ -353,9 +358,10 @@ async fn stubborn_server_and_its_group_are_killed() {
         took < Duration::from_millis(2500),
         "killed within ~2x grace + slack: {took:?}"
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!alive(pid), "server survived");
-    assert!(!alive(grandchild), "grandchild survived");
+    // The group was sent SIGKILL; the grandchild is reaped by init, not by us.
+    let gone = async |p: i32| wait::until(Duration::from_secs(2), async || !alive(p)).await;
+    assert!(gone(pid).await, "server survived");
+    assert!(gone(grandchild).await, "grandchild survived");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -191,6 +191,7 @@ async fn a_connection_the_server_closed_is_not_used_again() {
         call(&up, id).await;
         // The server has closed it; the client reads that close as it comes.
         closed(&mut srv).await;
+        // real sleep: the client's pool reads the close on its own; nothing signals it.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(srv.accepted.load(Ordering::SeqCst), 3);

@@ -23,6 +23,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::wait;
+
 const R0326: Revision = Revision::V2025_03_26;
 const R0618: Revision = Revision::V2025_06_18;
 const R1125: Revision = Revision::V2025_11_25;
@@ -41,6 +43,10 @@ struct Recorder {
     closed: Mutex<Vec<String>>,
     /// Told of each entry in `done`.
     finished: tokio::sync::Notify,
+    /// The method of each request the service was given, as it began.
+    started: Mutex<Vec<String>>,
+    /// Told of each entry in `started`.
+    began: tokio::sync::Notify,
 }
 
 impl Recorder {
@@ -59,12 +65,31 @@ impl Recorder {
             .await
             .is_ok()
     }
+
+    /// Waits (at most 10 s) until `n` requests for `method` have begun; whether they did.
+    async fn started_until(&self, method: &str, n: usize) -> bool {
+        let waiting = async {
+            loop {
+                let next = self.began.notified();
+                let count = |s: &[String]| s.iter().filter(|m| *m == method).count();
+                if count(&self.started.lock().unwrap()) >= n {
+                    return;
+                }
+                next.await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .is_ok()
+    }
 }
 
 impl Service for Recorder {
     async fn request(&self, mut req: Incoming, ctx: RequestCtx) -> Frame {
         let token = ctx.cancelled().clone();
         let method = req.frame.method().unwrap_or_default().to_owned();
+        self.started.lock().unwrap().push(method.clone());
+        self.began.notify_waiters();
         let params: Value = req
             .frame
             .params()
@@ -288,6 +313,34 @@ impl Sse {
             .expect("an SSE event within 3 s")
     }
 
+    /// Reads until a keep-alive comment comes (at most 3 s); an event first panics.
+    async fn keep_alive(&mut self) {
+        let seen = self.comments;
+        let reading = async {
+            while self.comments == seen {
+                while let Some(i) = self.buf.find("\n\n") {
+                    let block: String = self.buf.drain(..i + 2).collect();
+                    let lines: Vec<&str> = block.lines().filter(|l| !l.is_empty()).collect();
+                    assert!(
+                        lines.iter().all(|l| l.starts_with(':')),
+                        "an event on a quiet stream: {block:?}"
+                    );
+                    self.comments += lines.len();
+                }
+                if self.comments > seen {
+                    break;
+                }
+                match self.body.next().await {
+                    Some(Ok(b)) => self.buf.push_str(std::str::from_utf8(&b).unwrap()),
+                    _ => panic!("the stream ended before a keep-alive comment"),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(3), reading)
+            .await
+            .expect("a keep-alive comment within 3 s");
+    }
+
     async fn next_inner(&mut self) -> Option<Event> {
         loop {
             while let Some(i) = self.buf.find("\n\n") {
@@ -430,19 +483,27 @@ async fn get_stream_priming_notify_conflict_and_replay() {
     assert_eq!(ev.id.as_deref(), Some("0-1"));
     tap().validate_frame(R1125, &ev.data).unwrap();
     // Quiet streams get keep-alive comments.
-    tokio::time::sleep(Duration::from_millis(450)).await;
+    sse.keep_alive().await;
     peer.notify(changed.clone()).await.unwrap();
     let ev = sse.next().await.unwrap();
     assert_eq!(ev.id.as_deref(), Some("0-2"));
     assert!(sse.comments >= 1, "no keep-alive comment");
     drop(sse);
-    tokio::time::sleep(Duration::from_millis(50)).await;
 
-    // Sent while disconnected: buffered, replayed after Last-Event-ID.
+    // Sent while disconnected: buffered, replayed after Last-Event-ID. The server
+    // sees the close when it reads it: until then a GET is the second one, a 409.
     peer.notify(changed.clone()).await.unwrap();
     peer.notify(changed).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let resp = get(Some("0-1")).send().await.unwrap();
+    let resp = wait::poll_every(
+        Duration::from_secs(3),
+        Duration::from_millis(20),
+        async || {
+            let resp = get(Some("0-1")).send().await.unwrap();
+            (resp.status() != 409).then_some(resp)
+        },
+    )
+    .await
+    .expect("the closed GET stream was still open after 3 s");
     assert_eq!(resp.status(), 200);
     let mut sse = Sse::new(resp);
     for want in ["0-2", "0-3", "0-4"] {
@@ -1310,9 +1371,33 @@ async fn at_max_sessions_the_idlest_free_session_makes_room() {
     assert_eq!(resp.status(), 200);
     // Abandoned sessions do not lock new hosts out: with b's stream closed and b
     // used less recently than a, b is evicted for the next host, and a is untouched.
+    // Until the server has read b's close, b is not free: refused like the one above.
     drop(stream_b);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let c = s.initialize(R1125).await;
+    let resp = wait::poll_every(
+        Duration::from_secs(3),
+        Duration::from_millis(20),
+        async || {
+            let resp = s.post(init.to_string()).send().await.unwrap();
+            (resp.status() != 503).then_some(resp)
+        },
+    )
+    .await
+    .expect("no room for a new host 3 s after b's stream closed");
+    assert_eq!(resp.status(), 200);
+    let c = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let resp = s
+        .legacy(
+            &c,
+            Some(R1125),
+            json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
     assert_eq!(*s.svc.closed.lock().unwrap(), vec![b.clone()]);
     let resp = s
         .legacy(
@@ -1364,6 +1449,7 @@ async fn idle_sessions_expire_unless_used_or_streaming() {
     let mut sse = Sse::new(resp);
     sse.next().await.unwrap();
     for i in 0..12 {
+        // real sleep: the session idle timeout runs on the server's clock, over TCP.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let resp = s.legacy(&busy, Some(R1125), list(i)).send().await.unwrap();
         assert_eq!(resp.status(), 200);
@@ -1403,8 +1489,14 @@ async fn a_dropped_post_stream_resumes_with_get_and_last_event_id() {
     let (stream, seq) = last.split_once('-').unwrap();
     let seq: u64 = seq.parse().unwrap();
     drop(sse);
-    // Events sent while disconnected are kept for the stream they belong to.
-    tokio::time::sleep(Duration::from_millis(120)).await;
+    // Events sent while disconnected are kept for the stream they belong to: here
+    // the rest of the stream, the call having finished.
+    assert!(
+        s.svc
+            .done_until(|d| d.iter().any(|(m, _)| m == "tools/call"))
+            .await,
+        "the call never finished"
+    );
     let resp = s
         .http
         .get(s.url("/mcp"))
@@ -1479,7 +1571,11 @@ async fn notifications_cancelled_cancels_a_legacy_request() {
     let call = json!({"jsonrpc":"2.0","id":10,"method":"tools/call",
         "params":{"name":"slow","arguments":{"steps":40}}});
     let pending = tokio::spawn(s.legacy(&sid, Some(R1125), call).send());
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The first call (id 9) and this one.
+    assert!(
+        s.svc.started_until("tools/call", 2).await,
+        "the second call never began"
+    );
     let resp = s
         .legacy(&sid, Some(R1125), cancel(10))
         .send()

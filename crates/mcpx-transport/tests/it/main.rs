@@ -9,3 +9,4 @@ mod http_connections;
 mod http_server;
 mod sse_client;
 mod stdio_server;
+mod wait;

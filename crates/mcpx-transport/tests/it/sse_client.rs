@@ -54,6 +54,8 @@ async fn messages(State(st): State<St>, body: Bytes) -> Response {
     let method = v["method"].as_str().unwrap_or("").to_owned();
     let events = st.events.clone();
     tokio::spawn(async move {
+        // real sleep: the answer comes after the 202, as from a real server; axum
+        // tells this handler nothing of its 202 having gone out.
         tokio::time::sleep(Duration::from_millis(20)).await;
         if method == "die" {
             let _ = events.send("CLOSE".to_owned());

@@ -853,6 +853,7 @@ async fn timed_out_asks_are_cancelled_only_on_legacy_connections() {
         )
         .await;
     assert_eq!(result(&v, "round 1")["resultType"], "input_required");
+    // real sleep: the questions' expiry in the mcpx process, then an absence.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let (v, notes) = h.request("tools/list", json!({})).await;
     result(&v, "tools/list");

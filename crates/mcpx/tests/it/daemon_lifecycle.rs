@@ -103,6 +103,7 @@ async fn it_stops_when_idle_for_idle_exit() {
     // Asked now and then, it stays.
     for _ in 0..4 {
         assert_eq!(d.get("/v1/health").await.0, 200);
+        // real sleep: the daemon's idle-exit runs on its own clock; the gaps are the point.
         tokio::time::sleep(Duration::from_millis(400)).await;
     }
     // Left alone, it stops by itself.

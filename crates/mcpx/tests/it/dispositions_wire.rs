@@ -589,6 +589,7 @@ async fn wire_request_from_a_modern_upstream_is_dropped_while_strict() {
             })
             .await;
         } else {
+            // real sleep: an absence (no answer to "ask-1" written upstream).
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let wire = h.finish().await;

@@ -171,6 +171,7 @@ async fn a_legacy_host_dropping_its_stream_does_not_cancel() {
     );
     start_then_drop(port, &req).await;
     // The call runs on upstream: no cancellation within a second.
+    // real sleep: an absence (no notifications/cancelled), checked after it.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
         !wire(&d).contains("notifications/cancelled"),
@@ -245,6 +246,7 @@ async fn a_modern_http_upstream_is_cancelled_by_closing_the_stream() {
     .await
     .unwrap();
     assert_eq!(next["id"], 3, "{next}");
+    // real sleep: an absence (no notifications/cancelled upstream), checked after it.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let w = wire(&d);
     assert!(w.contains("\"tools/call\""), "{w}");

@@ -44,6 +44,7 @@ async fn late_upstreams_become_callable_and_are_announced() {
     let mut gw = Gateway::start("late", &config, R1125, &[]).await;
     gw.initialize().await;
 
+    // real sleep: `late` starts listening 3 s after mcpx; the delay is the point.
     tokio::time::sleep(Duration::from_secs(3).saturating_sub(began.elapsed())).await;
     // What the host heard so far was not about `late`, which is not listening yet.
     gw.drain(Duration::from_millis(200)).await;

@@ -622,19 +622,24 @@ async fn resource_subscriptions_per_host_era() {
             json!({"resourceSubscriptions": [watched]}),
             "{tag}"
         );
-        // Let the upstream subscription settle (a modern upstream: mcpx's own listen).
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let (v, mut seen) = h
-            .request("tools/call", call("test_trigger_resource_update"))
-            .await;
-        result(&v, &tag);
-        if !seen.iter().any(is_update) {
-            seen.extend(read_for(&mut h, Duration::from_secs(10), is_update).await);
-        }
-        let update = seen
-            .iter()
-            .find(|n| is_update(n))
-            .unwrap_or_else(|| panic!("{tag}: no update: {seen:?}"));
+        // The upstream subscription (a modern upstream: mcpx's own listen) settles
+        // after the ack, and nothing tells the host when: trigger until an update
+        // comes (bounded); a trigger before it settles is lost.
+        let mut seen = Vec::new();
+        let every = Duration::from_millis(50);
+        let update = crate::wait::poll_every(Duration::from_secs(10), every, async || {
+            let (v, notes) = h
+                .request("tools/call", call("test_trigger_resource_update"))
+                .await;
+            result(&v, &tag);
+            seen.extend(notes);
+            if !seen.iter().any(is_update) {
+                seen.extend(read_for(&mut h, Duration::from_millis(500), is_update).await);
+            }
+            seen.iter().find(|n| is_update(n)).cloned()
+        })
+        .await
+        .unwrap_or_else(|| panic!("{tag}: no update: {seen:?}"));
         assert_eq!(update["params"]["uri"], watched);
         assert_eq!(
             update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
@@ -1242,6 +1247,7 @@ async fn an_upstream_subscription_outlives_a_legacy_unsubscribe_while_a_listen_h
     assert_eq!(unsubscribes(), 0, "{:?}", upstream_wire(&dir));
     // The first listen ends (its connection closes): the second still holds it.
     drop(first);
+    // real sleep: an absence (no unsubscribe); nothing tells of mcpx reading the close.
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(unsubscribes(), 0, "{:?}", upstream_wire(&dir));
     // The last holder goes: mcpx unsubscribes, once.
@@ -1252,6 +1258,7 @@ async fn an_upstream_subscription_outlives_a_legacy_unsubscribe_while_a_listen_h
     })
     .await;
     assert!(ended.is_some(), "no unsubscribe: {:?}", upstream_wire(&dir));
+    // real sleep: an absence (no second unsubscribe).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let upstream = upstream_wire(&dir);
     assert_eq!(unsubscribes(), 1, "{upstream:?}");

@@ -95,6 +95,7 @@ async fn login_status_refresh_once_per_expiry_and_logout() {
     assert_eq!(text(result(&r, "tools/call")), "hi", "{r}");
     assert_eq!(st.lock().unwrap().counts.refresh_grants, 1);
     // The refreshed token (64 s) comes within mcpx's 60 s margin.
+    // real sleep: a token's expiry, on the clock of the mcpx process.
     tokio::time::sleep(Duration::from_millis(4500)).await;
     for id in 1000..1020 {
         h.send(&tool_call(id)).await;
@@ -117,6 +118,7 @@ async fn login_status_refresh_once_per_expiry_and_logout() {
 
     // Two processes at the next expiry: one refresh between them (the store's lock,
     // the store re-read after taking it).
+    // real sleep: a token's expiry, on the clocks of the mcpx processes.
     tokio::time::sleep(Duration::from_millis(4500)).await;
     let (a, b2) = tokio::join!(s.run(&["call", "hello"]), s.run(&["call", "hello"]));
     assert!(a.0 && a.1.contains("hi"), "{a:?}");
@@ -235,11 +237,17 @@ async fn a_second_login_waits_for_the_first() {
     let st = server(vec![3600]).await;
     let port = st.lock().unwrap().port;
     let s = setup("user-auth-twice", port);
-    // The first's browser takes a while, so that the second starts meanwhile.
+    // The first's browser takes a while, so that the second starts meanwhile; it
+    // is opened once the first holds the callback port, and says so.
     let slow = s.dir.join("slow-browser.sh");
+    let opened = s.dir.join("browser-opened");
     std::fs::write(
         &slow,
-        format!("#!/bin/sh\nsleep 2\nexec {} \"$1\"\n", s.browser.display()),
+        format!(
+            "#!/bin/sh\ntouch '{}'\nsleep 2\nexec {} \"$1\"\n",
+            opened.display(),
+            s.browser.display()
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -247,7 +255,8 @@ async fn a_second_login_waits_for_the_first() {
     first.env("BROWSER", &slow);
     let first = first.output();
     let second = async {
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        let open = crate::wait::until(Duration::from_secs(10), async || opened.exists()).await;
+        assert!(open, "the first login never opened its browser");
         s.run(&["auth", "login", "up"]).await
     };
     let (first, second) = tokio::join!(first, second);
