@@ -8,9 +8,10 @@
 //! * [`LegacyHost`], a legacy host of any revision on the stdio listener, over
 //!   `tokio::io::duplex`, answering the gateway's requests by a [`Responder`].
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcpx_client::{ByteStream, EraCache, StreamOpener, Target, TargetTransport};
@@ -299,10 +300,7 @@ struct Shared {
 impl InMemory {
     /// Serves upstream `name` by `upstream`.
     pub fn with(self, name: &str, upstream: Upstream) -> InMemory {
-        self.servers
-            .lock()
-            .unwrap()
-            .insert(name.to_owned(), upstream);
+        self.servers.lock().insert(name.to_owned(), upstream);
         self
     }
 
@@ -313,17 +311,12 @@ impl InMemory {
 
     /// When each connection attempt to `name` was made.
     pub fn attempts(&self, name: &str) -> Vec<Instant> {
-        self.attempts
-            .lock()
-            .unwrap()
-            .get(name)
-            .cloned()
-            .unwrap_or_default()
+        self.attempts.lock().get(name).cloned().unwrap_or_default()
     }
 
     /// How many connections to `name` are open now.
     pub fn open(&self, name: &str) -> usize {
-        let mut live = self.shared.live.lock().unwrap();
+        let mut live = self.shared.live.lock();
         let conns = live.entry(name.to_owned()).or_default();
         conns.retain(|l| !l.pump.is_finished());
         conns.len()
@@ -331,14 +324,7 @@ impl InMemory {
 
     /// Ends every open connection to `name`, as the upstream's process exiting does.
     pub fn kill(&self, name: &str) {
-        for l in self
-            .shared
-            .live
-            .lock()
-            .unwrap()
-            .remove(name)
-            .unwrap_or_default()
-        {
+        for l in self.shared.live.lock().remove(name).unwrap_or_default() {
             l.pump.abort();
         }
     }
@@ -348,7 +334,6 @@ impl InMemory {
         self.shared
             .seen
             .lock()
-            .unwrap()
             .wire
             .iter()
             .filter(|p| p.upstream == name)
@@ -377,7 +362,7 @@ impl InMemory {
 
     /// Panics if any frame either way was invalid for its revision.
     pub fn assert_valid(&self) {
-        let seen = self.shared.seen.lock().unwrap();
+        let seen = self.shared.seen.lock();
         assert!(
             seen.invalid.is_empty(),
             "invalid frames between the gateway and its upstreams:\n{}",
@@ -429,7 +414,6 @@ impl Shared {
         });
         self.live
             .lock()
-            .unwrap()
             .entry(name.to_owned())
             .or_default()
             .push(Live {
@@ -459,8 +443,8 @@ async fn pump(
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end();
         if !text.is_empty() {
-            let checked = tap.lock().unwrap().check(dir, text);
-            let mut s = seen.lock().unwrap();
+            let checked = tap.lock().check(dir, text);
+            let mut s = seen.lock();
             if let Err(e) = checked {
                 s.invalid.push(format!("{name} {dir:?}: {e}"));
             }
@@ -487,12 +471,12 @@ fn refused(name: &str, why: &'static str) -> StreamOpener {
 impl Connector for InMemory {
     fn connect<'a>(&'a self, target: &'a Target, era_cache: &'a EraCache) -> Connecting<'a> {
         let attempt = {
-            let mut attempts = self.attempts.lock().unwrap();
+            let mut attempts = self.attempts.lock();
             let at = attempts.entry(target.name.clone()).or_default();
             at.push(Instant::now());
             at.len()
         };
-        let upstream = self.servers.lock().unwrap().get(&target.name).cloned();
+        let upstream = self.servers.lock().get(&target.name).cloned();
         Box::pin(async move {
             let mut target = target.clone();
             target.transport = match upstream {

@@ -1,8 +1,9 @@
 //! The Streamable HTTP client (both eras) against small axum servers on 127.0.0.1.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use parking_lot::Mutex;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -77,7 +78,7 @@ async fn handle(
 ) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let path = uri.path().to_owned();
-    st.seen.lock().unwrap().push(Seen {
+    st.seen.lock().push(Seen {
         method: method.clone(),
         path: path.clone(),
         headers: headers.clone(),
@@ -113,11 +114,11 @@ async fn handle(
             ),
         ]),
         ("POST", "/broken") => {
-            *LAST_ID.lock().unwrap() = Some(id);
+            *LAST_ID.lock() = Some(id);
             sse(vec!["id: e1\nretry: 10\ndata: \n\n".to_owned()])
         }
         ("GET", "/broken") => {
-            let id = LAST_ID.lock().unwrap().clone().unwrap();
+            let id = LAST_ID.lock().clone().unwrap();
             sse(vec![format!(
                 "id: e2\ndata: {}\n\n",
                 result(&id, serde_json::json!({"resumed": true}))
@@ -194,7 +195,6 @@ impl Server {
     fn seen(&self, path: &str) -> Vec<Seen> {
         self.seen
             .lock()
-            .unwrap()
             .iter()
             .filter(|s| s.path == path)
             .cloned()

@@ -6,9 +6,10 @@
 #[path = "../../examples/echo/service.rs"]
 mod echo;
 
+use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -55,7 +56,7 @@ impl Recorder {
         let waiting = async {
             loop {
                 let next = self.finished.notified();
-                if f(&self.done.lock().unwrap()) {
+                if f(&self.done.lock()) {
                     return;
                 }
                 next.await;
@@ -72,7 +73,7 @@ impl Recorder {
             loop {
                 let next = self.began.notified();
                 let count = |s: &[String]| s.iter().filter(|m| *m == method).count();
-                if count(&self.started.lock().unwrap()) >= n {
+                if count(&self.started.lock()) >= n {
                     return;
                 }
                 next.await;
@@ -88,7 +89,7 @@ impl Service for Recorder {
     async fn request(&self, mut req: Incoming, ctx: RequestCtx) -> Frame {
         let token = ctx.cancelled().clone();
         let method = req.frame.method().unwrap_or_default().to_owned();
-        self.started.lock().unwrap().push(method.clone());
+        self.started.lock().push(method.clone());
         self.began.notify_waiters();
         let params: Value = req
             .frame
@@ -108,22 +109,19 @@ impl Service for Recorder {
             req.frame = parse_frame(body.to_string(), &Limits::default()).unwrap();
         }
         let r = self.echo.request(req, ctx).await;
-        self.done
-            .lock()
-            .unwrap()
-            .push((method, token.is_cancelled()));
+        self.done.lock().push((method, token.is_cancelled()));
         self.finished.notify_waiters();
         r
     }
     async fn notification(&self, n: Incoming, peer: Option<Peer>) {
         if peer.is_some() {
-            *self.peer.lock().unwrap() = peer.clone();
+            *self.peer.lock() = peer.clone();
         }
         self.echo.notification(n, peer).await;
     }
     fn session_closed(&self, peer: &Peer) {
         let sid = peer.session_id().unwrap_or_default().to_owned();
-        self.closed.lock().unwrap().push(sid);
+        self.closed.lock().push(sid);
     }
     fn param_headers(&self) -> mcpx_transport::ParamHeaders {
         self.echo.param_headers()
@@ -474,7 +472,7 @@ async fn get_stream_priming_notify_conflict_and_replay() {
     // A second GET while one is open: 409.
     assert_eq!(get(None).send().await.unwrap().status(), 409);
 
-    let peer = s.svc.peer.lock().unwrap().clone().unwrap();
+    let peer = s.svc.peer.lock().clone().unwrap();
     assert_eq!(peer.revision(), R1125);
     assert_eq!(peer.session_id(), Some(sid.as_str()));
     let changed = Frame::notification("notifications/tools/list_changed", None);
@@ -599,7 +597,7 @@ async fn legacy_progress_stream_primes_and_disconnect_does_not_cancel() {
     // The call goes on to its end.
     let calls = |d: &[(String, bool)]| d.iter().filter(|(m, _)| m == "tools/call").count();
     s.svc.done_until(|d| calls(d) == 2).await;
-    let done = s.svc.done.lock().unwrap().clone();
+    let done = s.svc.done.lock().clone();
     assert!(
         done.iter().filter(|(m, c)| m == "tools/call" && !c).count() == 2,
         "{done:?}"
@@ -733,12 +731,12 @@ async fn modern_requests_json_and_errors() {
         .unwrap();
     expect_error(resp, 400, -32602, R2026).await;
     // Methods 2026-07-28 lacks: 404 -32601 (H10), never reaching the service.
-    let before = s.svc.done.lock().unwrap().len();
+    let before = s.svc.done.lock().len();
     for m in ["initialize", "ping", "no/such"] {
         let resp = s.modern(&modern_req(6, m, json!({}))).send().await.unwrap();
         expect_error(resp, 404, -32601, R2026).await;
     }
-    assert_eq!(s.svc.done.lock().unwrap().len(), before);
+    assert_eq!(s.svc.done.lock().len(), before);
     // GET and DELETE: 405.
     for m in [reqwest::Method::GET, reqwest::Method::DELETE] {
         let resp = s
@@ -788,7 +786,7 @@ async fn modern_progress_stream_and_close_cancels() {
     drop(sse);
     let cancelled = |d: &[(String, bool)]| d.contains(&("tools/call".into(), true));
     s.svc.done_until(cancelled).await;
-    let done = s.svc.done.lock().unwrap().clone();
+    let done = s.svc.done.lock().clone();
     assert!(done.contains(&("tools/call".into(), true)), "{done:?}");
 
     // Without a progress token the answer would be JSON: dropping the connection
@@ -810,7 +808,7 @@ async fn modern_progress_stream_and_close_cancels() {
             .count()
     };
     s.svc.done_until(|d| cancelled(d) >= 2).await;
-    let done = s.svc.done.lock().unwrap().clone();
+    let done = s.svc.done.lock().clone();
     assert_eq!(
         done.iter()
             .filter(|d| **d == ("tools/call".into(), true))
@@ -1398,7 +1396,7 @@ async fn at_max_sessions_the_idlest_free_session_makes_room() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 202);
-    assert_eq!(*s.svc.closed.lock().unwrap(), vec![b.clone()]);
+    assert_eq!(*s.svc.closed.lock(), vec![b.clone()]);
     let resp = s
         .legacy(
             &b,
@@ -1458,7 +1456,7 @@ async fn idle_sessions_expire_unless_used_or_streaming() {
     // 1.2 s unused: 404, the client must initialise again (§Session Management).
     let resp = s.legacy(&idle, Some(R1125), list(9)).send().await.unwrap();
     expect_error(resp, 404, -32600, R1125).await;
-    assert_eq!(*s.svc.closed.lock().unwrap(), vec![idle.clone()]);
+    assert_eq!(*s.svc.closed.lock(), vec![idle.clone()]);
     let resp = s.legacy(&idle, Some(R1125), list(9)).send().await.unwrap();
     assert_eq!(resp.status(), 404);
     // An open GET stream keeps its session alive.
@@ -1563,7 +1561,7 @@ async fn notifications_cancelled_cancels_a_legacy_request() {
     // The call would run 40 × 50 ms = 2 s; cancelled, its stream ends long before.
     assert!(started.elapsed() < Duration::from_millis(1500));
     assert_eq!(
-        *s.svc.done.lock().unwrap().last().unwrap(),
+        *s.svc.done.lock().last().unwrap(),
         ("tools/call".to_owned(), true)
     );
 
@@ -1586,7 +1584,7 @@ async fn notifications_cancelled_cancels_a_legacy_request() {
     assert_eq!(resp.status(), 200);
     let mut sse = Sse::new(resp);
     assert!(sse.next().await.is_none());
-    let done = s.svc.done.lock().unwrap().clone();
+    let done = s.svc.done.lock().clone();
     assert_eq!(
         done.iter()
             .filter(|d| **d == ("tools/call".into(), true))

@@ -125,7 +125,7 @@ async fn auth_errors_are_reported_not_probed_past() {
     for status in ["401 Unauthorized", "403 Forbidden"] {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
         let log = seen.clone();
         let reply = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         tokio::spawn(async move {
@@ -139,7 +139,6 @@ async fn auth_errors_are_reported_not_probed_past() {
                     .unwrap_or(0);
                 let text = String::from_utf8_lossy(&buf[..n]).to_string();
                 log.lock()
-                    .unwrap()
                     .push(text.lines().next().unwrap_or_default().to_owned());
                 let _ = tokio::io::AsyncWriteExt::write_all(&mut s, reply.as_bytes()).await;
             }
@@ -148,7 +147,7 @@ async fn auth_errors_are_reported_not_probed_past() {
             .await
             .unwrap_err();
         assert!(err.to_string().contains(&status[..3]), "{status}: {err}");
-        let requests = seen.lock().unwrap().clone();
+        let requests = seen.lock().clone();
         assert_eq!(requests.len(), 1, "{status}: probed past: {requests:?}");
         assert!(requests[0].starts_with("POST"), "{requests:?}");
     }

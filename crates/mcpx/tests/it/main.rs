@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The test modules' claims on scratch directory names: name -> module.
-static CLAIMS: std::sync::Mutex<BTreeMap<String, String>> = std::sync::Mutex::new(BTreeMap::new());
+static CLAIMS: parking_lot::Mutex<BTreeMap<String, String>> =
+    parking_lot::Mutex::new(BTreeMap::new());
 
 /// [`mcpx_testkit::scratch::dir`] for a test of this binary. Its directories are per
 /// process and name, and every module's tests share this process: a name that a test
@@ -18,7 +19,7 @@ pub fn scratch_dir(name: &str) -> PathBuf {
     // workers are not told apart, and neither is a serial run (on the main thread).
     let thread = std::thread::current();
     if let Some((module, _)) = thread.name().and_then(|n| n.split_once("::")) {
-        let mut claims = CLAIMS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut claims = CLAIMS.lock();
         let owner = claims
             .entry(name.to_owned())
             .or_insert_with(|| module.to_owned());

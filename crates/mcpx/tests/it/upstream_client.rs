@@ -10,12 +10,13 @@
 //! HTTP. Each test names the register ids it proves (see dispositions.toml).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -98,7 +99,7 @@ impl Upstream {
         format!("http://127.0.0.1:{}/mcp", self.port)
     }
     fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
+        self.seen.lock().clone()
     }
     fn calls(&self, method: &str) -> Vec<Seen> {
         self.seen()
@@ -108,7 +109,7 @@ impl Upstream {
     }
     /// Every frame mcpx sent was valid for the revision it was written in.
     fn assert_frames_valid(&self) {
-        let bad = self.bad_frames.lock().unwrap().clone();
+        let bad = self.bad_frames.lock().clone();
         assert!(bad.is_empty(), "frames mcpx sent upstream: {bad:#?}");
     }
     /// Register B-C13/B-C15: mcpx only ever talked to the MCP endpoint (no
@@ -195,7 +196,7 @@ async fn handle(
     };
     let key = |s: &Seen| (s.rpc().to_owned(), s.body["params"]["name"].clone());
     let nth = {
-        let mut all = st.seen.lock().unwrap();
+        let mut all = st.seen.lock();
         let nth = all.iter().filter(|s| key(s) == key(&seen)).count();
         all.push(seen.clone());
         nth
@@ -211,10 +212,7 @@ async fn handle(
             None => st.legacy.unwrap_or(R2026),
         };
         if let Err(e) = tap().validate_frame(rev, &text) {
-            st.bad_frames
-                .lock()
-                .unwrap()
-                .push(format!("{rev}: {e}: {text}"));
+            st.bad_frames.lock().push(format!("{rev}: {e}: {text}"));
         }
     }
     let ctx = Ctx {

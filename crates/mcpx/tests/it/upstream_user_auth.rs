@@ -22,7 +22,7 @@ async fn login_status_refresh_once_per_expiry_and_logout() {
     // Refreshes: at the gateway's start (64 s: within the 60 s margin four seconds later), at
     // the burst (64 s again), at the two processes (an hour).
     let st = server(vec![64, 64, 3600]).await;
-    let port = st.lock().unwrap().port;
+    let port = st.lock().port;
     let s = setup("user-auth", port);
 
     // Before a login: status says so; nothing is stored.
@@ -40,7 +40,7 @@ async fn login_status_refresh_once_per_expiry_and_logout() {
     assert!(err.contains(&format!("{b}/as/authorize?")), "{err}");
     assert!(!out.contains("at-1") && !err.contains("at-1") && !err.contains("rt-1"));
     {
-        let a = st.lock().unwrap();
+        let a = st.lock();
         assert_eq!(
             (
                 a.counts.registrations,
@@ -93,7 +93,7 @@ async fn login_status_refresh_once_per_expiry_and_logout() {
         .request("tools/call", json!({"name": "hello", "arguments": {}}))
         .await;
     assert_eq!(text(result(&r, "tools/call")), "hi", "{r}");
-    assert_eq!(st.lock().unwrap().counts.refresh_grants, 1);
+    assert_eq!(st.lock().counts.refresh_grants, 1);
     // The refreshed token (64 s) comes within mcpx's 60 s margin.
     // real sleep: a token's expiry, on the clock of the mcpx process.
     tokio::time::sleep(Duration::from_millis(4500)).await;
@@ -108,12 +108,8 @@ async fn login_status_refresh_once_per_expiry_and_logout() {
             answered += 1;
         }
     }
-    assert_eq!(
-        st.lock().unwrap().counts.refresh_grants,
-        2,
-        "20 calls, one refresh"
-    );
-    assert_eq!(st.lock().unwrap().counts.authorizations, 1, "no login");
+    assert_eq!(st.lock().counts.refresh_grants, 2, "20 calls, one refresh");
+    assert_eq!(st.lock().counts.authorizations, 1, "no login");
     h.finish().await;
 
     // Two processes at the next expiry: one refresh between them (the store's lock,
@@ -124,7 +120,7 @@ async fn login_status_refresh_once_per_expiry_and_logout() {
     assert!(a.0 && a.1.contains("hi"), "{a:?}");
     assert!(b2.0 && b2.1.contains("hi"), "{b2:?}");
     {
-        let a = st.lock().unwrap();
+        let a = st.lock();
         assert_eq!(a.counts.refresh_grants, 3, "two processes, one refresh");
         assert_eq!(a.counts.authorizations, 1, "no login");
     }
@@ -155,11 +151,11 @@ async fn login_status_refresh_once_per_expiry_and_logout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_refresh_deletes_the_token_and_serve_names_the_login() {
     let st = server(vec![3600]).await;
-    let port = st.lock().unwrap().port;
+    let port = st.lock().port;
     let s = setup("user-auth-revoked", port);
     let (ok, out, err) = s.run(&["auth", "login", "up"]).await;
     assert!(ok, "{out}\n{err}");
-    st.lock().unwrap().revoke_refresh = true;
+    st.lock().revoke_refresh = true;
     let line = unavailable_because(
         "user-auth-revoked-gw",
         &serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap(),
@@ -169,12 +165,8 @@ async fn a_refused_refresh_deletes_the_token_and_serve_names_the_login() {
     assert!(line.contains("run `mcpx auth login up`"), "{line}");
     assert!(line.contains("revoked"), "{line}");
     assert!(!line.contains("rt-1") && !line.contains("at-1"), "{line}");
-    assert_eq!(st.lock().unwrap().counts.refused_refreshes, 1);
-    assert_eq!(
-        st.lock().unwrap().counts.authorizations,
-        1,
-        "serve ran no login"
-    );
+    assert_eq!(st.lock().counts.refused_refreshes, 1);
+    assert_eq!(st.lock().counts.authorizations, 1, "serve ran no login");
     let (ok, out, _) = s.run(&["auth", "status"]).await;
     assert!(ok && out.contains("needs login"), "{out}");
 }
@@ -185,15 +177,15 @@ async fn a_refused_refresh_deletes_the_token_and_serve_names_the_login() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sse_upstream_is_authorized_the_same_way() {
     let st = server(vec![3600]).await;
-    let port = st.lock().unwrap().port;
+    let port = st.lock().port;
     let s = setup_as("user-auth-sse", port, "sse", "sse");
     let (ok, out, err) = s.run(&["auth", "login", "up"]).await;
     assert!(ok, "{out}\n{err}");
     let sse = format!("http://127.0.0.1:{port}/sse");
-    assert_eq!(st.lock().unwrap().resources, [sse.clone(), sse]);
+    assert_eq!(st.lock().resources, [sse.clone(), sse]);
     let (ok, out, err) = s.run(&["call", "hello"]).await;
     assert!(ok && out.contains("hi"), "{out}\n{err}");
-    let a = st.lock().unwrap();
+    let a = st.lock();
     // The GET, and the POSTs of initialize, initialized, tools/list and tools/call.
     assert!(a.sse_authorized >= 5, "{}", a.sse_authorized);
     assert_eq!(a.counts.authorizations, 1, "no second login");
@@ -235,7 +227,7 @@ async fn no_state_directory_stops_no_open_upstream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_login_waits_for_the_first() {
     let st = server(vec![3600]).await;
-    let port = st.lock().unwrap().port;
+    let port = st.lock().port;
     let s = setup("user-auth-twice", port);
     // The first's browser takes a while, so that the second starts meanwhile; it
     // is opened once the first holds the callback port, and says so.
@@ -269,7 +261,7 @@ async fn a_second_login_waits_for_the_first() {
     assert!(second.0, "{}\n{}", second.1, second.2);
     assert!(second.2.contains("waiting for its result"), "{}", second.2);
     assert!(second.1.contains("authorized by"), "{}", second.1);
-    assert_eq!(st.lock().unwrap().counts.authorizations, 1, "one flow");
+    assert_eq!(st.lock().counts.authorizations, 1, "one flow");
 }
 
 /// The line of `mcpx auth status`'s output for `name`.
@@ -287,7 +279,7 @@ fn status_line<'a>(out: &'a str, name: &str) -> &'a str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_and_login_tell_an_upstream_that_asks_from_one_that_does_not() {
     let st = server(vec![3600]).await;
-    let port = st.lock().unwrap().port;
+    let port = st.lock().port;
     let (_ex, open_port) = example_http(&[]).await;
     let s = setup("user-auth-asks", port);
     let mut cfg: serde_json::Value =
@@ -346,11 +338,11 @@ async fn status_and_login_tell_an_upstream_that_asks_from_one_that_does_not() {
     let (ok, _, err) = s.run(&["auth", "login", "open", "--force"]).await;
     assert!(!ok);
     assert!(!err.contains("does not ask"), "{err}");
-    assert_eq!(st.lock().unwrap().counts.registrations, 0);
+    assert_eq!(st.lock().counts.registrations, 0);
     // The upstream that asks gets its login.
     let (ok, out, err) = s.run(&["auth", "login", "up"]).await;
     assert!(ok, "{out}\n{err}");
-    assert_eq!(st.lock().unwrap().counts.authorizations, 1);
+    assert_eq!(st.lock().counts.authorizations, 1);
 }
 
 /// A 401 the gateway meets (`mcpx serve`, no token stored) is recorded: `mcpx auth
@@ -358,7 +350,7 @@ async fn status_and_login_tell_an_upstream_that_asks_from_one_that_does_not() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_401_the_gateway_meets_is_remembered() {
     let st = server(vec![3600]).await;
-    let port = st.lock().unwrap().port;
+    let port = st.lock().port;
     let s = setup("user-auth-asks-gw", port);
     let line = unavailable_because(
         "user-auth-asks-gw-serve",

@@ -51,7 +51,7 @@ async fn serve_then_revoke(
     rev: mcpx_protocol::Revision,
     caps: Value,
 ) -> Host {
-    st.lock().unwrap().revoke_refresh = false;
+    st.lock().revoke_refresh = false;
     let (ok, out, err) = s.run(&["auth", "login", "up"]).await;
     assert!(ok, "{out}\n{err}");
     let mut h = serve(s, tag, rev).await;
@@ -64,7 +64,7 @@ async fn serve_then_revoke(
         "hello",
         "{listed}"
     );
-    let mut a = st.lock().unwrap();
+    let mut a = st.lock();
     a.valid.clear();
     a.revoke_refresh = true;
     drop(a);
@@ -95,7 +95,7 @@ async fn completion(h: &mut Host) -> (Value, Vec<Value>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_with_url_elicitation_is_asked_and_its_retry_succeeds() {
     let st = server(vec![3600]).await;
-    let port = st.lock().unwrap().port;
+    let port = st.lock().port;
     let s = setup("user-auth-url", port);
     let mut h = serve_then_revoke(
         &s,
@@ -151,7 +151,7 @@ async fn a_host_with_url_elicitation_is_asked_and_its_retry_succeeds() {
         "{first}"
     );
     {
-        let mut a = st.lock().unwrap();
+        let mut a = st.lock();
         assert_eq!(a.counts.refused_refreshes, 1, "one refusal for both calls");
         assert_eq!(
             a.counts.registrations, 1,
@@ -177,7 +177,7 @@ async fn a_host_with_url_elicitation_is_asked_and_its_retry_succeeds() {
     let (done, _) = completion(&mut h).await;
     assert_eq!(done["params"]["elicitationId"], json!(id), "{done}");
     {
-        let a = st.lock().unwrap();
+        let a = st.lock();
         assert_eq!(a.counts.authorizations, 2);
         assert_eq!(a.counts.code_grants, 2);
     }
@@ -196,7 +196,7 @@ async fn a_host_with_url_elicitation_is_asked_and_its_retry_succeeds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_without_url_elicitation_gets_the_login_error() {
     let st = server(vec![3600]).await;
-    let port = st.lock().unwrap().port;
+    let port = st.lock().port;
     let s = setup("user-auth-nourl", port);
     for (rev, caps) in [
         (R1125, json!({"elicitation": {"form": {}}})),
@@ -220,7 +220,7 @@ async fn a_host_without_url_elicitation_gets_the_login_error() {
         assert!(callback_port_free(&s), "serve began no flow");
         h.finish().await;
     }
-    let a = st.lock().unwrap();
+    let a = st.lock();
     assert_eq!(a.counts.refused_refreshes, 4);
     assert_eq!(a.counts.authorizations, 4, "the four logins' only");
     assert_eq!(a.counts.registrations, 1, "no flow was begun by serve");
@@ -233,7 +233,7 @@ async fn a_host_without_url_elicitation_gets_the_login_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_never_authorized_is_started_again_after_the_visit() {
     let st = server(vec![3600]).await;
-    let port = st.lock().unwrap().port;
+    let port = st.lock().port;
     let s = setup("user-auth-url-start", port);
     let mut cfg: Value =
         serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap();
@@ -264,7 +264,7 @@ async fn an_upstream_never_authorized_is_started_again_after_the_visit() {
     );
     let (retry, _) = h.request("tools/call", call).await;
     assert_eq!(text(result(&retry, "tools/call")), "hi", "{retry}");
-    assert_eq!(st.lock().unwrap().counts.code_grants, 1);
+    assert_eq!(st.lock().counts.code_grants, 1);
     h.finish().await;
 }
 
@@ -275,7 +275,7 @@ async fn an_upstream_never_authorized_is_started_again_after_the_visit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_host_is_asked_with_input_required_and_its_retry_waits() {
     let st = server(vec![3600]).await;
-    let port = st.lock().unwrap().port;
+    let port = st.lock().port;
     let s = setup("user-auth-url-2026", port);
     let caps = json!({"elicitation": {"url": {}}});
     let mut h = serve_then_revoke(&s, &st, "user-auth-url-2026-gw", R2026, caps.clone()).await;
@@ -294,7 +294,7 @@ async fn a_2026_host_is_asked_with_input_required_and_its_retry_waits() {
         "{url}"
     );
     let state = r["requestState"].as_str().unwrap().to_owned();
-    st.lock().unwrap().revoke_refresh = false;
+    st.lock().revoke_refresh = false;
 
     let mut retry = params.clone();
     retry["inputResponses"] = json!({"mcpx/authorize": {"action": "accept"}});
@@ -311,7 +311,7 @@ async fn a_2026_host_is_asked_with_input_required_and_its_retry_waits() {
     h.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": retry}))
         .await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert_eq!(st.lock().unwrap().counts.code_grants, 1, "not visited yet");
+    assert_eq!(st.lock().counts.code_grants, 1, "not visited yet");
     let visited = tokio::process::Command::new(&s.browser)
         .arg(&url)
         .status()
@@ -325,7 +325,7 @@ async fn a_2026_host_is_asked_with_input_required_and_its_retry_waits() {
         }
     };
     assert_eq!(text(result(&answer, "tools/call")), "hi", "{answer}");
-    assert_eq!(st.lock().unwrap().counts.code_grants, 2);
+    assert_eq!(st.lock().counts.code_grants, 2);
 
     // Spent: the same requestState again is refused.
     let (again, _) = h.request("tools/call", retry).await;

@@ -5,10 +5,11 @@
 //! Included with `#[path]` by the tests that need it.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -80,7 +81,7 @@ pub async fn handle(
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_owned();
-    let mut s = st.lock().unwrap();
+    let mut s = st.lock();
     let b = base(&s);
     match (method.as_str(), path.as_str()) {
         ("GET", "/.well-known/oauth-protected-resource/sse") => json_answer(
@@ -301,7 +302,7 @@ pub async fn server(refresh_lifetimes: Vec<u64>) -> Shared {
         ..As::default()
     }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    st.lock().unwrap().port = listener.local_addr().unwrap().port();
+    st.lock().port = listener.local_addr().unwrap().port();
     let app = Router::new().fallback(handle).with_state(st.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
     st

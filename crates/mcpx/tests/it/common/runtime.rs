@@ -19,10 +19,11 @@
 //! `#[path = "common/runtime.rs"] mod runtime;` next to `mod common;`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use parking_lot::Mutex;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcpx_protocol::Revision;
@@ -368,7 +369,7 @@ struct Groups {
 fn record_groups(parent: u32, into: &Mutex<BTreeSet<u32>>) {
     for p in children(parent) {
         if let Some(s) = stat(p) {
-            into.lock().unwrap().insert(s.pgrp);
+            into.lock().insert(s.pgrp);
         }
     }
 }
@@ -395,7 +396,7 @@ impl Groups {
     fn kill_all(&self) {
         self.record();
         let own = stat(std::process::id()).map(|s| s.pgrp);
-        for g in std::mem::take(&mut *self.pgids.lock().unwrap()) {
+        for g in std::mem::take(&mut *self.pgids.lock()) {
             // Never this test process's own group.
             if Some(g) != own && g > 1 {
                 signal_group(g, "KILL");
@@ -409,7 +410,7 @@ fn keep_stderr(stderr: tokio::process::ChildStderr, into: Arc<Mutex<String>>) {
     tokio::spawn(async move {
         let mut lines = BufReader::new(stderr).lines();
         while let Ok(Some(l)) = lines.next_line().await {
-            let mut s = into.lock().unwrap();
+            let mut s = into.lock();
             s.push_str(&l);
             s.push('\n');
         }
@@ -705,7 +706,7 @@ impl Gateway {
 
     /// What mcpx wrote on stderr so far.
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.stderr.lock().clone()
     }
 
     /// Frames mcpx sent upstream so far (`MCPX_WIRE_LOG`; every upstream in one file).
@@ -860,7 +861,7 @@ impl HttpGateway {
             groups: Groups::watch(pid),
         };
         let port = poll(within, || {
-            let text = gw.stderr.lock().unwrap();
+            let text = gw.stderr.lock();
             let rest = text.split("Streamable HTTP at http://127.0.0.1:").nth(1)?;
             let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
             digits.parse::<u16>().ok()
@@ -882,7 +883,7 @@ impl HttpGateway {
     }
 
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.stderr.lock().clone()
     }
 
     pub fn wire(&self) -> Vec<Value> {
@@ -1152,9 +1153,7 @@ impl Stream {
         let into = text.clone();
         let task = tokio::spawn(async move {
             while let Ok(Some(chunk)) = resp.chunk().await {
-                into.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&chunk));
+                into.lock().push_str(&String::from_utf8_lossy(&chunk));
             }
         });
         Stream { text, task }
@@ -1162,12 +1161,12 @@ impl Stream {
 
     /// All read so far.
     pub fn text(&self) -> String {
-        self.text.lock().unwrap().clone()
+        self.text.lock().clone()
     }
 
     /// How much has been read so far (bytes).
     pub fn len(&self) -> usize {
-        self.text.lock().unwrap().len()
+        self.text.lock().len()
     }
 
     /// The frames read so far.

@@ -42,7 +42,7 @@ pub struct Daemon {
     /// Its TCP port, with `--http`.
     pub port: Option<u16>,
     /// Its stderr so far (kept by a task).
-    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    pub stderr: std::sync::Arc<parking_lot::Mutex<String>>,
 }
 
 /// An `mcpx` command with the test's environment: its runtime, cache and state
@@ -111,10 +111,10 @@ impl Daemon {
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let stderr = std::sync::Arc::new(parking_lot::Mutex::new(String::new()));
         let announced = tokio::time::timeout(WITHIN, async {
             while let Ok(Some(line)) = lines.next_line().await {
-                stderr.lock().unwrap().push_str(&format!("{line}\n"));
+                stderr.lock().push_str(&format!("{line}\n"));
                 if let Some(rest) = line.split(" on ").nth(1)
                     && line.starts_with("mcpx daemon: serving")
                 {
@@ -134,13 +134,13 @@ impl Daemon {
         let Some((socket, port)) = announced else {
             panic!(
                 "the daemon announced no socket; its stderr:\n{}",
-                stderr.lock().unwrap()
+                stderr.lock()
             );
         };
         let keep = stderr.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
-                keep.lock().unwrap().push_str(&format!("{line}\n"));
+                keep.lock().push_str(&format!("{line}\n"));
             }
         });
         Daemon {
