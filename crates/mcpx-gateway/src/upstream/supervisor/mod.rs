@@ -15,7 +15,7 @@
 //!   stream closes ([`Link::closed`]), when a call reports the connection broken
 //!   ([`Command::Lost`]), when a health check fails, or, for a lazy upstream, when it
 //!   was idle for `idleTimeoutMs` (back to **idle**, started again on the next use).
-//! * **backoff**: waiting to start again ([`Restarts`] decides how long).
+//! * **backoff**: waiting to start again ([`Restarts`](crate::upstream::restarts::Restarts) decides how long).
 //! * **crash loop**: too many quick failures in a row; tried again rarely.
 //! * **needs authorization**: the upstream refused mcpx's credential; tried again
 //!   rarely (a person must act).
