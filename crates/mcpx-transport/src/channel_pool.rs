@@ -2,11 +2,9 @@
 //!
 //! Every forwarded call opens two channels that nearly always stay empty: the one its
 //! upstream connection routes the call's related frames on (progress, logs, asks), and
-//! the one the gateway takes the call's events from. A tokio channel is two
-//! allocations, one of them cache-line aligned (the slowest kind in glibc), and freeing
-//! them is as dear: about a thousand instructions a channel, some 5 % of a passthrough
-//! call (callgrind, docs/optimisation-rounds.md, seventh round). A pool hands a finished call's
-//! channel to the next one instead.
+//! the one the gateway takes the call's events from. A pool hands a finished call's
+//! channel to the next one instead of allocating and freeing it per call. Own code
+//! because no crate pools tokio channels with the reuse check below.
 //!
 //! A channel goes back only when nothing can tell it was used: it is empty, nobody but
 //! the returning caller can send on it (one sender, no weak ones), and no send slot is

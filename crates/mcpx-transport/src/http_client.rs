@@ -2,18 +2,10 @@
 //! 2024-11-05 HTTP+SSE client): hyper's own client connections, kept alive in a small
 //! pool of mcpx's.
 //!
-//! mcpx used reqwest until its per-request layers showed in the profile: its
-//! `FollowRedirect` layer (installed whatever the redirect policy) parses each request's
-//! `Uri` and each response's into a `url::Url`, and its retry and redirect futures wrap
-//! every send; together about a fifth of an HTTP → HTTP call's instructions
-//! (docs/optimisation-rounds.md, eleventh round). hyper-util's pooled client, which reqwest
-//! wraps, came next: its pool hashes the request's scheme and authority a byte at a
-//! time (SipHash) to check a connection out and again to put it back, and re-derives
-//! the origin form and the `Host` header from every request's `Uri`, about 5 k
-//! instructions a call (twelfth round). An MCP upstream is one authority, reached by
-//! few connections at once, so the pool here is a short list searched by that
-//! authority, and the request target and `Host` are made once per endpoint. What this
-//! client does:
+//! Own code over hyper's connections rather than reqwest or hyper-util's pooled
+//! client, because an MCP upstream is one authority reached by few connections: the
+//! pool is a short list searched by that authority, and the request target and `Host`
+//! are made once per endpoint. What this client does:
 //!
 //! * a connect timeout; `TCP_NODELAY` (a request is one write, and Nagle's algorithm
 //!   would hold a small one back); kept-alive connections, reused when their last
@@ -21,25 +13,22 @@
 //!   of them, each closed when the server closes it or once idle for 90 s (both
 //!   configurable: `max_idle_connections`, `idle_timeout`);
 //! * a request that a kept connection could not carry (closed before it was written:
-//!   the server's idle timeout, racing the request) is sent again on a new one, as
-//!   hyper-util and reqwest did; one that was written is not (it may have been acted on);
+//!   the server's idle timeout, racing the request) is sent again on a new one; one
+//!   that was written is not (it may have been acted on);
 //! * the endpoint's `Uri` and the configured headers are parsed once, when the
-//!   transport is built, and a header that is not valid HTTP is refused then, naming
-//!   it (reqwest refused it on every send);
+//!   transport is built, and a header that is not valid HTTP is refused then, naming it;
 //! * credentials in the URL (`http://user:pass@host/mcp`) are sent as `Authorization:
 //!   Basic …` (RFC 7617) and not in the request line; a configured `Authorization`
-//!   header wins over them (reqwest sent both); a configured `Host` header likewise
-//!   wins over the URL's.
-//!
-//! The responses' helpers both clients share are here too: a non-2xx answer as its
-//! error, the media type, a bounded body, a bounded SSE event stream.
-//!
+//!   header wins over them, and a configured `Host` header over the URL's;
 //! * `https://` URLs over TLS (rustls, the system's root certificates or
 //!   `SSL_CERT_FILE`'s: crate::tls), within the same connect timeout; such connections
 //!   are kept apart from plain ones to the same authority;
 //! * an HTTP proxy, configured or from the environment (`https_proxy`, `no_proxy`, …:
 //!   crate::proxy): absolute-form requests for `http://`, a `CONNECT` tunnel for
 //!   `https://`, within the same connect timeout.
+//!
+//! The responses' helpers both clients share are here too: a non-2xx answer as its
+//! error, the media type, a bounded body, a bounded SSE event stream.
 //!
 //! A redirection is not followed here: it is reported ([`TransportError::Redirected`])
 //! for the client to decide (mcpx-client's `connect` follows 307 and 308 within the
