@@ -853,8 +853,13 @@ async fn timed_out_asks_are_cancelled_only_on_legacy_connections() {
         )
         .await;
     assert_eq!(result(&v, "round 1")["resultType"], "input_required");
-    // real sleep: the questions' expiry in the mcpx process, then an absence.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // The question expires: mcpx refuses it upstream (-32603).
+    let expired = wait_for_wire(&h, |f| {
+        f.get("method").is_none() && f.pointer("/error/code") == Some(&json!(-32603))
+    })
+    .await;
+    assert!(expired, "the question did not expire: {:?}", h.wire());
+    // Then a round trip: a notifications/cancelled sent at the expiry comes before it.
     let (v, notes) = h.request("tools/list", json!({})).await;
     result(&v, "tools/list");
     assert!(

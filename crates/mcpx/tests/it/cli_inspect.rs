@@ -256,8 +256,8 @@ fn probe_says_at_once_that_a_command_is_not_found() {
 /// Issue #32: `--timeout N` bounds the whole probe, the stop of an upstream that never
 /// answers included: it is killed at the bound, not taken through the graceful stop
 /// (stdin closed, SIGTERM, each with its grace) after it.
-#[test]
-fn probe_timeout_bounds_a_server_that_never_answers() {
+#[tokio::test]
+async fn probe_timeout_bounds_a_server_that_never_answers() {
     let dir = crate::scratch_dir("cli-probe-hang");
     let pidfile = dir.join("pid");
     // It ignores SIGTERM and never reads stdin: only SIGKILL ends it.
@@ -289,13 +289,7 @@ fn probe_timeout_bounds_a_server_that_never_answers() {
         .parse()
         .unwrap();
     // Killed before mcpx returned; the kernel may take a moment to show it.
-    let gone = (0..100).any(|_| {
-        let dead = !alive(pid);
-        if !dead {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        dead
-    });
+    let gone = crate::wait::until(std::time::Duration::from_secs(5), async || !alive(pid)).await;
     assert!(gone, "the upstream {pid} outlived the probe");
 }
 

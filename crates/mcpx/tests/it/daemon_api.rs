@@ -3,8 +3,6 @@
 //! cancellation when a client goes away mid-call.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::daemon_support;
@@ -650,49 +648,38 @@ async fn cancelled_when_the_client_goes(d: &Daemon, tool: &str, stream: bool) {
     } else {
         let pending = tokio::spawn(async move { sender.send_request(req).await });
         d.wait_status("the call in flight", |_| true).await;
-        let deadline = tokio::time::Instant::now() + WITHIN;
-        while d.get("/v1/tasks").await.1["calls"]
-            .as_array()
-            .unwrap()
-            .is_empty()
-        {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the call never started"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let started = crate::wait::until(WITHIN, async || {
+            !d.get("/v1/tasks").await.1["calls"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        })
+        .await;
+        assert!(started, "the call never started");
         pending.abort();
     }
     conn.abort();
-    let deadline = tokio::time::Instant::now() + WITHIN;
-    loop {
-        let cancelled = wire(&d.dir)
+    let cancelled = crate::wait::until(WITHIN, async || {
+        wire(&d.dir)
             .iter()
             .filter(|f| f["method"] == "notifications/cancelled")
-            .count();
-        if cancelled > before {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{tool} (stream {stream}): no notifications/cancelled went upstream"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+            .count()
+            > before
+    })
+    .await;
+    assert!(
+        cancelled,
+        "{tool} (stream {stream}): no notifications/cancelled went upstream"
+    );
     // And the call is no longer in flight.
-    let deadline = tokio::time::Instant::now() + WITHIN;
-    while !d.get("/v1/tasks").await.1["calls"]
-        .as_array()
-        .unwrap()
-        .is_empty()
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the call is still in flight"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let ended = crate::wait::until(WITHIN, async || {
+        d.get("/v1/tasks").await.1["calls"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+    assert!(ended, "the call is still in flight");
 }
 
 #[tokio::test]

@@ -876,29 +876,38 @@ done
         msg.contains("upstream request timed out") && msg.contains("up"),
         "{msg}"
     );
-    // Well past several call timeouts: the listen is still the only one, uncancelled.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Five more calls time out, one after another: well past several call timeouts,
+    // the listen is still the only one, uncancelled.
+    for _ in 0..5 {
+        let r = h.call_tool("hang").await;
+        assert_eq!(error_of(&r, "hang")["code"], -32603, "{r}");
+    }
+    // The last cancellation may follow its error to the host: wait for it (bounded).
+    let count =
+        |wire: &[Value], method: &str| wire.iter().filter(|f| f["method"] == method).count();
+    crate::wait::until(Duration::from_secs(5), async || {
+        count(&h.wire(), "notifications/cancelled") >= 6
+    })
+    .await;
     let wire = h.wire();
-    let listens: Vec<&Value> = wire
-        .iter()
-        .filter(|f| f["method"] == "subscriptions/listen")
-        .collect();
     assert_eq!(
-        listens.len(),
+        count(&wire, "subscriptions/listen"),
         1,
         "the listen was timed out and reopened: {wire:?}"
     );
-    let call_id = wire
+    // Each call, and only the calls, cancelled.
+    let call_ids: Vec<&Value> = wire
         .iter()
-        .find(|f| f["method"] == "tools/call")
-        .map(|f| f["id"].clone())
-        .unwrap();
-    let cancels: Vec<&Value> = wire
+        .filter(|f| f["method"] == "tools/call")
+        .map(|f| &f["id"])
+        .collect();
+    assert_eq!(call_ids.len(), 6, "{wire:?}");
+    let cancelled: Vec<&Value> = wire
         .iter()
         .filter(|f| f["method"] == "notifications/cancelled")
+        .map(|f| &f["params"]["requestId"])
         .collect();
-    assert_eq!(cancels.len(), 1, "{wire:?}");
-    assert_eq!(cancels[0]["params"]["requestId"], call_id);
+    assert_eq!(cancelled, call_ids, "{wire:?}");
     h.finish().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -113,9 +113,9 @@ async fn login_status_refresh_once_per_expiry_and_logout() {
     h.finish().await;
 
     // Two processes at the next expiry: one refresh between them (the store's lock,
-    // the store re-read after taking it).
-    // real sleep: a token's expiry, on the clocks of the mcpx processes.
-    tokio::time::sleep(Duration::from_millis(4500)).await;
+    // the store re-read after taking it). The stored token is made to expire now
+    // (a new process reads its expiry from the store).
+    expire_stored_tokens(&store);
     let (a, b2) = tokio::join!(s.run(&["call", "hello"]), s.run(&["call", "hello"]));
     assert!(a.0 && a.1.contains("hi"), "{a:?}");
     assert!(b2.0 && b2.1.contains("hi"), "{b2:?}");
@@ -143,6 +143,30 @@ async fn login_status_refresh_once_per_expiry_and_logout() {
             .count(),
         0
     );
+}
+
+/// Rewrites every stored token set's `expires_at` to now: each is then due for a
+/// refresh, as at its expiry.
+fn expire_stored_tokens(store: &std::path::Path) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut expired = 0;
+    for e in std::fs::read_dir(store.join("tokens")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let mut record: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        assert!(record.get("expires_at").is_some(), "{p:?}: no expiry");
+        record["expires_at"] = serde_json::json!(now);
+        // Written in place: the file keeps its 0600.
+        std::fs::write(&p, record.to_string()).unwrap();
+        expired += 1;
+    }
+    assert!(expired > 0, "no stored token set");
 }
 
 /// A refresh refused with `invalid_grant` deletes the stored token set (it is still

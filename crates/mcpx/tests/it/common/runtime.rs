@@ -405,8 +405,11 @@ impl Groups {
     }
 }
 
-/// Keeps the text of a child's stderr.
-fn keep_stderr(stderr: tokio::process::ChildStderr, into: Arc<Mutex<String>>) {
+/// Keeps the text of a child's stderr; the task ends at the pipe's end.
+fn keep_stderr(
+    stderr: tokio::process::ChildStderr,
+    into: Arc<Mutex<String>>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut lines = BufReader::new(stderr).lines();
         while let Ok(Some(l)) = lines.next_line().await {
@@ -414,7 +417,7 @@ fn keep_stderr(stderr: tokio::process::ChildStderr, into: Arc<Mutex<String>>) {
             s.push_str(&l);
             s.push('\n');
         }
-    });
+    })
 }
 
 // ---- mcpx serve on stdio ------------------------------------------------------------
@@ -438,6 +441,8 @@ pub struct Gateway {
     /// The configuration file.
     pub cfg: PathBuf,
     stderr: Arc<Mutex<String>>,
+    /// The task keeping `stderr`, until it is waited for.
+    stderr_reader: Option<tokio::task::JoinHandle<()>>,
     groups: Groups,
 }
 
@@ -474,7 +479,7 @@ impl Gateway {
         let pid = child.id().unwrap();
         let stdin = child.stdin.take();
         let stderr = Arc::new(Mutex::new(String::new()));
-        keep_stderr(child.stderr.take().unwrap(), stderr.clone());
+        let stderr_reader = Some(keep_stderr(child.stderr.take().unwrap(), stderr.clone()));
         let (tx, lines) = mpsc::unbounded_channel();
         let stdout = child.stdout.take().unwrap();
         tokio::spawn(async move {
@@ -500,7 +505,18 @@ impl Gateway {
             dir,
             cfg,
             stderr,
+            stderr_reader,
             groups: Groups::watch(pid),
+        }
+    }
+
+    /// Waits (bounded) for mcpx to exit and for its stderr to be read to the end, so
+    /// that a panic can quote its last words.
+    async fn last_words(&mut self) {
+        let _ = self.wait_exit(Duration::from_secs(2)).await;
+        if let Some(reader) = self.stderr_reader.take() {
+            // An upstream that outlives mcpx may hold the pipe: bounded.
+            let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
         }
     }
 
@@ -512,7 +528,7 @@ impl Gateway {
         };
         if let Err(e) = sent {
             // mcpx is gone: say why, from what it wrote last.
-            let _ = self.wait_exit(Duration::from_secs(2)).await;
+            self.last_words().await;
             panic!(
                 "cannot write to mcpx ({e}): it exited; its stderr:\n{}",
                 self.stderr()
@@ -576,9 +592,7 @@ impl Gateway {
             None => {
                 let closed = self.lines.is_closed() && self.lines.is_empty();
                 if closed {
-                    // Let its last words reach the stderr reader.
-                    let _ = self.wait_exit(Duration::from_secs(2)).await;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    self.last_words().await;
                 }
                 panic!(
                     "no answer to {method} ({}); mcpx's stderr:\n{}",
@@ -847,7 +861,8 @@ impl HttpGateway {
             .unwrap();
         let pid = child.id().unwrap();
         let stderr = Arc::new(Mutex::new(String::new()));
-        keep_stderr(child.stderr.take().unwrap(), stderr.clone());
+        // Detached: nothing here waits for the end of its stderr.
+        drop(keep_stderr(child.stderr.take().unwrap(), stderr.clone()));
         // Built before the wait, so that a panic drops it: mcpx and its upstreams
         // are killed.
         let mut gw = HttpGateway {
