@@ -236,6 +236,7 @@ type MadeItem = Option<Arc<Value>>;
 #[derive(Debug, Default)]
 pub struct Made {
     items: [Vec<MadeItem>; 4],
+    /// Each tool's headers, or why they are refused (mcpx_protocol::header's words).
     headers: Vec<Option<Result<Vec<ParamHeader>, String>>>,
 }
 

@@ -232,6 +232,7 @@ impl HttpClient {
     /// A new connection to `to`, its HTTP/1.1 exchanges run by a task of its own
     /// (which ends when the connection closes, or when every sender is dropped and its
     /// last exchange is over).
+    // Result<_, String>: as `send`, whose words these become.
     async fn connect(&self, to: &Endpoint) -> Result<http1::SendRequest<Full<Bytes>>, String> {
         // Through a proxy, the TCP connection is the proxy's.
         let (host, port) = match &to.route {
@@ -270,6 +271,7 @@ impl HttpClient {
     }
 }
 
+// Result<_, String>: as `HttpClient::send`, whose words these become.
 /// HTTP/1.1 over `io`, its exchanges run by a task of its own.
 async fn handshake<T>(io: T) -> Result<http1::SendRequest<Full<Bytes>>, String>
 where
@@ -497,6 +499,7 @@ impl Endpoint {
     }
 }
 
+// Result<_, String>: the words are all a caller uses (in its TransportError::Io).
 /// Takes the user name and password out of `url` (RFC 7617: percent-decoded, joined
 /// as `user:password`) and makes them an `Authorization: Basic` value (marked
 /// sensitive), if it has any: an upstream's URL credentials, and a proxy's
@@ -564,6 +567,7 @@ fn body_stream(response: Response) -> BodyDataStream<Incoming> {
     BodyDataStream::new(response.into_body())
 }
 
+// Result<_, String>: the words are all a caller uses (in its TransportError).
 /// Reads at most `max` bytes of a body; the flag says whether more was cut off.
 pub(crate) async fn read_bounded(
     response: Response,

@@ -17,6 +17,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+// Result<_, String> here: the words are all a caller uses, in the TransportError of
+// the connection that needed TLS.
 /// The client configuration every `https://` connection shares, or why there is none.
 static CONFIG: LazyLock<Result<Arc<ClientConfig>, String>> = LazyLock::new(config);
 
@@ -50,6 +52,7 @@ fn config() -> Result<Arc<ClientConfig>, String> {
     Ok(Arc::new(config))
 }
 
+// Result<_, String>: as `config`.
 /// TLS over `tcp`, to `host` (the URL's: a DNS name, or an IP address without
 /// brackets), its certificate checked against it.
 pub async fn connect(host: &str, tcp: TcpStream) -> Result<TlsStream<TcpStream>, String> {

@@ -425,6 +425,7 @@ pub async fn attach(client: &Client) -> Result<(), AttachError> {
     }
 }
 
+// Result<_, String>: the words are all the command line prints before it exits 1.
 /// The configuration file and daemon key of `--config FILE` / `--demo` (the file as
 /// `mcpx serve` would find it).
 pub fn key_of(config: Option<&Path>, demo: bool) -> Result<(Option<PathBuf>, String), String> {
@@ -437,6 +438,7 @@ pub fn key_of(config: Option<&Path>, demo: bool) -> Result<(Option<PathBuf>, Str
     Ok((Some(file), key))
 }
 
+// Result<_, String>: the words are all the command line prints before it exits 1.
 /// The daemon key of `--config FILE` / `--demo` when the file may not parse: the
 /// file as `mcpx serve` would find it, and its parse error if it has one (a daemon
 /// started on an earlier version of the file still serves it, and is found by its
@@ -460,6 +462,7 @@ pub fn key_of_file(config: Option<&Path>, demo: bool) -> Result<(String, Option<
     }
 }
 
+// Result<_, String>: the words are all the command line prints before it exits 1.
 /// The daemon for `--config FILE` / `--demo`: the one running, else (with
 /// `autostart`) one started now, else none.
 pub async fn daemon_for(
