@@ -786,7 +786,6 @@ impl LegacyHost {
         caps: Value,
         responder: Responder,
     ) -> LegacyHost {
-        assert_eq!(rev.era(), mcpx_protocol::Era::Legacy, "{rev} is not legacy");
         let links = Arc::new(links);
         let app = App::start_linked(
             config,
@@ -796,6 +795,19 @@ impl LegacyHost {
             None,
             links.clone(),
         );
+        LegacyHost::attach(app, links, rev, caps, responder).await
+    }
+
+    /// A legacy host on a gateway already started (beside a [`Host`] on the same
+    /// `app`, say): as [`LegacyHost::start`] from the initialization on.
+    pub async fn attach(
+        app: Arc<App>,
+        links: Arc<InMemory>,
+        rev: Revision,
+        caps: Value,
+        responder: Responder,
+    ) -> LegacyHost {
+        assert_eq!(rev.era(), mcpx_protocol::Era::Legacy, "{rev} is not legacy");
         let (host_side, gateway_side) = tokio::io::duplex(64 * 1024);
         let (gw_read, gw_write) = tokio::io::split(gateway_side);
         let shutdown = CancellationToken::new();

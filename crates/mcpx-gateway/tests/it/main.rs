@@ -28,6 +28,7 @@ mod lists;
 mod matrix;
 mod probing;
 mod restarts;
+mod subscriptions;
 mod tap;
 mod tasks;
 mod timeouts;
