@@ -51,7 +51,10 @@
 #                        HTTP path and the gateways' HTTP upstream); default: 1 at one
 #                        session, 0 (one per core) at more, whichever serves that load
 #                        faster (docs/performance.md), so the direct path is at its best
-#   MCPX_BENCH_NO_BUILD  1 to use target/release/mcpx (and the relays) as they are
+#   MCPX_BENCH_NO_BUILD  1 to use the built mcpx (and the relays) as they are
+#   MCPX_BENCH_PROFILE   the cargo profile built and run (default release). A smoke run
+#                        checks that each path runs, not its figures: CI runs it on the
+#                        dev build its tests made (dev, with MCPX_BENCH_NO_BUILD=1)
 #   MCPX_BENCH_CPUS      run every process of the measurement (load generator, servers,
 #                        gateways, relays, mcp-proxy) on these CPUs only (taskset's list
 #                        syntax, e.g. "1"). On one CPU a call costs the sum of the CPU
@@ -113,18 +116,24 @@ NGINX="${MCPX_BENCH_NGINX:-1}"
 : "${MCP_PROXY_VERSION:=6.7.19}"
 : "${MCP_PROXY_RS_VERSION:=0.6.0}"
 
+PROFILE="${MCPX_BENCH_PROFILE:-release}"
+# The profile's output directory: cargo names dev's "debug".
+case "$PROFILE" in
+  dev) BUILD_DIR="$repo/target/debug" ;;
+  *) BUILD_DIR="$repo/target/$PROFILE" ;;
+esac
 if [[ "${MCPX_BENCH_NO_BUILD:-0}" != 1 ]]; then
-  echo "bench: building release binaries" >&2
-  cargo build --release -p mcpx >&2
-  cargo build --release -p mcpx-bench --example null_relay --example null_http_relay --example soak >&2
+  echo "bench: building $PROFILE binaries" >&2
+  cargo build --profile "$PROFILE" -p mcpx >&2
+  cargo build --profile "$PROFILE" -p mcpx-bench --example null_relay --example null_http_relay --example soak >&2
 fi
 if [[ "${1:-}" == scale ]]; then
   # How cost grows with the work (issue #26): crates/mcpx-bench/examples/scale.rs.
-  [[ "${MCPX_BENCH_NO_BUILD:-0}" == 1 ]] || cargo build --release -p mcpx-bench --example scale >&2
+  [[ "${MCPX_BENCH_NO_BUILD:-0}" == 1 ]] || cargo build --profile "$PROFILE" -p mcpx-bench --example scale >&2
   mkdir -p "$repo/target/bench"
   report="$repo/target/bench/scale-$(date +%Y%m%d-%H%M%S).md"
   echo "bench: scale${2:+ $2}; tables in $report" >&2
-  exec "$repo/target/release/examples/scale" --mcpx "$repo/target/release/mcpx" --out "$report" ${2:+"$2"}
+  exec "$BUILD_DIR/examples/scale" --mcpx "$BUILD_DIR/mcpx" --out "$report" ${2:+"$2"}
 fi
 if [[ "${1:-}" == cli ]]; then
   # shellcheck source=peers.sh
@@ -141,7 +150,7 @@ path, command, *args = sys.argv[1:]
 json.dump({"mcpServers": {"everything": {"command": command, "args": args}}}, open(path, "w"))
 PYEOF
   done
-  mcpx="$repo/target/release/mcpx"
+  mcpx="$BUILD_DIR/mcpx"
   XDG_RUNTIME_DIR="$work/run" "$mcpx" daemon --config "$work/warm.json" 2>"$work/daemon.log" &
   daemon=$!
   trap 'kill "$daemon" 2>/dev/null || true' EXIT
@@ -161,7 +170,7 @@ if [[ "${1:-}" == soak ]]; then
   report="$repo/target/bench/soak-$(date +%Y%m%d-%H%M%S).txt"
   echo "bench: soak for ${2:-600} s; report in $report" >&2
   status=0
-  "$repo/target/release/examples/soak" --mcpx "$repo/target/release/mcpx" \
+  "$BUILD_DIR/examples/soak" --mcpx "$BUILD_DIR/mcpx" \
     --secs "${2:-600}" --crash-every "${MCPX_SOAK_CRASH_EVERY:-30}" | tee "$report" || status=$?
   exit "$status"
 fi
@@ -189,9 +198,9 @@ if [[ -n "${MCPX_BENCH_CPUS:-}" && "${MCPX_BENCH_PINNED:-}" != "$MCPX_BENCH_CPUS
   command -v taskset >/dev/null || { echo "bench: MCPX_BENCH_CPUS needs taskset (util-linux)" >&2; exit 2; }
   MCPX_BENCH_PINNED="$MCPX_BENCH_CPUS" MCPX_BENCH_NO_BUILD=1 exec taskset -c "$MCPX_BENCH_CPUS" "$0" "$@"
 fi
-BIN="$repo/target/release/mcpx"
-RELAY="$repo/target/release/examples/null_relay"
-HTTP_RELAY="$repo/target/release/examples/null_http_relay"
+BIN="$BUILD_DIR/mcpx"
+RELAY="$BUILD_DIR/examples/null_relay"
+HTTP_RELAY="$BUILD_DIR/examples/null_http_relay"
 [[ -x "$BIN" ]] || { echo "bench: $BIN missing" >&2; exit 1; }
 
 OUT="$repo/target/bench/$(date +%Y%m%d-%H%M%S)"
@@ -367,8 +376,8 @@ if [[ "$NGINX" != 0 ]]; then
 else
   echo "nginx: skipped (MCPX_BENCH_NGINX=0)" >>"$NOTES"
 fi
-[[ -x "$RELAY" ]] || echo "relay floor: $RELAY missing (cargo build --release -p mcpx-bench --example null_relay)" >>"$NOTES"
-[[ -x "$HTTP_RELAY" ]] || echo "HTTP relay floor: $HTTP_RELAY missing (cargo build --release -p mcpx-bench --example null_http_relay)" >>"$NOTES"
+[[ -x "$RELAY" ]] || echo "relay floor: $RELAY missing (cargo build --profile $PROFILE -p mcpx-bench --example null_relay)" >>"$NOTES"
+[[ -x "$HTTP_RELAY" ]] || echo "HTTP relay floor: $HTTP_RELAY missing (cargo build --profile $PROFILE -p mcpx-bench --example null_http_relay)" >>"$NOTES"
 
 # ---- the run ------------------------------------------------------------------------
 export XDG_CACHE_HOME="$OUT/cache"

@@ -39,6 +39,10 @@
 #
 # Each check prints one line, PASS or FAIL; the last line is "N passed, M failed".
 # Exit status 0 only when nothing failed. Everything listens on 127.0.0.1 only.
+#
+#   MCPX_INTEROP_NO_BUILD  1 to use target/debug's mcpx and examples as they are
+#                          (scripts/test.sh, right after `cargo test --workspace` built
+#                          them: a build here would compile again for its own features)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -85,9 +89,11 @@ wait_port() {
   return 1
 }
 
-echo "== building"
-cargo build --locked -q -p mcpx-transport --example echo_server --example client_probe || bail build
-cargo build --locked -q -p mcpx || bail build-mcpx
+if [[ "${MCPX_INTEROP_NO_BUILD:-0}" != 1 ]]; then
+  echo "== building"
+  cargo build --locked -q -p mcpx-transport --example echo_server --example client_probe || bail build
+  cargo build --locked -q -p mcpx || bail build-mcpx
+fi
 echo_server="$repo/target/debug/examples/echo_server"
 probe="$repo/target/debug/examples/client_probe"
 mcpx="$repo/target/debug/mcpx"

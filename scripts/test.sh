@@ -15,5 +15,11 @@ fi
 
 cargo test --workspace --locked "$@"
 
-# External peers (Inspector CLI, Python mcp SDK), installed by scripts/peers.sh.
-scripts/interop.sh
+# External peers (Inspector CLI, Python mcp SDK), installed by scripts/peers.sh. The
+# whole workspace's tests built mcpx and every example interop.sh runs; arguments may
+# have narrowed that, and then it builds its own.
+if [[ $# -eq 0 ]]; then
+  MCPX_INTEROP_NO_BUILD=1 scripts/interop.sh
+else
+  scripts/interop.sh
+fi
