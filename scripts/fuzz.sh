@@ -13,7 +13,9 @@
 # cargo-fuzz needs a nightly toolchain: without one the script says so and exits 0.
 # It installs cargo-fuzz (its version pinned) into ~/.cargo/bin when it is missing.
 # $MCPX_FUZZ_ARGS adds libFuzzer options (e.g. "-max_len=8192"); $MCPX_FUZZ_SANITIZER
-# picks cargo-fuzz's sanitizer (default address; CI uses none, which builds faster).
+# picks cargo-fuzz's sanitizer (default address; CI uses none, which builds faster);
+# $MCPX_FUZZ_PROFILE=dev builds without optimisations (half the build time, far fewer
+# runs a second: CI's short runs; default release, with debug assertions).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,7 +42,12 @@ fi
 
 # The build every run uses (`cargo fuzz run` builds with the same options, so it finds
 # it done): optimised, with debug assertions and overflow checks, and a sanitizer.
-build=(--release --debug-assertions --sanitizer "${MCPX_FUZZ_SANITIZER:-address}")
+case "${MCPX_FUZZ_PROFILE:-release}" in
+  release) build=(--release --debug-assertions) ;;
+  dev) build=(--dev) ;;
+  *) echo "fuzz.sh: MCPX_FUZZ_PROFILE is release or dev" >&2; exit 2 ;;
+esac
+build+=(--sanitizer "${MCPX_FUZZ_SANITIZER:-address}")
 
 mapfile -t all < <(cargo +nightly fuzz list)
 if [[ "$target" == "--all" ]]; then
