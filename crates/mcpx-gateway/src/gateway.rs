@@ -651,11 +651,12 @@ impl Gateway {
         self: &Arc<Self>,
         call: &Call,
         up: &Arc<Upstream>,
+        taken: Option<(u64, Connection)>,
         method: &str,
         params: &Params,
         idempotent: bool,
     ) -> Result<Reply, Fault> {
-        call::forward(self, call, up, method, params, idempotent).await
+        call::forward(self, call, up, taken, method, params, idempotent).await
     }
 
     /// The host's reply to an upstream's answer (see [`call::answer`]).

@@ -1,6 +1,7 @@
-//! Admission: the upstream's connection, taken once for the whole call, and a place
-//! among its calls in flight (`maxInFlight`; beyond it the call queues, up to
-//! `callTimeoutMs`, then is refused busy).
+//! Admission: the upstream's connection, taken once for the whole call (or handed in by
+//! a caller that took it to read its facts), and a place among its calls in flight
+//! (`maxInFlight`; beyond it the call queues, up to `callTimeoutMs`, then is refused
+//! busy).
 
 use std::sync::Arc;
 
@@ -19,9 +20,15 @@ pub(super) struct Admitted<'a> {
     pub(super) _in_flight: InFlight<'a>,
 }
 
-/// Admits `call` at `up`.
-pub(super) async fn admit<'a>(call: &Call, up: &'a Upstream) -> Result<Admitted<'a>, Fault> {
-    let (generation, conn) = match up.live() {
+/// Admits `call` at `up`, on `taken` (a connection of `up` and its generation) when
+/// the caller has one still open, else on the one live now.
+pub(super) async fn admit<'a>(
+    call: &Call,
+    up: &'a Upstream,
+    taken: Option<(u64, Connection)>,
+) -> Result<Admitted<'a>, Fault> {
+    let taken = taken.filter(|(_, c)| !c.is_closed());
+    let (generation, conn) = match taken.or_else(|| up.live()) {
         Some(c) => c,
         // Boxed, as every exception on a call's path.
         None => Box::pin(up.connection_slow())

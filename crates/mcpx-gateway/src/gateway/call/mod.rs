@@ -22,7 +22,7 @@ mod send;
 
 use std::sync::Arc;
 
-use mcpx_client::ServerFacts;
+use mcpx_client::{Connection, ServerFacts};
 use mcpx_protocol::error::{INVALID_PARAMS, URL_ELICITATION_REQUIRED};
 use mcpx_protocol::jsonrpc::Json;
 use mcpx_protocol::{Era, Frame, Params};
@@ -41,17 +41,19 @@ use crate::upstream::Upstream;
 pub(super) const MAX_INPUT_ROUNDS: usize = 10;
 
 /// Sends `method` with `params` to upstream `up` for `call`, relaying events, and
-/// takes the answer for the host. `idempotent`: safe to send again after a
-/// connection was lost before the answer (B-C10).
+/// takes the answer for the host; on `taken` when the caller took the connection
+/// already. `idempotent`: safe to send again after a connection was lost before the
+/// answer (B-C10).
 pub(super) async fn forward(
     gw: &Arc<Gateway>,
     call: &Call,
     up: &Arc<Upstream>,
+    taken: Option<(u64, Connection)>,
     method: &str,
     params: &Params,
     idempotent: bool,
 ) -> Result<Reply, Fault> {
-    let admitted = admit::admit(call, up).await?;
+    let admitted = admit::admit(call, up, taken).await?;
     if bridge::parks(call, &admitted.facts) {
         // Boxed: the rarer path's future stays out of every call's.
         return Box::pin(bridge::forward_parking(

@@ -67,6 +67,7 @@ pub(super) async fn handle(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
     gw.forward(
         call,
         &up,
+        None,
         "completion/complete",
         &Params::of_value(&params),
         true,

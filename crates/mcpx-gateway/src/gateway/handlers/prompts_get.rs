@@ -16,6 +16,6 @@ pub(super) async fn handle(gw: &Arc<Gateway>, call: &Call) -> Result<Reply, Faul
         Err(f) => Box::pin(gw.route_once_started(call, true, f)).await?,
     };
     // prompts/get changes nothing: safe to re-issue (B-C10).
-    gw.forward(call, &upstream, &call.method, &params, true)
+    gw.forward(call, &upstream, None, &call.method, &params, true)
         .await
 }

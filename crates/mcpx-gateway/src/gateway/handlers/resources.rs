@@ -31,13 +31,20 @@ pub(super) async fn handle(gw: &Arc<Gateway>, call: &Call, method: Method) -> Re
     if method != Method::ResourcesRead {
         let (to, sent) = (&up, &params);
         let forward = move || async move {
-            gw.forward(call, to, &call.method, &Params::of_value(sent), true)
+            gw.forward(call, to, None, &call.method, &Params::of_value(sent), true)
                 .await
         };
         return Box::pin(gw.subs.subscription(call, &up, &uri, &params, forward)).await;
     }
     let reply = gw
-        .forward(call, &up, &call.method, &Params::of_value(&params), true)
+        .forward(
+            call,
+            &up,
+            None,
+            &call.method,
+            &Params::of_value(&params),
+            true,
+        )
         .await?;
     Ok(if theirs == uri {
         reply

@@ -210,10 +210,11 @@ async fn start(
     idempotent: bool,
     support: TaskSupport,
 ) -> First {
-    let conn = match up.live() {
-        Some((_, c)) => c,
+    // Taken once: the call runs on the connection whose facts chose its way.
+    let (generation, conn) = match up.live() {
+        Some(c) => c,
         None => match Box::pin(up.connection_slow()).await {
-            Ok((_, c)) => c,
+            Ok(c) => c,
             Err(e) => return First::Final(Err(e.to_fault(call.host))),
         },
     };
@@ -226,8 +227,16 @@ async fn start(
         }
         // ext-tasks: mcpx always declares the extension to an upstream that has it,
         // so a tool that needs a task still runs for hosts without it (C-C13).
-        TasksFlavor::Extension => start_extension(gw, call, up, conn, params, idempotent).await,
-        _ => First::Final(gw.forward(call, up, "tools/call", params, idempotent).await),
+        TasksFlavor::Extension => {
+            start_extension(gw, call, up, (generation, conn), params, idempotent).await
+        }
+        _ => {
+            let taken = Some((generation, conn));
+            First::Final(
+                gw.forward(call, up, taken, "tools/call", params, idempotent)
+                    .await,
+            )
+        }
     }
 }
 
@@ -277,11 +286,14 @@ async fn start_extension(
     gw: &Arc<Gateway>,
     call: &Call,
     up: &Arc<Upstream>,
-    conn: Connection,
+    (generation, conn): (u64, Connection),
     params: &Params,
     idempotent: bool,
 ) -> First {
-    let mut reply = gw.forward(call, up, "tools/call", params, idempotent).await;
+    let taken = Some((generation, conn.clone()));
+    let mut reply = gw
+        .forward(call, up, taken, "tools/call", params, idempotent)
+        .await;
     let needs_extension = matches!(&reply, Err(f)
         if f.code == MISSING_REQUIRED_CLIENT_CAPABILITY
             && f.data.as_ref().and_then(|d| d.pointer("/requiredCapabilities/extensions"))
@@ -293,7 +305,8 @@ async fn start_extension(
             call.cancel.clone(),
             call.related_task.clone(),
         );
-        reply = Box::pin(gw.forward(&derived, up, "tools/call", params, idempotent)).await;
+        let taken = Some((generation, conn.clone()));
+        reply = Box::pin(gw.forward(&derived, up, taken, "tools/call", params, idempotent)).await;
     }
     // Most replies are final results: their `resultType` is read as raw text and only
     // a task handle is parsed as a whole.
