@@ -310,7 +310,14 @@ async fn a_2026_host_is_asked_with_input_required_and_its_retry_waits() {
     h.next_id += 1;
     h.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": retry}))
         .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // A request after it is answered first: mcpx has read the retry (its stdin is
+    // read in order), and the retry waits.
+    let (listed, before) = h.request("tools/list", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+    assert!(
+        before.iter().all(|f| f["id"] != json!(id)),
+        "the retry was answered before the visit: {before:?}"
+    );
     assert_eq!(st.lock().counts.code_grants, 1, "not visited yet");
     let visited = tokio::process::Command::new(&s.browser)
         .arg(&url)
