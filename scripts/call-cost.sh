@@ -25,6 +25,11 @@
 #                       scripts/bench.sh runs it. Needs nginx (scripts/peers.sh installs it).
 #                       relay: the HTTP relay floor instead (null_http_relay, hyper on both
 #                       sides and nothing parsed but HTTP), likewise HTTP → HTTP
+#   MCPX_COST_FILES     1: also print the workspace files a call runs through and the
+#                       calls between them, per call, from the callgrind runs
+#                       (scripts/lib/callgraph.py); "list" lists the files too. For the
+#                       call path's shape, measure an unoptimised build
+#                       (MCPX_COST_BIN=target/debug/mcpx), whose call graph is the source's
 #   MCPX_COST_LAYERS    1: also print where a call's instructions go, by layer (the
 #                       allocator and libc, the HTTP stack, the runtime, mcpx's JSON
 #                       work, the rest of mcpx): each function's own instructions, under
@@ -180,3 +185,6 @@ for v, k in sorted((((a[k] - b.get(k, 0)) / (n1 - n2), k) for k in a), reverse=T
     if abs(v) >= 50:
         print(f"| {k} | {v / 1000:.1f} |")
 PYEOF
+if [[ -n "${MCPX_COST_FILES:-}" && "${MCPX_COST_FILES}" != 0 ]]; then
+  python3 "$repo/scripts/lib/callgraph.py" "$OUT/cg1.out" "$OUT/cg2.out" "$N1" "$N2" "$MCPX_COST_FILES"
+fi

@@ -76,9 +76,13 @@ fn post(port: u16, headers: &[(&str, &str)], body: &Value) -> String {
     req
 }
 
-/// Sends `request`, reads until the first SSE `data:` line (a progress notification),
-/// then drops the connection mid-call.
-async fn start_then_drop(port: u16, request: &str) -> String {
+/// Sends `request` and reads its response until a line `done` accepts (within 10 s);
+/// what it read, and the connection, to keep or drop.
+async fn read_until(
+    port: u16,
+    request: &str,
+    done: impl Fn(&str) -> bool,
+) -> (bool, String, BufReader<TcpStream>) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     s.write_all(request.as_bytes()).await.unwrap();
     let mut r = BufReader::new(s);
@@ -90,15 +94,35 @@ async fn start_then_drop(port: u16, request: &str) -> String {
                 return false;
             }
             seen.push_str(&line);
-            if line.starts_with("data:") && line.contains("notifications/progress") {
+            if done(&line) {
                 return true;
             }
         }
     })
     .await
     .unwrap_or(false);
+    (found, seen, r)
+}
+
+/// Sends `request`, reads until the first SSE `data:` line (a progress notification),
+/// then drops the connection mid-call.
+async fn start_then_drop(port: u16, request: &str) -> String {
+    let (found, seen, conn) = read_until(port, request, |l| {
+        l.starts_with("data:") && l.contains("notifications/progress")
+    })
+    .await;
     assert!(found, "no progress before the drop:\n{seen}");
-    drop(r);
+    drop(conn);
+    seen
+}
+
+/// Sends `request` and reads its SSE stream up to the event holding its result.
+async fn call_to_end(port: u16, request: &str) -> String {
+    let (done, seen, _) = read_until(port, request, |l| {
+        l.starts_with("data:") && l.contains("\"result\"")
+    })
+    .await;
+    assert!(done, "no result:\n{seen}");
     seen
 }
 
@@ -111,30 +135,6 @@ fn slow_call_of(id: i64, steps: u64) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{
         "name":"test_tool_with_progress","arguments":{"steps":steps,"delayMs":100},
         "_meta":{"progressToken":"p"}}})
-}
-
-/// Sends `request` and reads its SSE stream up to the event holding its result.
-async fn call_to_end(port: u16, request: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    s.write_all(request.as_bytes()).await.unwrap();
-    let mut r = BufReader::new(s);
-    let mut seen = String::new();
-    let done = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            let mut line = String::new();
-            if r.read_line(&mut line).await.unwrap() == 0 {
-                return false;
-            }
-            seen.push_str(&line);
-            if line.starts_with("data:") && line.contains("\"result\"") {
-                return true;
-            }
-        }
-    })
-    .await
-    .unwrap_or(false);
-    assert!(done, "no result:\n{seen}");
-    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
