@@ -246,7 +246,7 @@ chromium=$(peers_chromium) || bail install-chromium
 page_cfg="$log_dir/daemon-page.json"
 echo "{\"mcpServers\": {\"everything\": {\"command\": \"$mcpx\", \"args\": [\"example-server\"]}, \"legacy\": {\"command\": \"$mcpx\", \"args\": [\"example-server\", \"--revision\", \"2025-03-26\"]}}}" >"$page_cfg"
 page_port=$(free_port)
-"$mcpx" daemon --config "$page_cfg" --http "127.0.0.1:$page_port" >"$log_dir/daemon-page.log" 2>&1 &
+"$mcpx" daemon --config "$page_cfg" --http "127.0.0.1:$page_port" --allow-any-local-user >"$log_dir/daemon-page.log" 2>&1 &
 pids+=($!)
 wait_port "$page_port" || bail daemon-page-start
 # Loads the page, kills an upstream, sees the page follow it live; the screenshot is

@@ -1,8 +1,11 @@
 //! `/metrics` on a listener of its own: `GET` (or `HEAD`) answers with every metric in
 //! the Prometheus text format; any other path is 404, any other method 405.
 //!
-//! It is not the MCP endpoint: none of that endpoint's token, Origin or Host rules
-//! apply here, so it belongs on a loopback address or behind a scraper's network.
+//! It has the guard of every mcpx HTTP listener (`mcpx_transport::origin::Guard`):
+//! a `Host` or `Origin` not on its allow-lists is refused (403), so a DNS-rebinding
+//! page cannot read upstream and tool names. It asks for no token. Connections are
+//! accepted within a `mcpx_transport::listen::Budget`: idle ones, or ones that never
+//! pass the guard, make room for a scraper's.
 
 use std::convert::Infallible;
 use std::io;
@@ -14,9 +17,10 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{ALLOW, CONTENT_TYPE as CONTENT_TYPE_HEADER};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use mcpx_transport::HttpServerConfig;
+use mcpx_transport::listen::{self, Budget, Limits, Serving};
+use mcpx_transport::origin::Guard;
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::Metrics;
@@ -30,63 +34,52 @@ pub const PATH: &str = "/metrics";
 /// How long a client may take to send a request's head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connections served at once; more wait in the listen backlog.
-const MAX_CONNECTIONS: usize = 32;
+/// The listener's connection budget: a few scrapers kept alive, more idle or
+/// unchecked connections cut to make room.
+const LIMITS: Limits = Limits {
+    max_connections: 32,
+    max_pending: 64,
+    pending_within: Duration::from_secs(5),
+};
+
+/// Who may scrape: `Host` values beyond the loopback names (bare hosts, any port,
+/// or `host:port`), as `--metrics-allow-host` gives them.
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    /// Extra allowed `Host` values.
+    pub hosts: Vec<String>,
+}
 
 /// Serves `/metrics` on `listener` until `shutdown` fires.
 pub async fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
+    rules: Rules,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
-    let mut conns = JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept(), if conns.len() < MAX_CONNECTIONS => r,
-            () = shutdown.cancelled() => break,
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                tracing::warn!("metrics: accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
+    let mut config = HttpServerConfig::default();
+    config.allowed_hosts.extend(rules.hosts);
+    let guard = Arc::new(Guard::new(&config));
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let answer = match guard.check(&req) {
+            Ok(_) => answer(&metrics, &req),
+            Err(refused) => {
+                let mut r =
+                    Response::new(Full::new(Bytes::from(format!("{}\n", refused.message()))));
+                *r.status_mut() = refused.status();
+                r
             }
         };
-        let metrics = metrics.clone();
-        let stop = shutdown.clone();
-        conns.spawn(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                let metrics = metrics.clone();
-                async move { Ok::<_, Infallible>(answer(&metrics, &req)) }
-            });
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT);
-            let conn = builder.serve_connection(TokioIo::new(stream), svc);
-            tokio::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                () = stop.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            };
-            if let Err(e) = result {
-                tracing::debug!("metrics: connection ended: {e}");
-            }
-        });
-    }
-    drop(listener);
-    let drained = tokio::time::timeout(Duration::from_secs(1), async {
-        while conns.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        conns.abort_all();
-    }
+        async move { Ok::<_, Infallible>(answer) }
+    });
+    let serving = Serving {
+        settings: mcpx_transport::serve::Settings {
+            header_read_timeout: Some(HEADER_TIMEOUT),
+            ..Default::default()
+        },
+        grace: Duration::from_secs(1),
+    };
+    listen::run(listener, Budget::new(LIMITS), svc, serving, || (), shutdown).await;
     Ok(())
 }
 

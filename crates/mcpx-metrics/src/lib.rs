@@ -39,7 +39,7 @@ use prometheus::{
 };
 
 pub use classify::{End, ErrorType, classify};
-pub use endpoint::{CONTENT_TYPE, PATH, serve};
+pub use endpoint::{CONTENT_TYPE, PATH, Rules, serve};
 
 /// The duration histograms' buckets, in seconds: the OpenTelemetry MCP conventions'
 /// (10 ms to 300 s), below them the gateway's own range (100 µs to 5 ms).

@@ -15,9 +15,13 @@
 //! * [`streamable_http`]: the HTTP server, Streamable HTTP (both eras) with the
 //!   2024-11-05 HTTP+SSE transport beside it (`http_sse.rs`), on one listener; the edge
 //!   guards (Origin/Host allow-lists, the bearer token, body limits and timeouts) are
-//!   in `origin.rs`.
+//!   in [`origin`].
 //! * [`serve`]: one HTTP/1.1 connection served with graceful shutdown, for every
 //!   HTTP listener (this crate's, the daemon's, the OAuth redirect's).
+//! * [`origin`]: the guard every HTTP listener applies (Host, Origin, absolute-form
+//!   targets, bearer tokens, header limits).
+//! * [`listen`]: accepting within a budget that idle and unauthenticated
+//!   connections cannot use up (the daemon's listeners, the metrics listener).
 //!
 //! The client side:
 //!
@@ -52,8 +56,9 @@ pub mod error;
 pub(crate) mod http_client;
 pub(crate) mod http_sse;
 pub mod http_sse_client;
+pub mod listen;
 pub mod oauth;
-pub(crate) mod origin;
+pub mod origin;
 pub mod pending;
 pub mod proxy;
 pub mod serve;

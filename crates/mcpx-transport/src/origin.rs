@@ -53,7 +53,7 @@ pub(crate) struct BodyLimits {
 /// request must carry one of, if any are set, and the body limits a refusal reads the
 /// body within.
 #[derive(Debug, Clone)]
-pub(crate) struct Guard {
+pub struct Guard {
     origins: Vec<String>,
     hosts: Vec<String>,
     tokens: Vec<BearerToken>,
@@ -92,8 +92,9 @@ fn authority_allowed<'a>(list: impl IntoIterator<Item = &'a String>, authority: 
 }
 
 impl Guard {
-    /// The guard of a listener configured with `config`.
-    pub(crate) fn new(config: &HttpServerConfig) -> Self {
+    /// The guard of a listener configured with `config`: its allow-lists, tokens and
+    /// header limits.
+    pub fn new(config: &HttpServerConfig) -> Self {
         let norm = |v: &[String]| v.iter().map(|s| s.trim().to_ascii_lowercase()).collect();
         Guard {
             origins: norm(&config.allowed_origins),
@@ -112,6 +113,20 @@ impl Guard {
     /// The limits a refused request's body is read within.
     pub(crate) fn body_limits(&self) -> BodyLimits {
         self.body
+    }
+
+    /// Whether `req` may pass: the credential it carried (`None` where no token is
+    /// asked for), or why not. In order: more header fields, or a larger header
+    /// section, than the limits (431); no `Host`, or two (400); a foreign `Host` (an
+    /// absolute-form target's authority stands for it) or `Origin` (403); no accepted
+    /// token (401, the scheme's case ignored, tokens compared in constant time). A
+    /// request that passes admits its connection ([`crate::listen::Admission`]).
+    pub fn check<B>(&self, req: &axum::http::Request<B>) -> Result<Option<Credential>, Refusal> {
+        let passed = check(self, req);
+        if passed.is_ok() {
+            crate::listen::Admission::admit_request(req);
+        }
+        passed
     }
 
     /// Whether a `Host` header value is allowed.
@@ -159,7 +174,7 @@ fn authority<B>(req: &axum::http::Request<B>) -> Result<Option<header::HeaderVal
 /// Why the guard refuses a request: its status, the message, and the challenge of a
 /// 401. [`Refusal::answer`] makes the answer.
 #[derive(Debug)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     status: StatusCode,
     message: String,
     challenge: Option<&'static str>,
@@ -172,6 +187,21 @@ impl Refusal {
             message,
             challenge: None,
         }
+    }
+
+    /// The answer's status: 400, 401, 403 or 431.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// Why, in words.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The `WWW-Authenticate` challenge of a 401.
+    pub fn challenge(&self) -> Option<&'static str> {
+        self.challenge
     }
 
     /// The answer to `req`, with a body valid for the revision it names. A POST's body
@@ -449,7 +479,7 @@ where
     }
 
     fn call(&mut self, mut req: Request) -> Self::Future {
-        match check(&self.guard, &req) {
+        match self.guard.check(&req) {
             Err(refused) => {
                 let limits = self.guard.body_limits();
                 futures_util::future::Either::Left(Box::pin(async move {

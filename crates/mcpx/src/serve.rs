@@ -44,7 +44,8 @@ pub struct Args {
     /// With `--http`: require `Authorization: Bearer <token>` on every request, with one
     /// of this file's tokens: one a line (surrounding whitespace ignored; blank lines
     /// and lines starting with `#` skipped). Each legacy session is bound to the token
-    /// that opened it. Default: `$MCPX_SERVE_TOKEN` (one token), else none.
+    /// that opened it. Each token has at least 32 bytes, and the file is readable by
+    /// its owner only. Default: `$MCPX_SERVE_TOKEN` (one token), else none.
     #[arg(long, value_name = "FILE", requires = "http")]
     token_file: Option<PathBuf>,
     /// With `--http`: serve over TLS (HTTPS) with the certificate chain in this PEM file
@@ -55,10 +56,14 @@ pub struct Args {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Serve Prometheus metrics at `http://ADDR/metrics` (e.g. 127.0.0.1:9464), on a
-    /// listener of its own: the MCP endpoint's token, Origin and Host rules do not
-    /// apply to it. Works with stdio and `--http` alike. Default: no metrics.
+    /// listener of its own with the Host and Origin rules of every mcpx listener (no
+    /// token). Works with stdio and `--http` alike. Default: no metrics.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
+    /// With `--metrics`: also accept this `Host` on the metrics listener (a bare host,
+    /// any port, or `host:port`; repeatable), e.g. the name a scraper uses.
+    #[arg(long, value_name = "HOST", requires = "metrics")]
+    metrics_allow_host: Vec<String>,
     /// Move one revision to the front of `spec.precedence`.
     #[arg(long, value_name = "REV")]
     mcp_spec: Option<String>,
@@ -99,13 +104,89 @@ pub(crate) enum ListenerError {
         file: std::path::PathBuf,
         why: &'static str,
     },
+    /// The token file can be read by others than its owner.
+    #[error(
+        "--token-file {}: readable by group or others (mode {mode:o}); allow its owner only (chmod 600)",
+        file.display()
+    )]
+    TokenFileOpen { file: std::path::PathBuf, mode: u32 },
+    /// A token of the file is too short to resist guessing.
+    #[error(
+        "--token-file {}: the token on line {line} has {len} bytes; tokens need at least {MIN_TOKEN_BYTES} (e.g. `openssl rand -hex 32`)",
+        file.display()
+    )]
+    TokenFileShort {
+        file: std::path::PathBuf,
+        line: usize,
+        len: usize,
+    },
     /// `$MCPX_SERVE_TOKEN` is set but empty.
     #[error("${} is empty", config::SERVE_TOKEN_ENV)]
     EmptyToken,
+    /// `$MCPX_SERVE_TOKEN` is too short to resist guessing.
+    #[error(
+        "${env} has {0} bytes; tokens need at least {MIN_TOKEN_BYTES} (e.g. `openssl rand -hex 32`)",
+        env = config::SERVE_TOKEN_ENV
+    )]
+    ShortToken(usize),
     /// The certificate or key could not be used. A message is all that
     /// `TlsIdentity::from_pem_files` gives.
     #[error("{0}")]
     Tls(String),
+}
+
+/// The fewest bytes a bearer token may have: 32 (256 bits as hex is 64).
+pub(crate) const MIN_TOKEN_BYTES: usize = 32;
+
+/// The tokens a listener asks for: those of `file` (`--token-file`), else
+/// `$MCPX_SERVE_TOKEN`'s, else none. A file that its group or others can read is
+/// refused, and so is a token shorter than [`MIN_TOKEN_BYTES`].
+pub(crate) fn tokens(file: Option<&std::path::Path>) -> Result<Vec<BearerToken>, ListenerError> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(file) = file else {
+        return match std::env::var(config::SERVE_TOKEN_ENV) {
+            Err(_) => Ok(Vec::new()),
+            Ok(t) => {
+                let token = BearerToken::new(&t).ok_or(ListenerError::EmptyToken)?;
+                match t.trim().len() {
+                    n if n < MIN_TOKEN_BYTES => Err(ListenerError::ShortToken(n)),
+                    _ => Ok(vec![token]),
+                }
+            }
+        };
+    };
+    let read = |source| ListenerError::TokenFileRead {
+        file: file.to_owned(),
+        source,
+    };
+    let mut opened = std::fs::File::open(file).map_err(read)?;
+    let mode = opened.metadata().map_err(read)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(ListenerError::TokenFileOpen {
+            file: file.to_owned(),
+            mode: mode & 0o777,
+        });
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(&mut opened, 1 << 20), &mut text)
+        .map_err(read)?;
+    if let Some((line, len)) = text
+        .lines()
+        .map(str::trim)
+        .enumerate()
+        .find(|(_, l)| !l.is_empty() && !l.starts_with('#') && l.len() < MIN_TOKEN_BYTES)
+        .map(|(i, l)| (i + 1, l.len()))
+    {
+        return Err(ListenerError::TokenFileShort {
+            file: file.to_owned(),
+            line,
+            len,
+        });
+    }
+    BearerToken::from_lines(&text).map_err(|why| ListenerError::TokenFileBad {
+        file: file.to_owned(),
+        why,
+    })
 }
 
 /// The HTTP listener's settings from the command line (and `$MCPX_SERVE_TOKEN`).
@@ -118,25 +199,7 @@ fn listener_config(args: &Args, bind: SocketAddr) -> Result<HttpServerConfig, Li
     config
         .allowed_origins
         .extend(args.allow_origin.iter().cloned());
-    config.bearer_tokens = match &args.token_file {
-        Some(file) => {
-            let text =
-                std::fs::read_to_string(file).map_err(|source| ListenerError::TokenFileRead {
-                    file: file.clone(),
-                    source,
-                })?;
-            BearerToken::from_lines(&text).map_err(|why| ListenerError::TokenFileBad {
-                file: file.clone(),
-                why,
-            })?
-        }
-        None => match std::env::var(config::SERVE_TOKEN_ENV) {
-            Err(_) => Vec::new(),
-            Ok(t) => {
-                vec![BearerToken::new(&t).ok_or(ListenerError::EmptyToken)?]
-            }
-        },
-    };
+    config.bearer_tokens = tokens(args.token_file.as_deref())?;
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         config.tls = Some(
             mcpx_transport::streamable_http::TlsIdentity::from_pem_files(cert, key)
@@ -260,6 +323,7 @@ pub fn run(args: &Args) -> ExitCode {
         }
     };
     let metrics_bind = args.metrics;
+    let metrics_hosts = args.metrics_allow_host.clone();
     crate::runtime::run("serve", args.threads, |shutdown| async move {
         let max_frame = config.global.max_frame_bytes;
         let (max_sessions, session_idle) = (config.global.max_sessions, config.global.session_idle);
@@ -269,7 +333,10 @@ pub fn run(args: &Args) -> ExitCode {
         );
         // The metrics listener first: a scraper may come before the first host.
         if let (Some(bind), Some(metrics)) = (metrics_bind, &metrics) {
-            serve_metrics(bind, metrics.clone(), shutdown.clone()).await?;
+            let rules = mcpx_metrics::Rules {
+                hosts: metrics_hosts.clone(),
+            };
+            serve_metrics(bind, metrics.clone(), rules, shutdown.clone()).await?;
         }
         // Upstreams start in the background: the listener is up at once, and a host's
         // first list waits at most `startupWaitMs` for them.
@@ -375,6 +442,7 @@ fn listen(bind: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
 async fn serve_metrics(
     bind: SocketAddr,
     metrics: Arc<mcpx_metrics::Metrics>,
+    rules: mcpx_metrics::Rules,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(bind).await.map_err(|e| {
@@ -388,11 +456,11 @@ async fn serve_metrics(
     ));
     if !addr.ip().is_loopback() {
         mcpx_telemetry::notice(&format!(
-            "mcpx serve: warning: {addr} is not a loopback address and metrics need no token: whoever reaches it can read them (the names of upstreams and tools, call counts)"
+            "mcpx serve: warning: {addr} is not a loopback address and metrics need no token: whoever reaches it can read them (the names of upstreams and tools, call counts); a scraper's Host needs --metrics-allow-host"
         ));
     }
     tokio::spawn(async move {
-        if let Err(e) = mcpx_metrics::serve(listener, metrics, shutdown).await {
+        if let Err(e) = mcpx_metrics::serve(listener, metrics, rules, shutdown).await {
             tracing::warn!("metrics listener: {e}");
         }
     });

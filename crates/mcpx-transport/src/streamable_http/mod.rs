@@ -187,7 +187,7 @@ impl BearerToken {
 /// basic/security_best_practices §Session Hijacking: bind the session to the user), and
 /// it travels with a request as an extension set by the edge guard.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Credential([u8; 16]);
+pub struct Credential([u8; 16]);
 
 impl Credential {
     fn of(secret: &[u8]) -> Credential {

@@ -190,17 +190,18 @@ impl Sessions {
     }
 
     /// Removes the session idle the longest among those that nothing holds (no GET
-    /// stream open, no request in flight either way), to make room for a new host:
-    /// abandoned sessions must not lock new hosts out. `None` when every session is
-    /// busy.
-    fn evict_idlest(&self) -> Option<Arc<Session>> {
+    /// stream open, no request in flight either way), to make room for a new host of
+    /// `owner`: abandoned sessions must not lock new hosts out. `owner`'s own idle
+    /// sessions go first, so that a flood under one token evicts its own before any
+    /// other token's. `None` when every session is busy.
+    fn evict_idlest(&self, owner: Option<Credential>) -> Option<Arc<Session>> {
         let mut map = self.map.lock();
         let idlest = map
             .iter()
             .filter(|(_, s)| s.idle())
-            .map(|(k, s)| (*s.last_seen.lock(), k.clone()))
-            .min_by_key(|(t, _)| *t)
-            .map(|(_, k)| k)?;
+            .map(|(k, s)| (s.owner != owner, *s.last_seen.lock(), k.clone()))
+            .min_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)))
+            .map(|(_, _, k)| k)?;
         map.remove(&idlest)
     }
 
@@ -592,7 +593,7 @@ async fn initialize<S: Service>(
         app.service.session_closed(&dead.peer);
     }
     if app.sessions.len() >= cfg.max_sessions {
-        match app.sessions.evict_idlest() {
+        match app.sessions.evict_idlest(owner) {
             Some(old) => {
                 tracing::info!(
                     "{} sessions (maxSessions): the one idle the longest makes room",

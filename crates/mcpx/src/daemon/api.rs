@@ -321,9 +321,14 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
             Verb::Post => MethodFilter::POST,
         };
         let verb = op.verb.as_str().to_uppercase();
-        let route = on(filter, move |State(d): State<Arc<Daemon>>, req: Request| {
-            handler(d, req)
-        })
+        let post = matches!(op.verb, Verb::Post);
+        let route = on(
+            filter,
+            move |State(d): State<Arc<Daemon>>, req: Request| match post.then(|| json_media(&req)) {
+                Some(Err(p)) => Box::pin(std::future::ready(p.into_response())),
+                _ => handler(d, req),
+            },
+        )
         .fallback(move || {
             let verb = verb.clone();
             async move {
@@ -347,6 +352,35 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/page.css", axum::routing::get(ops::page::css))
         .route("/page.js", axum::routing::get(ops::page::js))
         .with_state(daemon)
+}
+
+/// A POST's body must be JSON: one named anything but `application/json` (such as a
+/// form's `text/plain`, which a page may send to any origin without asking first), or
+/// a body named nothing, is refused (415). A POST with no body needs no type.
+fn json_media(req: &Request) -> Result<(), Problem> {
+    use axum::http::header;
+    let headers = req.headers();
+    let named = headers.get(header::CONTENT_TYPE).map(|v| {
+        let v = v.to_str().unwrap_or_default();
+        v.split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .eq_ignore_ascii_case("application/json")
+    });
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    match named {
+        Some(true) => Ok(()),
+        None if !has_body => Ok(()),
+        _ => Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "a POST's body must be Content-Type: application/json",
+        )),
+    }
 }
 
 /// The answer to a path no operation has.

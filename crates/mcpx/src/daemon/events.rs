@@ -30,11 +30,41 @@ pub struct Event {
     pub data: Value,
 }
 
-/// The ring and the live feed.
+/// Listeners at once by default (`--max-event-subscribers`).
+pub const MAX_SUBSCRIBERS: usize = 256;
+
+/// The ring, the live feed and its listeners.
 #[derive(Debug)]
 pub struct Events {
     ring: Mutex<(u64, VecDeque<Arc<Event>>)>,
     live: broadcast::Sender<Arc<Event>>,
+    listeners: Arc<Listeners>,
+}
+
+/// The listeners, the oldest first, each with the token that cuts it.
+#[derive(Debug)]
+struct Listeners {
+    max: std::sync::atomic::AtomicUsize,
+    held: Mutex<(u64, VecDeque<(u64, CancellationToken)>)>,
+}
+
+/// A listener's place, given back when dropped.
+#[derive(Debug)]
+pub struct Place {
+    listeners: Arc<Listeners>,
+    id: u64,
+    /// Fired when a newer listener took the place (the bound was reached).
+    pub cut: CancellationToken,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.listeners
+            .held
+            .lock()
+            .1
+            .retain(|(id, _)| *id != self.id);
+    }
 }
 
 /// What a new listener gets: the events after the one it named, whether some it
@@ -47,6 +77,8 @@ pub struct Subscription {
     pub gap: Option<u64>,
     /// Events published from now on.
     pub live: broadcast::Receiver<Arc<Event>>,
+    /// Its place among the listeners.
+    pub place: Place,
 }
 
 impl Default for Events {
@@ -54,6 +86,10 @@ impl Default for Events {
         Events {
             ring: Mutex::new((0, VecDeque::with_capacity(KEPT))),
             live: broadcast::channel(KEPT).0,
+            listeners: Arc::new(Listeners {
+                max: std::sync::atomic::AtomicUsize::new(MAX_SUBSCRIBERS),
+                held: Mutex::new((0, VecDeque::new())),
+            }),
         }
     }
 }
@@ -81,21 +117,63 @@ impl Events {
         self.ring.lock().0
     }
 
-    /// Listens from after event `since` (`None`: from now).
+    /// Sets the most listeners held at once (at least 1).
+    pub fn bound_subscribers(&self, max: usize) {
+        (self.listeners.max).store(max.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A place for a new listener; at the bound, the oldest listener is cut.
+    fn place(&self) -> Place {
+        let max = self
+            .listeners
+            .max
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let mut held = self.listeners.held.lock();
+        while held.1.len() >= max {
+            if let Some((_, cut)) = held.1.pop_front() {
+                cut.cancel();
+            }
+        }
+        held.0 += 1;
+        let (id, cut) = (held.0, CancellationToken::new());
+        held.1.push_back((id, cut.clone()));
+        Place {
+            listeners: self.listeners.clone(),
+            id,
+            cut,
+        }
+    }
+
+    /// How many listen now.
+    #[cfg(test)]
+    fn subscribers(&self) -> usize {
+        self.listeners.held.lock().1.len()
+    }
+
+    /// Listens from after event `since` (`None`: from now). A `since` at or past the
+    /// last event is from now, with no gap.
     pub fn subscribe(&self, since: Option<u64>) -> Subscription {
+        let place = self.place();
         let ring = self.ring.lock();
         let live = self.live.subscribe();
-        let Some(since) = since else {
+        let Some(since) = since.filter(|s| *s < ring.0) else {
             return Subscription {
                 backlog: Vec::new(),
                 gap: None,
                 live,
+                place,
             };
         };
         let backlog: Vec<Arc<Event>> = ring.1.iter().filter(|e| e.seq > since).cloned().collect();
         let first_kept = ring.1.front().map_or(ring.0 + 1, |e| e.seq);
+        // `since < ring.0`, so `since + 1` cannot overflow.
         let gap = (since + 1 < first_kept).then_some(first_kept);
-        Subscription { backlog, gap, live }
+        Subscription {
+            backlog,
+            gap,
+            live,
+            place,
+        }
     }
 }
 
@@ -175,5 +253,27 @@ mod tests {
         assert_eq!(s.backlog.len(), KEPT);
         assert_eq!(s.gap, Some(4), "events 1 to 3 are no longer kept");
         assert_eq!(events.last(), 3 + KEPT as u64);
+        let beyond = events.subscribe(Some(u64::MAX));
+        assert!(
+            beyond.backlog.is_empty() && beyond.gap.is_none(),
+            "no overflow"
+        );
+    }
+
+    #[test]
+    fn at_the_bound_the_oldest_listener_is_cut() {
+        let events = Events::default();
+        events.bound_subscribers(2);
+        let first = events.subscribe(None);
+        let second = events.subscribe(None);
+        let third = events.subscribe(None);
+        assert!(first.place.cut.is_cancelled());
+        assert!(!second.place.cut.is_cancelled() && !third.place.cut.is_cancelled());
+        drop(third);
+        assert_eq!(
+            events.subscribers(),
+            1,
+            "a dropped listener gives its place back"
+        );
     }
 }

@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper_util::service::TowerToHyperService;
+use mcpx_transport::listen::{self, Budget, Peer, Serving};
+use mcpx_transport::origin::Guard;
 use mcpx_transport::streamable_http::BearerToken;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::Activity;
@@ -23,12 +24,10 @@ use super::problem::Problem;
 const HEADER_WITHIN: Duration = Duration::from_secs(10);
 /// How long open connections get to finish once the daemon stops.
 const GRACE: Duration = Duration::from_secs(3);
-/// Most connections served at once, per listener.
-pub const MAX_CONNECTIONS: usize = 1024;
 
-/// Who the TCP listener lets in, for the `/v1` routes (the MCP routes apply the same
-/// rules themselves).
-#[derive(Debug)]
+/// Who the TCP listener lets in: the rules of its guard, which `/v1`, the status page
+/// and the MCP routes share.
+#[derive(Debug, Clone)]
 pub struct TcpRules {
     /// The listener's port.
     pub port: u16,
@@ -40,219 +39,120 @@ pub struct TcpRules {
     pub tokens: Vec<BearerToken>,
 }
 
-const LOOPBACK: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
-
-/// `host[:port]` split, IPv6 brackets kept.
-fn split_host(authority: &str) -> (&str, Option<&str>) {
-    if let Some(end) = authority.find(']') {
-        let (h, rest) = authority.split_at(end + 1);
-        return (h, rest.strip_prefix(':'));
-    }
-    match authority.rsplit_once(':') {
-        Some((h, p)) => (h, Some(p)),
-        None => (authority, None),
-    }
-}
-
 impl TcpRules {
-    fn host_ok(&self, host: &str) -> bool {
-        let (name, _) = split_host(host);
-        LOOPBACK.iter().any(|l| l.eq_ignore_ascii_case(name))
-            || self
-                .hosts
-                .iter()
-                .any(|h| h.eq_ignore_ascii_case(host) || h.eq_ignore_ascii_case(name))
-    }
-
-    /// A browser's page may use the API only when it is the daemon's own (a loopback
-    /// origin on its port) or one allowed by `--allow-origin`.
-    fn origin_ok(&self, origin: &str) -> bool {
-        let authority = origin
-            .strip_prefix("http://")
-            .or_else(|| origin.strip_prefix("https://"))
-            .unwrap_or(origin);
-        let (name, port) = split_host(authority);
-        let own = LOOPBACK.iter().any(|l| l.eq_ignore_ascii_case(name))
-            && port.and_then(|p| p.parse::<u16>().ok()) == Some(self.port);
-        own || self.origins.iter().any(|o| {
-            o.eq_ignore_ascii_case(origin)
-                || o.eq_ignore_ascii_case(authority)
-                || o.eq_ignore_ascii_case(name)
-        })
+    /// The `Origin` allow-list: the daemon's own page (`http://` and a loopback host
+    /// on its port: the listener is plain HTTP, so no `https://` origin is its own),
+    /// then `--allow-origin`.
+    pub fn origins(&self) -> Vec<String> {
+        let port = self.port;
+        let mut v: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+            .iter()
+            .map(|h| format!("http://{h}:{port}"))
+            .collect();
+        v.extend(self.origins.iter().cloned());
+        v
     }
 }
 
-/// The `/v1` routes' guard on the TCP listener: Host (DNS rebinding), Origin (no
-/// other page), token.
-pub async fn guard(State(rules): State<Arc<TcpRules>>, req: Request, next: Next) -> Response {
-    match check(&rules, req.headers()) {
-        Ok(()) => next.run(req).await,
-        Err(refused) => refused,
-    }
-}
-
-/// The refusal's detail for a `Host` header that no rule allows, or that is missing
-/// or not text: the value as the client sent it, quoted, never Rust's debug form.
-fn host_refusal(host: Option<&str>) -> String {
-    match host {
-        Some(h) => format!(
-            "Host \"{}\" is not allowed (--allow-host)",
-            h.escape_default()
-        ),
-        None => "the request has no Host header that is text; it is not allowed (--allow-host)"
-            .to_owned(),
-    }
-}
-
-/// What [`guard`] decides: `Err` is the refusal.
-#[allow(clippy::result_large_err)]
-fn check(rules: &TcpRules, headers: &axum::http::HeaderMap) -> Result<(), Response> {
-    use axum::http::StatusCode;
-    let text = |h: header::HeaderName| headers.get(h).and_then(|v| v.to_str().ok());
-    match text(header::HOST) {
-        Some(h) if rules.host_ok(h) => {}
-        h => {
-            return Err(
-                Problem::new(StatusCode::FORBIDDEN, "host-refused", host_refusal(h))
-                    .into_response(),
-            );
+/// The `/v1` routes' guard on the TCP listener: the transport's [`Guard`] (as for
+/// `/mcp`), its refusal as a problem document.
+pub async fn guard(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    match guard.check(&req) {
+        Ok(_) => next.run(req).await,
+        Err(refused) => {
+            let kind = match refused.status() {
+                StatusCode::UNAUTHORIZED => "token-required",
+                StatusCode::FORBIDDEN => "host-or-origin-refused",
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "headers-too-large",
+                _ => "bad-request",
+            };
+            let mut r = Problem::new(refused.status(), kind, refused.message()).into_response();
+            if let Some(c) = refused.challenge() {
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static(c),
+                );
+            }
+            r
         }
     }
-    if let Some(o) = text(header::ORIGIN)
-        && !rules.origin_ok(o)
-    {
-        return Err(Problem::new(
-            StatusCode::FORBIDDEN,
-            "origin-refused",
-            format!("Origin {o} is not allowed (--allow-origin)"),
-        )
-        .into_response());
+}
+
+/// How each connection is served.
+fn serving() -> Serving {
+    Serving {
+        settings: mcpx_transport::serve::Settings {
+            header_read_timeout: Some(HEADER_WITHIN),
+            upgrades: true,
+            ..Default::default()
+        },
+        grace: GRACE,
     }
-    if !rules.tokens.is_empty() {
-        let presented = text(header::AUTHORIZATION)
-            .and_then(|a| a.strip_prefix("Bearer "))
-            .map(str::trim);
-        if !presented.is_some_and(|p| rules.tokens.iter().any(|t| t.accepts(p))) {
-            let mut r = Problem::new(
-                StatusCode::UNAUTHORIZED,
-                "token-required",
-                "a bearer token is required",
-            )
-            .into_response();
-            r.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                axum::http::HeaderValue::from_static("Bearer"),
-            );
-            return Err(r);
+}
+
+/// The Unix socket, each peer's uid checked: only this user's processes are served.
+struct UnixAccept {
+    listener: tokio::net::UnixListener,
+    uid: u32,
+}
+
+impl listen::Accept for UnixAccept {
+    type Stream = tokio::net::UnixStream;
+
+    async fn accept(&mut self) -> std::io::Result<Option<(Self::Stream, Peer, bool)>> {
+        let (stream, _) = self.listener.accept().await?;
+        match stream.peer_cred() {
+            Ok(c) if c.uid() == self.uid => Ok(Some((stream, Peer::Local, true))),
+            Ok(c) => {
+                tracing::warn!(
+                    "refused a connection from uid {} (not {})",
+                    c.uid(),
+                    self.uid
+                );
+                Ok(None)
+            }
+            Err(e) => {
+                tracing::warn!("refused a connection whose peer is unknown: {e}");
+                Ok(None)
+            }
         }
     }
-    Ok(())
 }
 
-/// Serves `router` on one accepted connection until it closes or `stop` fires.
-async fn connection<T>(stream: T, router: Router, stop: CancellationToken)
-where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let settings = mcpx_transport::serve::Settings {
-        header_read_timeout: Some(HEADER_WITHIN),
-        upgrades: true,
-        ..Default::default()
-    };
-    mcpx_transport::serve::connection(stream, TowerToHyperService::new(router), stop, settings)
-        .await;
-}
-
-/// Waits for the connections still open, up to [`GRACE`].
-async fn drain(mut conns: JoinSet<()>) {
-    let drained =
-        tokio::time::timeout(GRACE, async { while conns.join_next().await.is_some() {} }).await;
-    if drained.is_err() {
-        conns.abort_all();
-    }
-}
-
-/// Serves the Unix socket until `stop`. A peer of another user is refused.
+/// Serves the Unix socket until `stop`, within `budget` (its own: TCP peers never
+/// take its places). A peer of another user is refused.
 pub async fn serve_unix(
     listener: tokio::net::UnixListener,
     router: Router,
     uid: u32,
+    budget: Arc<Budget>,
     activity: Arc<Activity>,
     stop: CancellationToken,
 ) {
-    let mut conns = JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            () = stop.cancelled() => break,
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-        };
-        let stream = match accepted {
-            Ok((s, _)) => s,
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        match stream.peer_cred() {
-            Ok(c) if c.uid() == uid => {}
-            Ok(c) => {
-                tracing::warn!("refused a connection from uid {} (not {uid})", c.uid());
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!("refused a connection whose peer is unknown: {e}");
-                continue;
-            }
-        }
-        if conns.len() >= MAX_CONNECTIONS {
-            tracing::warn!("refused a connection: {MAX_CONNECTIONS} open");
-            continue;
-        }
-        let (router, stop, open) = (router.clone(), stop.clone(), activity.open());
-        conns.spawn(async move {
-            connection(stream, router, stop).await;
-            drop(open);
-        });
-    }
-    drain(conns).await;
+    let accept = UnixAccept { listener, uid };
+    let service = TowerToHyperService::new(router);
+    listen::run(accept, budget, service, serving(), || activity.open(), stop).await;
 }
 
-/// Serves the TCP listener until `stop`.
+/// Serves the TCP listener until `stop`, within `budget`: a connection counts as
+/// admitted once a request on it passes the guard.
 pub async fn serve_tcp(
     listener: tokio::net::TcpListener,
     router: Router,
+    budget: Arc<Budget>,
     activity: Arc<Activity>,
     stop: CancellationToken,
 ) {
-    let mut conns = JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            () = stop.cancelled() => break,
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-        };
-        let stream = match accepted {
-            Ok((s, _)) => s,
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        if conns.len() >= MAX_CONNECTIONS {
-            tracing::warn!("refused a connection: {MAX_CONNECTIONS} open");
-            continue;
-        }
-        let _ = stream.set_nodelay(true);
-        let (router, stop, open) = (router.clone(), stop.clone(), activity.open());
-        conns.spawn(async move {
-            connection(stream, router, stop).await;
-            drop(open);
-        });
-    }
-    drain(conns).await;
+    let service = TowerToHyperService::new(router);
+    listen::run(
+        listener,
+        budget,
+        service,
+        serving(),
+        || activity.open(),
+        stop,
+    )
+    .await;
 }
 
 /// A TCP address the daemon refuses to bind.
@@ -277,40 +177,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_refused_host_is_named_as_sent() {
-        assert_eq!(
-            host_refusal(Some("evil.example")),
-            "Host \"evil.example\" is not allowed (--allow-host)"
-        );
-        let none = host_refusal(None);
-        assert!(!none.contains("None"), "{none}");
-        assert!(none.contains("no Host header"), "{none}");
-    }
-
-    #[test]
-    fn only_loopback_hosts_and_the_daemons_own_origin_pass_by_default() {
+    fn the_daemons_own_origin_is_plain_http_on_its_port() {
         let rules = TcpRules {
             port: 4000,
             hosts: vec![],
-            origins: vec![],
+            origins: vec!["https://app.example".into()],
             tokens: vec![],
         };
-        assert!(rules.host_ok("127.0.0.1:4000"));
-        assert!(rules.host_ok("[::1]:4000"));
-        assert!(!rules.host_ok("evil.example:4000"));
-        assert!(rules.origin_ok("http://127.0.0.1:4000"));
-        assert!(rules.origin_ok("http://localhost:4000"));
-        assert!(
-            !rules.origin_ok("http://localhost:5000"),
-            "another port's page"
+        assert_eq!(
+            rules.origins(),
+            [
+                "http://localhost:4000",
+                "http://127.0.0.1:4000",
+                "http://[::1]:4000",
+                "https://app.example"
+            ]
         );
-        assert!(!rules.origin_ok("https://evil.example"));
-        let allowed = TcpRules {
-            origins: vec!["https://app.example".into()],
-            hosts: vec!["box.lan".into()],
-            ..rules
-        };
-        assert!(allowed.origin_ok("https://app.example"));
-        assert!(allowed.host_ok("box.lan:4000"));
     }
 }

@@ -58,9 +58,26 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Also listen on TCP at ADDR (loopback, e.g. 127.0.0.1:3922): `/v1`, `/mcp` and
-    /// `/sse`. Another address needs `--allow-host` and a token.
+    /// `/sse`. It needs a token (`--token-file`), since every local user can reach a
+    /// loopback port, unless `--allow-any-local-user` is given. Another address also
+    /// needs `--allow-host`.
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
+    /// With `--http` on a loopback address: serve it without a token, to every local
+    /// user (the Unix socket still serves only this user).
+    #[arg(long, requires = "http")]
+    allow_any_local_user: bool,
+    /// Connections held at once per listener, counted once a request on them has
+    /// passed the listener's checks; at the limit the oldest idle one makes room.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// TCP connections held at once that no request has yet passed the checks on
+    /// (each cut after 5 s if none does); at the limit the oldest idle one makes room.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    max_pending_connections: u32,
+    /// Listeners of `GET /v1/events` at once; at the limit the oldest is cut.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    max_event_subscribers: u32,
     /// Stop after this long with no request and no connection open (e.g. `15m`,
     /// `90s`, `1h`). Default: never.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -72,8 +89,9 @@ pub struct Args {
     #[arg(long, value_name = "ORIGIN", requires = "http")]
     allow_origin: Vec<String>,
     /// With `--http`: require `Authorization: Bearer <token>` on the TCP listener, with
-    /// one of this file's tokens (one a line). Default: `$MCPX_SERVE_TOKEN`, else none.
-    /// The socket asks for none: its permissions are its access control.
+    /// one of this file's tokens (one a line, each at least 32 bytes; the file readable
+    /// by its owner only). Default: `$MCPX_SERVE_TOKEN`, else none. The socket asks
+    /// for none: its uid check is its access control.
     #[arg(long, value_name = "FILE", requires = "http")]
     token_file: Option<PathBuf>,
     /// Worker threads of the runtime (as for `mcpx serve`). Default: `$MCPX_THREADS`,
@@ -402,29 +420,21 @@ fn fail(message: &str) -> ExitCode {
 
 use crate::serve::ListenerError;
 
-/// The tokens `--token-file` (or `$MCPX_SERVE_TOKEN`) names.
+/// The tokens `--token-file` (or `$MCPX_SERVE_TOKEN`) names, with `--http`.
 fn tokens(args: &Args) -> Result<Vec<BearerToken>, ListenerError> {
-    match &args.token_file {
-        Some(file) => {
-            let text =
-                std::fs::read_to_string(file).map_err(|source| ListenerError::TokenFileRead {
-                    file: file.clone(),
-                    source,
-                })?;
-            BearerToken::from_lines(&text).map_err(|why| ListenerError::TokenFileBad {
-                file: file.clone(),
-                why,
-            })
-        }
-        None if args.http.is_none() => Ok(Vec::new()),
-        None => match std::env::var(config::SERVE_TOKEN_ENV) {
-            Err(_) => Ok(Vec::new()),
-            Ok(t) => BearerToken::new(&t)
-                .map(|t| vec![t])
-                .ok_or(ListenerError::EmptyToken),
-        },
+    if args.http.is_none() {
+        return Ok(Vec::new());
     }
+    crate::serve::tokens(args.token_file.as_deref())
 }
+
+/// `--http` on loopback without a token serves every local user: refused unless
+/// `--allow-any-local-user` says so.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "--http {0}: every local user can reach this port, so it needs a token (--token-file or $MCPX_SERVE_TOKEN); --allow-any-local-user serves it without one"
+)]
+struct NeedsToken(SocketAddr);
 
 /// Runs the daemon until SIGTERM, Ctrl-C, `POST /v1/shutdown` or `--idle-exit`.
 pub fn run(args: &Args) -> ExitCode {
@@ -457,15 +467,25 @@ pub fn run(args: &Args) -> ExitCode {
         origins: args.allow_origin.clone(),
         tokens: tokens.clone(),
     });
-    if let (Some(addr), Some(rules)) = (http, &rules)
-        && let Err(e) = listen::bind_allowed(addr, rules)
-    {
-        return fail(&e.to_string());
+    if let (Some(addr), Some(rules)) = (http, &rules) {
+        if let Err(e) = listen::bind_allowed(addr, rules) {
+            return fail(&e.to_string());
+        }
+        if rules.tokens.is_empty() && !args.allow_any_local_user {
+            return fail(&NeedsToken(addr).to_string());
+        }
     }
+    let limits = mcpx_transport::listen::Limits {
+        max_connections: args.max_connections as usize,
+        max_pending: args.max_pending_connections as usize,
+        pending_within: Duration::from_secs(5),
+    };
+    let max_subscribers = args.max_event_subscribers as usize;
     let socket = args.socket.clone().unwrap_or_else(|| place.socket.clone());
     let log = args.log_file.clone();
     let idle_exit = args.idle_exit;
     let (allow_host, allow_origin) = (args.allow_host.clone(), args.allow_origin.clone());
+    let open_to_all = tokens.is_empty();
     crate::runtime::run("daemon", args.threads, |stop| async move {
         // TCP first: when its port is taken, no socket file is left behind.
         let tcp =
@@ -496,6 +516,7 @@ pub fn run(args: &Args) -> ExitCode {
             activity.clone(),
             log.clone(),
         ));
+        daemon.events.bound_subscribers(max_subscribers);
         {
             // Every reload (the watcher's, SIGHUP's, /v1/reload's) is an event. Weak:
             // the app outlives no daemon through its observer.
@@ -527,53 +548,61 @@ pub fn run(args: &Args) -> ExitCode {
                 gateway.shutdown();
             });
         }
-        // MCP beside /v1: the socket's asks for no token; TCP's has serve's rules.
-        let mcp_config = |bind: SocketAddr, tokens: Vec<BearerToken>| {
-            let mut c = HttpServerConfig {
-                bind,
-                ..HttpServerConfig::default()
+        // MCP beside /v1: the socket's asks for no token; TCP's guard is the one
+        // `/v1` has.
+        let mcp_config =
+            |bind: SocketAddr, tokens: Vec<BearerToken>, origins: Option<Vec<String>>| {
+                let mut c = HttpServerConfig {
+                    bind,
+                    ..HttpServerConfig::default()
+                };
+                c.allowed_hosts.extend(allow_host.iter().cloned());
+                match origins {
+                    Some(o) => c.allowed_origins = o,
+                    None => c.allowed_origins.extend(allow_origin.iter().cloned()),
+                }
+                c.bearer_tokens = tokens;
+                c.limits.max_frame_bytes = mcp_limits.0;
+                c.max_sessions = mcp_limits.1;
+                c.session_idle_timeout = mcp_limits.2;
+                c.max_header_count = mcp_limits.3;
+                c.max_header_bytes = mcp_limits.4;
+                c
             };
-            c.allowed_hosts.extend(allow_host.iter().cloned());
-            c.allowed_origins.extend(allow_origin.iter().cloned());
-            c.bearer_tokens = tokens;
-            c.limits.max_frame_bytes = mcp_limits.0;
-            c.max_sessions = mcp_limits.1;
-            c.session_idle_timeout = mcp_limits.2;
-            c.max_header_count = mcp_limits.3;
-            c.max_header_bytes = mcp_limits.4;
-            c
-        };
         let unbound: SocketAddr = ([127, 0, 0, 1], 0).into();
         let unix_router = api::router(daemon.clone())
             .merge(streamable_http::router(
                 hosts::Observed::new(daemon.clone()),
-                mcp_config(unbound, Vec::new()),
+                mcp_config(unbound, Vec::new(), None),
             ))
             .fallback(api::no_route);
         let mut served = vec![tokio::spawn(listen::serve_unix(
             unix,
             unix_router,
             uid,
+            mcpx_transport::listen::Budget::new(limits),
             activity.clone(),
             stop.clone(),
         ))];
         if let (Some(listener), Some(addr), Some(rules)) = (tcp, tcp_addr, rules) {
-            let v1 = api::router(daemon.clone()).route_layer(axum::middleware::from_fn_with_state(
-                Arc::new(listen::TcpRules {
-                    port: addr.port(),
-                    ..rules
-                }),
-                listen::guard,
-            ));
+            let rules = listen::TcpRules {
+                port: addr.port(),
+                ..rules
+            };
+            let config = mcp_config(addr, tokens, Some(rules.origins()));
+            let guard = Arc::new(mcpx_transport::origin::Guard::new(&config));
+            let v1 = api::router(daemon.clone())
+                .route_layer(axum::middleware::from_fn_with_state(guard, listen::guard));
             let tcp_router = v1
                 .merge(streamable_http::router(
                     hosts::Observed::new(daemon.clone()),
-                    mcp_config(addr, tokens),
+                    config,
                 ))
                 .fallback(api::no_route);
             served.push(tokio::spawn(listen::serve_tcp(
                 listener,
                 tcp_router,
+                mcpx_transport::listen::Budget::new(limits),
                 activity.clone(),
                 stop.clone(),
             )));
@@ -586,11 +615,16 @@ pub fn run(args: &Args) -> ExitCode {
             config: key.clone(),
         };
         record.write(&place.record)?;
+        let who = if open_to_all {
+            " (no token: every local user may use it, --allow-any-local-user)"
+        } else {
+            " (a token required)"
+        };
         mcpx_telemetry::notice(&format!(
             "mcpx daemon: serving {key} on {}{}",
             socket.display(),
             tcp_addr
-                .map(|a| format!(" and http://{a}"))
+                .map(|a| format!(" and http://{a}{who}"))
                 .unwrap_or_default()
         ));
         if let Some(idle) = idle_exit {

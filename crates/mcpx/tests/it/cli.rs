@@ -210,7 +210,13 @@ fn a_taken_port_is_named() {
         ),
         (
             "port-daemon",
-            vec!["daemon", "--demo", "--http", &addr],
+            vec![
+                "daemon",
+                "--demo",
+                "--http",
+                &addr,
+                "--allow-any-local-user",
+            ],
             "mcpx daemon: --http: ",
         ),
     ] {

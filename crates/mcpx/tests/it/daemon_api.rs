@@ -160,11 +160,14 @@ async fn every_route_answers_over_the_socket() {
     assert!(!d.socket.exists(), "the socket is removed");
 }
 
+/// The TCP listener's token in these tests.
+const SECRET: &str = "s3cret-of-the-daemon-at-least-32-bytes";
+
 #[tokio::test]
 async fn every_route_answers_over_tcp_behind_a_token() {
     let dir = mcpx_testkit::scratch::dir("daemon-tcp");
     let tokens = dir.join("tokens");
-    std::fs::write(&tokens, "s3cret\n").unwrap();
+    crate::write_token_file(&tokens, &format!("{SECRET}\n"));
     let d = Daemon::start_in(
         dir,
         &two_examples(),
@@ -178,7 +181,7 @@ async fn every_route_answers_over_tcp_behind_a_token() {
     .await;
     d.ready().await;
     let http = reqwest::Client::new();
-    let get = |path: &str| http.get(d.url(path)).bearer_auth("s3cret").send();
+    let get = |path: &str| http.get(d.url(path)).bearer_auth(SECRET).send();
     // No token, a wrong one, a foreign Origin, a foreign Host: refused.
     let r = http.get(d.url("/v1/health")).send().await.unwrap();
     assert_eq!(r.status(), 401);
@@ -192,7 +195,7 @@ async fn every_route_answers_over_tcp_behind_a_token() {
     assert_eq!(r.status(), 401);
     let r = http
         .get(d.url("/v1/health"))
-        .bearer_auth("s3cret")
+        .bearer_auth(SECRET)
         .header("origin", "https://evil.example")
         .send()
         .await
@@ -201,7 +204,7 @@ async fn every_route_answers_over_tcp_behind_a_token() {
     assert!(r.headers().get("access-control-allow-origin").is_none());
     let r = http
         .get(d.url("/v1/health"))
-        .bearer_auth("s3cret")
+        .bearer_auth(SECRET)
         .header("host", "evil.example")
         .send()
         .await
@@ -211,7 +214,7 @@ async fn every_route_answers_over_tcp_behind_a_token() {
     let own = format!("http://127.0.0.1:{}", d.port.unwrap());
     let r = http
         .get(d.url("/v1/health"))
-        .bearer_auth("s3cret")
+        .bearer_auth(SECRET)
         .header("origin", own)
         .send()
         .await
@@ -235,7 +238,7 @@ async fn every_route_answers_over_tcp_behind_a_token() {
     }
     let post = |path: &str, body: Value| {
         http.post(d.url(path))
-            .bearer_auth("s3cret")
+            .bearer_auth(SECRET)
             .header("content-type", "application/json")
             .body(body.to_string())
             .send()
@@ -266,7 +269,7 @@ async fn every_route_answers_over_tcp_behind_a_token() {
     // Events: the restart just asked for is among them.
     let r = http
         .get(d.url("/v1/events?since=0"))
-        .bearer_auth("s3cret")
+        .bearer_auth(SECRET)
         .send()
         .await
         .unwrap();
@@ -625,6 +628,7 @@ async fn cancelled_when_the_client_goes(d: &Daemon, tool: &str, stream: bool) {
     let body = json!({"tool": tool, "arguments": {"steps": 200, "delayMs": 100}}).to_string();
     let req = hyper::Request::post("/v1/call")
         .header("host", "localhost")
+        .header("content-type", "application/json")
         .header(
             "accept",
             if stream {
@@ -724,6 +728,7 @@ async fn a_streamed_call_relays_progress_and_logs_then_the_result() {
         tokio::spawn(conn);
         let req = hyper::Request::post("/v1/call?log=debug")
             .header("host", "localhost")
+            .header("content-type", "application/json")
             .header("accept", "text/event-stream")
             .body(http_body_util::Full::new(bytes::Bytes::from(
                 json!({"tool": "everything__test_tool_with_logging"}).to_string(),
@@ -740,6 +745,7 @@ async fn a_streamed_call_relays_progress_and_logs_then_the_result() {
         tokio::spawn(conn);
         let req = hyper::Request::post("/v1/call")
             .header("host", "localhost")
+            .header("content-type", "application/json")
             .header("accept", "application/x-ndjson")
             .body(http_body_util::Full::new(bytes::Bytes::from(text.clone())))
             .unwrap();

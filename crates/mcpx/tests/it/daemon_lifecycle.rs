@@ -242,7 +242,12 @@ fn tool_names(list: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn hosts_on_mcp_and_attached_share_one_upstream_process() {
-    let d = Daemon::start("share", &two_examples(), &["--http", "127.0.0.1:0"]).await;
+    let d = Daemon::start(
+        "share",
+        &two_examples(),
+        &["--http", "127.0.0.1:0", "--allow-any-local-user"],
+    )
+    .await;
     let before = d.ready().await;
     let url = d.url("/mcp");
     let http = |url: &str| TargetTransport::Http {
@@ -913,7 +918,12 @@ async fn a_multi_line_last_error_keeps_status_on_one_line_an_upstream() {
 
 #[tokio::test]
 async fn the_status_page_without_a_script_shows_upstreams_and_hosts_calls_with_reasons() {
-    let d = Daemon::start("page", &two_examples(), &["--http", "127.0.0.1:0"]).await;
+    let d = Daemon::start(
+        "page",
+        &two_examples(),
+        &["--http", "127.0.0.1:0", "--allow-any-local-user"],
+    )
+    .await;
     d.ready().await;
     let modern = host(
         "modern",

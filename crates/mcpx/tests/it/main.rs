@@ -33,6 +33,14 @@ pub fn scratch_dir(name: &str) -> PathBuf {
 }
 
 // The shared harnesses.
+/// Writes a token file as `--token-file` takes one: `text` (tokens of at least 32
+/// bytes), readable by its owner only.
+pub fn write_token_file(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
 #[path = "common/authz.rs"]
 mod authz;
 mod common;
@@ -62,6 +70,7 @@ mod gateway_load;
 mod gateway_lone_surrogate;
 mod gateway_matrix;
 mod gateway_recovery;
+mod hardening;
 mod import;
 mod metrics;
 mod probing;

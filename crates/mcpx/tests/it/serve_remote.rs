@@ -15,7 +15,7 @@ use tokio::process::{Child, Command};
 use crate::common;
 use common::*;
 
-const TOKEN: &str = "s3cret-token";
+const TOKEN: &str = "s3cret-token-of-at-least-32-bytes";
 
 /// `mcpx serve --demo --http 127.0.0.1:0` with `args`; its port.
 async fn gateway(args: &[&str]) -> (Child, u16) {
@@ -39,7 +39,7 @@ impl Files {
         std::fs::write(dir.join("cert.pem"), &id.cert_pem).unwrap();
         std::fs::write(dir.join("key.pem"), &id.key_pem).unwrap();
         std::fs::write(dir.join("ca.pem"), &id.ca_pem).unwrap();
-        std::fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
+        crate::write_token_file(&dir.join("token"), &format!("{TOKEN}\n"));
         Files { dir }
     }
 
@@ -337,15 +337,17 @@ async fn gateway_with(dir: &std::path::Path, mcpx: Value, args: &[&str]) -> (Chi
 async fn legacy_sessions_are_bound_to_the_token_that_opened_them() {
     let dir = crate::scratch_dir("serve-bound");
     let tokens = dir.join("tokens");
-    std::fs::write(
+    crate::write_token_file(
         &tokens,
-        "# one token a host\nalpha-token\n\n  beta-token  \n",
-    )
-    .unwrap();
+        "# one token a host\nalpha-token-of-at-least-32-bytes\n\n  beta-token-of-at-least-32-bytes!  \n",
+    );
     let (_gw, port) = gateway(&["--token-file", &tokens.to_string_lossy()]).await;
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let (alpha, beta) = ("Bearer alpha-token", "Bearer beta-token");
+    let (alpha, beta) = (
+        "Bearer alpha-token-of-at-least-32-bytes",
+        "Bearer beta-token-of-at-least-32-bytes!",
+    );
     let req = |method: reqwest::Method, auth: &str, sid: Option<&str>| {
         let mut b = client
             .request(method, &url)

@@ -16,13 +16,13 @@ use tokio::process::{Child, Command};
 use crate::common;
 use common::*;
 
-const TOKEN: &str = "the-right-token";
+const TOKEN: &str = "the-right-token-of-at-least-32-bytes";
 
 /// `mcpx serve --demo --http` requiring [`TOKEN`].
 async fn guarded_gateway(tag: &str) -> (Child, u16) {
     let dir = crate::scratch_dir(&format!("oauth-upstream-{tag}"));
     let file = dir.join("token");
-    std::fs::write(&file, TOKEN).unwrap();
+    crate::write_token_file(&file, TOKEN);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpx"));
     cmd.args(["serve", "--demo", "--http", "127.0.0.1:0", "--token-file"])
         .arg(&file)

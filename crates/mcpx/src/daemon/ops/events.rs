@@ -55,20 +55,35 @@ pub fn events(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
         }
         first.extend(sub.backlog.iter().map(|e| sse(e)));
         let last = sub.backlog.last().map(|e| e.seq);
-        let state = (first.into_iter(), sub.live, last, d.stop.clone());
+        let state = (
+            first.into_iter(),
+            sub.live,
+            last,
+            (d.stop.clone(), Some(sub.place)),
+        );
         let stream = futures_util::stream::unfold(
             state,
-            |(mut first, mut live, mut last, stop)| async move {
+            |(mut first, mut live, mut last, (stop, mut place))| async move {
                 if let Some(b) = first.next() {
-                    return Some((Ok::<_, Infallible>(b), (first, live, last, stop)));
+                    return Some((Ok::<_, Infallible>(b), (first, live, last, (stop, place))));
                 }
+                let cut = place.as_ref()?.cut.clone();
                 loop {
                     let got = tokio::select! {
                         r = live.recv() => r,
                         () = tokio::time::sleep(KEEP_ALIVE) => {
-                            return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), (first, live, last, stop)));
+                            return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), (first, live, last, (stop, place))));
                         }
                         () = stop.cancelled() => return None,
+                        () = cut.cancelled() => {
+                            // Said once; the stream ends at the next poll.
+                            place = None;
+                            let b = Bytes::from(format!(
+                                "event: closed\ndata: {}\n\n",
+                                json!({ "reason": "newer listeners took this one's place (--max-event-subscribers)" })
+                            ));
+                            return Some((Ok(b), (first, live, last, (stop, place))));
+                        }
                     };
                     match got {
                         // Already sent from the backlog.
@@ -76,14 +91,14 @@ pub fn events(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
                         Ok(e) => {
                             last = Some(e.seq);
                             let b = sse(&e);
-                            return Some((Ok(b), (first, live, last, stop)));
+                            return Some((Ok(b), (first, live, last, (stop, place))));
                         }
                         Err(RecvError::Lagged(n)) => {
                             let b = Bytes::from(format!(
                                 "event: lost\ndata: {}\n\n",
                                 json!({ "missed": n })
                             ));
-                            return Some((Ok(b), (first, live, last, stop)));
+                            return Some((Ok(b), (first, live, last, (stop, place))));
                         }
                         Err(RecvError::Closed) => return None,
                     }

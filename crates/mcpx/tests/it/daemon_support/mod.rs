@@ -122,7 +122,10 @@ impl Daemon {
                         Some((s, h)) => (s, Some(h)),
                         None => (rest, None),
                     };
-                    let port = http.and_then(|h| h.rsplit(':').next()?.parse::<u16>().ok());
+                    let port = http.and_then(|h| {
+                        let addr = h.split_whitespace().next()?;
+                        addr.rsplit(':').next()?.parse::<u16>().ok()
+                    });
                     return Some((PathBuf::from(socket), port));
                 }
             }
@@ -173,6 +176,14 @@ impl Daemon {
                 .method(method)
                 .uri(path)
                 .header("host", "localhost");
+            // A body is JSON (`/v1` refuses any other), unless the test names a type.
+            if body.is_some()
+                && !headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            {
+                req = req.header("content-type", "application/json");
+            }
             for (k, v) in headers {
                 req = req.header(*k, *v);
             }
