@@ -17,7 +17,8 @@
 //!   (configured, else the challenge's, else the metadata's `scopes_supported`, plus
 //!   `offline_access` when the authorization server lists it); the response's `state`
 //!   must match and its `iss` (RFC 9207) be the issuer, exactly, when present or
-//!   advertised.
+//!   advertised. The callback listener takes only a `GET /callback` with that `state`
+//!   for the response: any other request gets an error page, and the wait goes on.
 //! * Tokens are refreshed shortly before they expire, one refresh at a time per token
 //!   set across processes (the store's lock, the store re-read after taking it).
 
@@ -815,28 +816,56 @@ struct Callback {
 
 /// Why the browser's redirect gave no code, or why none came.
 #[derive(Debug, thiserror::Error)]
-enum CallbackError {
+#[non_exhaustive]
+pub enum CallbackError {
+    /// The request's `state` is missing, repeated or not the one sent: it is not the
+    /// authorization server's redirect (the listener answers it 400 and keeps waiting).
     #[error(
         "the redirect's state is not the one sent (a forged or stale redirect); nothing was exchanged"
     )]
     State,
+    /// The redirect's `iss` is not the authorization server's issuer (RFC 9207).
     #[error(
         "the redirect's iss {got:?} is not the authorization server's issuer {issuer:?}; nothing was exchanged"
     )]
-    Issuer { got: String, issuer: String },
+    Issuer {
+        /// The `iss` the redirect carries.
+        got: String,
+        /// The authorization server's issuer.
+        issuer: String,
+    },
+    /// The authorization server promised an `iss` and the redirect carries none.
     #[error(
         "the authorization server promised an iss in its redirect (authorization_response_iss_parameter_supported) and sent none; nothing was exchanged"
     )]
     NoIssuer,
+    /// The redirect carries a parameter of the response more than once (RFC 6749
+    /// §3.1 forbids it).
+    #[error("the redirect carries {0} more than once; nothing was exchanged")]
+    Repeated(&'static str),
+    /// The authorization server refused (the redirect's `error`).
     #[error("the authorization server answered {error}{}", .description.as_ref().map(|d| format!(": {d}")).unwrap_or_default())]
     Refused {
+        /// Its `error`.
         error: String,
+        /// Its `error_description`, if any.
         description: Option<String>,
     },
+    /// The redirect carries no code, or an empty one.
     #[error("the redirect carries no code")]
     NoCode,
+    /// No redirect came within the login's time.
     #[error("no redirect came back within {} s", .0.as_secs())]
     Timeout(Duration),
+}
+
+/// Whether two secrets are equal, in a time that depends on their lengths only.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
 }
 
 /// Parses the callback's query: the code, once `state` and `iss` are checked.
@@ -851,18 +880,33 @@ fn read_callback(
     let mut iss = None;
     let mut error = None;
     let mut description = None;
+    let mut states = 0usize;
+    let mut repeated = None;
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
-        match &*k {
-            "code" => code = Some(v.into_owned()),
-            "state" => got_state = Some(v.into_owned()),
-            "iss" => iss = Some(v.into_owned()),
-            "error" => error = Some(v.into_owned()),
-            "error_description" => description = Some(v.into_owned()),
-            _ => {}
+        let (slot, name) = match &*k {
+            "state" => {
+                states += 1;
+                (&mut got_state, "state")
+            }
+            "code" => (&mut code, "code"),
+            "iss" => (&mut iss, "iss"),
+            "error" => (&mut error, "error"),
+            "error_description" => (&mut description, "error_description"),
+            _ => continue,
+        };
+        if slot.is_some() {
+            repeated.get_or_insert(name);
         }
+        *slot = Some(v.into_owned());
     }
-    if got_state.as_deref() != Some(state) {
-        return Err(CallbackError::State);
+    // The state first: a request without the one sent, exactly once, is none of the
+    // authorization server's, whatever else it carries.
+    match got_state {
+        Some(s) if states == 1 && same_secret(s.as_bytes(), state.as_bytes()) => {}
+        _ => return Err(CallbackError::State),
+    }
+    if let Some(name) = repeated {
+        return Err(CallbackError::Repeated(name));
     }
     // RFC 9207 §2.4: compared by simple string comparison, when present or promised.
     match iss {
@@ -884,6 +928,22 @@ fn read_callback(
         Some(c) if !c.is_empty() => Ok(Callback { code: c }),
         _ => Err(CallbackError::NoCode),
     }
+}
+
+/// Reads the query of a request to the callback (`/callback?…`) as the listener of a
+/// login that sent `state` to the authorization server `issuer` does: the code, if it
+/// is the redirect that ends the login with one. [`CallbackError::State`] means the
+/// request is not that redirect (its `state` is missing, repeated or another, compared
+/// in constant time), and the listener keeps waiting; any other error ends the login.
+/// `iss_required`: the authorization server advertised
+/// `authorization_response_iss_parameter_supported` (RFC 9207).
+pub fn callback_code(
+    query: &str,
+    state: &str,
+    issuer: &str,
+    iss_required: bool,
+) -> Result<String, CallbackError> {
+    read_callback(query, state, issuer, iss_required).map(|c| c.code)
 }
 
 /// Opens `url` in the user's browser: `$BROWSER` (run with the URL as its one
@@ -914,8 +974,88 @@ fn open_browser(url: &str) {
     }
 }
 
-/// Waits on `listener` for the browser's redirect to `/callback`; answers it with a
-/// page saying how it went.
+/// The most connections the callback listener serves at once.
+const CALLBACK_CONNECTIONS: usize = 16;
+
+/// How long the callback listener waits for a request's head on a connection.
+const CALLBACK_HEAD_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The most a connection to the callback listener lasts: its one request read, its
+/// page written.
+const CALLBACK_CONNECTION_TIME: Duration = Duration::from_secs(10);
+
+/// A connection the callback listener serves.
+struct CallbackConnection {
+    id: u64,
+    /// Whether its request came (then its page is being written and it closes).
+    busy: Arc<AtomicBool>,
+    task: tokio::task::AbortHandle,
+}
+
+/// What the callback listener answers a request with: the status, the page, an
+/// `Allow` header's value, and what it hands the waiting login, if anything (only a
+/// redirect that carries the `state` sent).
+fn callback_answer(
+    method: &Method,
+    uri: &hyper::Uri,
+    state: &str,
+    issuer: &str,
+    iss_required: bool,
+) -> (
+    hyper::StatusCode,
+    String,
+    Option<&'static str>,
+    Option<Result<Callback, CallbackError>>,
+) {
+    use hyper::StatusCode;
+    if uri.path() != "/callback" {
+        return (
+            StatusCode::NOT_FOUND,
+            "Not found: mcpx's login listener answers the redirect to /callback only.".to_owned(),
+            None,
+            None,
+        );
+    }
+    if method != Method::GET {
+        return (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method not allowed: the redirect to /callback is a GET.".to_owned(),
+            Some("GET"),
+            None,
+        );
+    }
+    match read_callback(uri.query().unwrap_or(""), state, issuer, iss_required) {
+        Err(CallbackError::State) => (
+            StatusCode::BAD_REQUEST,
+            "This is not the redirect mcpx is waiting for: its state is missing or not the one \
+             mcpx sent (a forged or stale link). Nothing was exchanged; mcpx still waits for \
+             the authorization server's redirect."
+                .to_owned(),
+            None,
+            None,
+        ),
+        Ok(c) => (
+            StatusCode::OK,
+            "mcpx got the authorization; you can close this window.".to_owned(),
+            None,
+            Some(Ok(c)),
+        ),
+        Err(e) => (
+            StatusCode::BAD_REQUEST,
+            format!("mcpx could not use this authorization: {e}"),
+            None,
+            Some(Err(e)),
+        ),
+    }
+}
+
+/// Waits on `listener` for the browser's redirect to `GET /callback` with the `state`
+/// sent; answers every request with a page saying how it went. A request with another
+/// `state`, or none, is answered 400 and the wait goes on; one to another path 404,
+/// another method 405. Each connection carries one request (`Connection: close`), its
+/// head within [`CALLBACK_HEAD_TIMEOUT`]; at most [`CALLBACK_CONNECTIONS`] are served
+/// at once, and a new one beyond them closes the oldest whose request has not come.
+/// When the wait ends, every connection but the redirect's is closed.
 async fn await_callback(
     listener: tokio::net::TcpListener,
     state: String,
@@ -924,48 +1064,91 @@ async fn await_callback(
     within: Duration,
 ) -> Result<Callback, CallbackError> {
     use hyper::service::service_fn;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Callback, CallbackError>>(1);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, Result<Callback, CallbackError>)>(1);
+    let expected = Arc::new((state, issuer));
+    let mut served: std::collections::VecDeque<CallbackConnection> =
+        std::collections::VecDeque::new();
+    let mut next_id = 0u64;
     let deadline = tokio::time::sleep(within);
     tokio::pin!(deadline);
-    loop {
+    let (winner, result) = loop {
         tokio::select! {
-            () = &mut deadline => {
-                return Err(CallbackError::Timeout(within));
-            }
-            Some(result) = rx.recv() => return result,
+            () = &mut deadline => break (None, Err(CallbackError::Timeout(within))),
+            Some((id, result)) = rx.recv() => break (Some(id), result),
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
-                let tx = tx.clone();
-                let (state, issuer) = (state.clone(), issuer.clone());
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
-                        let tx = tx.clone();
-                        let (state, issuer) = (state.clone(), issuer.clone());
-                        async move {
-                            let (status, page) = if req.uri().path() != "/callback" {
-                                (404, "Not found.".to_owned())
-                            } else {
-                                let result = read_callback(req.uri().query().unwrap_or(""), &state, &issuer, iss_required);
-                                let page = match &result {
-                                    Ok(_) => "mcpx got the authorization; you can close this window.".to_owned(),
-                                    Err(e) => format!("mcpx could not use this authorization: {e}"),
-                                };
-                                let status = if result.is_ok() { 200 } else { 400 };
-                                let _ = tx.send(result).await;
-                                (status, page)
-                            };
-                            let mut resp = hyper::Response::new(Full::new(Bytes::from(page)));
-                            *resp.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST);
-                            resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-                            Ok::<_, std::convert::Infallible>(resp)
+                served.retain(|c| !c.task.is_finished());
+                if served.len() >= CALLBACK_CONNECTIONS {
+                    // Idle ones go first: a browser's redirect comes on a new connection.
+                    match served.iter().position(|c| !c.busy.load(Ordering::SeqCst)) {
+                        Some(i) => {
+                            if let Some(oldest) = served.remove(i) {
+                                oldest.task.abort();
+                            }
                         }
-                    });
-                    // Served until the browser closes it: no shutdown, hyper's defaults.
-                    crate::serve::connection(stream, svc, tokio_util::sync::CancellationToken::new(), crate::serve::Settings::default()).await;
+                        None => continue,
+                    }
+                }
+                let id = next_id;
+                next_id += 1;
+                let busy = Arc::new(AtomicBool::new(false));
+                let (tx, expected, flag) = (tx.clone(), expected.clone(), busy.clone());
+                let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
+                    flag.store(true, Ordering::SeqCst);
+                    let (status, page, allow, outcome) = callback_answer(
+                        req.method(),
+                        req.uri(),
+                        &expected.0,
+                        &expected.1,
+                        iss_required,
+                    );
+                    let tx = tx.clone();
+                    async move {
+                        if let Some(outcome) = outcome {
+                            // Closed: the wait ended by another request or the deadline.
+                            let _ = tx.send((id, outcome)).await;
+                        }
+                        let mut resp = hyper::Response::new(Full::new(Bytes::from(page)));
+                        *resp.status_mut() = status;
+                        let headers = resp.headers_mut();
+                        headers.insert(
+                            CONTENT_TYPE,
+                            HeaderValue::from_static("text/plain; charset=utf-8"),
+                        );
+                        headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+                        if let Some(allow) = allow {
+                            headers.insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
+                        }
+                        Ok::<_, std::convert::Infallible>(resp)
+                    }
                 });
+                let settings = crate::serve::Settings {
+                    header_read_timeout: Some(CALLBACK_HEAD_TIMEOUT),
+                    ..crate::serve::Settings::default()
+                };
+                let task = tokio::spawn(async move {
+                    let _ = tokio::time::timeout(
+                        CALLBACK_CONNECTION_TIME,
+                        crate::serve::connection(
+                            stream,
+                            svc,
+                            tokio_util::sync::CancellationToken::new(),
+                            settings,
+                        ),
+                    )
+                    .await;
+                });
+                served.push_back(CallbackConnection { id, busy, task: task.abort_handle() });
             }
         }
+    };
+    // The redirect's connection writes its page and closes; the rest are closed now.
+    for c in served {
+        if Some(c.id) != winner {
+            c.task.abort();
+        }
     }
+    result
 }
 
 /// What an unauthenticated request to an upstream showed (see [`probe_authorization`]).
@@ -1752,6 +1935,77 @@ mod tests {
         }
         // Not advertised and absent: accepted.
         assert!(read_callback("code=c&state=s", "s", "https://as", false).is_ok());
+        // A state missing, repeated or another is no redirect of the server's (the
+        // listener waits on); a response parameter twice ends the login.
+        for q in [
+            "code=c",
+            "code=c&state=",
+            "code=c&state=s&state=s",
+            "code=c&state=x&state=s",
+            "code=c&state=S",
+            "code=c&state=ss",
+            "code=c&STATE=s",
+        ] {
+            assert!(
+                matches!(
+                    callback_code(q, "s", "https://as", false),
+                    Err(CallbackError::State)
+                ),
+                "{q}"
+            );
+        }
+        for (q, name) in [
+            ("code=c&code=d&state=s", "code"),
+            (
+                "code=c&state=s&iss=https%3A%2F%2Fas&iss=https%3A%2F%2Fas",
+                "iss",
+            ),
+            ("error=a&error=b&state=s", "error"),
+        ] {
+            let e = callback_code(q, "s", "https://as", false).err().unwrap();
+            assert!(
+                matches!(e, CallbackError::Repeated(n) if n == name),
+                "{q}: {e}"
+            );
+        }
+        assert_eq!(
+            callback_code("state=s%2B&code=a%20b", "s+", "https://as", false).unwrap(),
+            "a b"
+        );
+    }
+
+    #[test]
+    fn secrets_are_equal_only_when_every_byte_is() {
+        assert!(same_secret(b"", b""));
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"abc", b"ab"));
+        assert!(!same_secret(b"", b"a"));
+    }
+
+    #[test]
+    fn the_listener_answers_get_callback_only() {
+        let uri = |u: &str| u.parse::<hyper::Uri>().unwrap();
+        let answer = |m: Method, u: &str| callback_answer(&m, &uri(u), "s", "https://as", false);
+        let (status, _, allow, outcome) = answer(Method::GET, "/other?code=c&state=s");
+        assert_eq!(
+            (status.as_u16(), allow, outcome.is_none()),
+            (404, None, true)
+        );
+        let (status, _, allow, outcome) = answer(Method::POST, "/callback?code=c&state=s");
+        assert_eq!(
+            (status.as_u16(), allow, outcome.is_none()),
+            (405, Some("GET"), true)
+        );
+        let (status, page, _, outcome) = answer(Method::GET, "/callback?code=c&state=x");
+        assert_eq!((status.as_u16(), outcome.is_none()), (400, true));
+        assert!(page.contains("still waits"), "{page}");
+        let (status, _, _, outcome) = answer(Method::GET, "/callback?error=access_denied&state=s");
+        assert_eq!(status.as_u16(), 400);
+        assert!(matches!(outcome, Some(Err(CallbackError::Refused { .. }))));
+        let (status, _, _, outcome) = answer(Method::GET, "/callback?code=c&state=s");
+        assert_eq!(status.as_u16(), 200);
+        assert_eq!(outcome.unwrap().unwrap().code, "c");
     }
 
     #[test]

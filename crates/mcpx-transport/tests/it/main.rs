@@ -7,6 +7,7 @@ mod child;
 mod http_client;
 mod http_connections;
 mod http_server;
+mod oauth_callback;
 mod sse_client;
 mod stdio_server;
 mod wait;
