@@ -562,15 +562,19 @@ pub struct Host {
 impl Host {
     /// Starts the gateway on `config`, its upstreams connecting to `links`.
     pub fn start(config: mcpx_gateway::config::Config, links: InMemory) -> Host {
+        Host::start_with(config, None, links, EraCache::disabled())
+    }
+
+    /// [`Host::start`], `config` read from file `path` (which a reload reads again),
+    /// the upstreams' eras remembered in `era_cache`.
+    pub fn start_with(
+        config: mcpx_gateway::config::Config,
+        path: Option<std::path::PathBuf>,
+        links: InMemory,
+        era_cache: EraCache,
+    ) -> Host {
         let links = Arc::new(links);
-        let app = App::start_linked(
-            config,
-            None,
-            None,
-            EraCache::disabled(),
-            None,
-            links.clone(),
-        );
+        let app = App::start_linked(config, path, None, era_cache, None, links.clone());
         Host {
             app,
             links,
