@@ -1085,6 +1085,7 @@ async fn connect_to(target: &Target, cache: &EraCache) -> Result<Connection, Cli
         Ok(x) => x,
         Err(e)
             if cached.is_some()
+                && !says_nothing_of_the_era(&e)
                 && !matches!(
                     target.preference,
                     ProtocolPreference::Modern | ProtocolPreference::Legacy
@@ -1110,6 +1111,22 @@ async fn connect_to(target: &Target, cache: &EraCache) -> Result<Connection, Cli
         ),
     }
     Ok(Connection::new(target, up, rx, facts))
+}
+
+/// Whether `e` ended a start without the server saying anything of its era: the
+/// process could not be started or exited, or the connection could not be made or
+/// closed. Trying the other era then would only start the process again at once;
+/// the next start is the caller's to decide (the gateway's supervisor backs off).
+fn says_nothing_of_the_era(e: &ClientError) -> bool {
+    matches!(
+        e,
+        ClientError::Transport {
+            source: TransportError::Closed { .. }
+                | TransportError::Spawn { .. }
+                | TransportError::Io(_),
+            ..
+        }
+    )
 }
 
 /// A connection, its era and what established it (`None`: a legacy era that only
@@ -1172,9 +1189,15 @@ async fn try_era(target: &Target, era: Era) -> Result<Connected, ClientError> {
         }
         Era::Legacy => match legacy(target, up, rx, 1).await {
             Ok((up, rx, facts)) => Ok((up, rx, facts, Some(DecidedBy::Initialize))),
-            Err(e) if target.preference == ProtocolPreference::Legacy => Err(e),
+            Err(e)
+                if target.preference == ProtocolPreference::Legacy
+                    || says_nothing_of_the_era(&e) =>
+            {
+                Err(e)
+            }
             Err(_) => {
-                // PreferLegacy: initialize failed; a modern-only server refuses it.
+                // Legacy tried first, but not required (prefer-legacy, or a legacy
+                // era cached): initialize was refused, as a modern-only server does.
                 let (up, rx) = open(target).await?;
                 let found = match discover(target, &up, &mut 1).await? {
                     Discovered::Modern(facts) => Some(facts),

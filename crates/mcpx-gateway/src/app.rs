@@ -3,11 +3,14 @@
 //!
 //! * [`App::start`] starts every upstream's supervisor and returns at once.
 //! * [`App::watch`] reloads when the configuration file changes (debounced
-//!   `reloadDebounceMs`) and on SIGHUP. A file that does not parse is reported with
-//!   its path, line and reason, and the configuration in force keeps serving.
+//!   `reloadDebounceMs`) and on SIGHUP, reading the file on a blocking thread. A file
+//!   that does not parse, or is refused (not a regular file, over
+//!   `MCPX_MAX_CONFIG_BYTES`), is reported with its path and reason, and the
+//!   configuration in force keeps serving.
 //! * Every reload, whatever asked for it ([`ReloadTrigger`]), goes through
-//!   [`App::reload_for`], which tells the observer [`App::on_reload`] set (the daemon
-//!   publishes it as an event) its trigger and its outcome.
+//!   [`App::reload_for`] or [`App::reload_async`], which tell the observer
+//!   [`App::on_reload`] set (the daemon publishes it as an event) its trigger and its
+//!   outcome.
 //! * [`App::shutdown`] ends hosts' listen streams and stops every upstream (a child
 //!   gets its stdin closed, then SIGTERM to its process group, then SIGKILL), so no
 //!   upstream process outlives mcpx.
@@ -205,15 +208,44 @@ impl App {
 
     /// Reads the configuration file again and applies it, as asked
     /// ([`ReloadTrigger::Asked`]). On any error the configuration in force is left as
-    /// it is.
+    /// it is. The file is read in place by [`config::load`], which reads only a
+    /// regular file of at most [`config::max_config_bytes`] and never waits on a FIFO;
+    /// an async caller uses [`App::reload_async`], which reads it on a blocking thread.
     pub fn reload(&self) -> Result<Plan, ReloadError> {
         self.reload_for(ReloadTrigger::Asked)
     }
 
-    /// [`App::reload`] for `trigger`: every reload's one way, which counts it in the
-    /// metrics and tells the [`App::on_reload`] observer.
+    /// [`App::reload`] for `trigger`: counted in the metrics and told to the
+    /// [`App::on_reload`] observer, as every reload is.
     pub fn reload_for(&self, trigger: ReloadTrigger) -> Result<Plan, ReloadError> {
-        let reloaded = self.reload_config();
+        let loaded = self
+            .path
+            .as_deref()
+            .ok_or(ReloadError::NoFile)
+            .and_then(|p| Ok(config::load(Some(p))?));
+        self.apply(trigger, loaded)
+    }
+
+    /// [`App::reload_for`], the file read on a blocking thread
+    /// ([`config::load_async`]): what the watcher and SIGHUP use.
+    pub async fn reload_async(&self, trigger: ReloadTrigger) -> Result<Plan, ReloadError> {
+        let loaded = match &self.path {
+            Some(p) => config::load_async(Some(p.clone()))
+                .await
+                .map_err(ReloadError::from),
+            None => Err(ReloadError::NoFile),
+        };
+        self.apply(trigger, loaded)
+    }
+
+    /// Applies a configuration read for `trigger` (or the error reading it), counts it
+    /// in the metrics and tells the observer.
+    fn apply(
+        &self,
+        trigger: ReloadTrigger,
+        loaded: Result<(PathBuf, Config), ReloadError>,
+    ) -> Result<Plan, ReloadError> {
+        let reloaded = loaded.and_then(|(path, config)| self.adjusted(path, config));
         if let Some(m) = self.gateway.metrics()
             && !matches!(reloaded, Err(ReloadError::NoFile))
         {
@@ -226,14 +258,9 @@ impl App {
         reloaded
     }
 
-    fn reload_config(&self) -> Result<Plan, ReloadError> {
-        let path = self.path.as_deref().ok_or(ReloadError::NoFile)?;
-        let (path, mut config) = config::load(Some(path))?;
+    fn adjusted(&self, path: PathBuf, mut config: Config) -> Result<Plan, ReloadError> {
         if let Some(adjust) = &self.adjust {
-            adjust(&mut config).map_err(|message| ReloadError::Adjust {
-                path: path.clone(),
-                message,
-            })?;
+            adjust(&mut config).map_err(|message| ReloadError::Adjust { path, message })?;
         }
         Ok(self.gateway.reload(config))
     }
@@ -276,15 +303,15 @@ impl App {
                     else => return,
                 };
                 let Some(app) = app.upgrade() else { return };
-                app.reload_logged(why);
+                app.reload_logged(why).await;
             }
         });
         unwatched.map_or(Ok(()), Err)
     }
 
-    /// [`App::reload`], with its outcome logged.
-    fn reload_logged(&self, why: ReloadTrigger) {
-        match self.reload_for(why) {
+    /// [`App::reload_async`], with its outcome logged.
+    async fn reload_logged(&self, why: ReloadTrigger) {
+        match self.reload_async(why).await {
             Ok(plan) => {
                 tracing::info!("{why}: reloaded ({plan})");
             }

@@ -40,9 +40,14 @@ use serde::Deserialize;
 mod file;
 mod oauth;
 mod parse;
+mod read;
 
 pub use file::strip_jsonc;
 pub use parse::parse;
+pub use read::{
+    DEFAULT_MAX_CONFIG_BYTES, FileKind, MAX_CONFIG_BYTES_ENV, MaxBytesError, max_bytes_from,
+    max_config_bytes, read,
+};
 
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +82,39 @@ pub enum ConfigError {
         line: Option<usize>,
         /// What is wrong.
         message: String,
+    },
+    /// The path names something other than a regular file (a FIFO, a device, a
+    /// directory): it is refused without being read.
+    #[error(
+        "{path}: {kind}, not a regular file; the configuration is read only from a regular file"
+    )]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it names.
+        kind: FileKind,
+    },
+    /// The file is larger than [`max_config_bytes`]: refused before it is parsed.
+    #[error(
+        "{path}: larger than {max} bytes, the most mcpx reads of a configuration file; set {MAX_CONFIG_BYTES_ENV} to raise it"
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The cap, in bytes.
+        max: u64,
+    },
+    /// `MCPX_MAX_CONFIG_BYTES` is not a number of bytes.
+    #[error(transparent)]
+    MaxBytes(#[from] MaxBytesError),
+    /// The blocking read of [`load_async`] did not finish (it panicked, or the
+    /// runtime is shutting down).
+    #[error("{path}: the read did not finish: {source}")]
+    Unfinished {
+        /// The file, or the first one on the search path.
+        path: PathBuf,
+        /// Why.
+        source: tokio::task::JoinError,
     },
     /// No configuration file was found on the search path.
     #[error("no configuration found; looked for {}", .searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
@@ -545,23 +583,38 @@ pub fn search_path(explicit: Option<&Path>) -> Vec<PathBuf> {
 }
 
 /// Loads the first configuration on the search path. An explicitly named file
-/// (`--config`, `$MCPX_CONFIG`) must exist.
+/// (`--config`, `$MCPX_CONFIG`) must exist. Each file is read by [`read`]: only a
+/// regular file, of at most [`max_config_bytes`]. It blocks on the disk: an async
+/// caller uses [`load_async`].
 pub fn load(explicit: Option<&Path>) -> Result<(PathBuf, Config), ConfigError> {
+    let max = max_config_bytes()?;
     let paths = search_path(explicit);
     let must_exist = explicit.is_some() || std::env::var_os("MCPX_CONFIG").is_some();
     for p in &paths {
-        match std::fs::read_to_string(p) {
+        match read(p, max) {
             Ok(text) => return parse(&text, p).map(|c| (p.clone(), c)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => continue,
-            Err(source) => {
-                return Err(ConfigError::Read {
-                    path: p.clone(),
-                    source,
-                });
+            Err(ConfigError::Read { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && !must_exist =>
+            {
+                continue;
             }
+            Err(e) => return Err(e),
         }
     }
     Err(ConfigError::NotFound { searched: paths })
+}
+
+/// [`load`] on a blocking thread (`tokio::task::spawn_blocking`), so that a slow
+/// disk does not hold up the runtime's other tasks. Must be called inside a tokio
+/// runtime.
+pub async fn load_async(explicit: Option<PathBuf>) -> Result<(PathBuf, Config), ConfigError> {
+    let path = explicit
+        .clone()
+        .or_else(|| search_path(None).into_iter().next())
+        .unwrap_or_default();
+    tokio::task::spawn_blocking(move || load(explicit.as_deref()))
+        .await
+        .map_err(|source| ConfigError::Unfinished { path, source })?
 }
 
 #[cfg(test)]

@@ -67,6 +67,9 @@ pub struct Upstream {
     pub discover_delay: Duration,
     /// How many connection attempts fail (the stream does not open) before one opens.
     pub fail_first: u32,
+    /// After this many connection attempts, each stream opens and ends at once, as a
+    /// process that starts and exits at once.
+    pub crash_after: Option<u32>,
     /// What it does once connected.
     pub behaviour: Behaviour,
 }
@@ -79,6 +82,7 @@ impl Upstream {
             start_delay: Duration::ZERO,
             discover_delay: Duration::ZERO,
             fail_first: 0,
+            crash_after: None,
             behaviour: Behaviour::Serves,
         }
     }
@@ -106,6 +110,12 @@ impl Upstream {
     /// The same, its first `n` connection attempts failing.
     pub fn failing_first(mut self, n: u32) -> Upstream {
         self.fail_first = n;
+        self
+    }
+
+    /// The same, each stream after the first `n` connection attempts ending at once.
+    pub fn crashing_after(mut self, n: u32) -> Upstream {
+        self.crash_after = Some(n);
         self
     }
 
@@ -294,6 +304,8 @@ pub struct InMemory {
 struct Shared {
     /// Live connections, by name, oldest first.
     live: Mutex<HashMap<String, Vec<Live>>>,
+    /// When each stream was opened (a process started), by name.
+    opens: Mutex<HashMap<String, Vec<Instant>>>,
     seen: Arc<Mutex<Seen>>,
 }
 
@@ -312,6 +324,17 @@ impl InMemory {
     /// When each connection attempt to `name` was made.
     pub fn attempts(&self, name: &str) -> Vec<Instant> {
         self.attempts.lock().get(name).cloned().unwrap_or_default()
+    }
+
+    /// When each stream to `name` was opened: each start of its process, however many
+    /// a connection attempt makes.
+    pub fn opens(&self, name: &str) -> Vec<Instant> {
+        self.shared
+            .opens
+            .lock()
+            .get(name)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// How many connections to `name` are open now.
@@ -372,6 +395,15 @@ impl InMemory {
 }
 
 impl Shared {
+    /// Notes a stream to `name` opened now.
+    fn opened(&self, name: &str) {
+        self.opens
+            .lock()
+            .entry(name.to_owned())
+            .or_default()
+            .push(Instant::now());
+    }
+
     /// Opens a stream to a new server for `name`, `upstream`, with its tap.
     /// Each way is a pipe of its own, as a child's stdin and stdout are, so that
     /// either end closing its writer is seen as EOF at the other.
@@ -484,11 +516,23 @@ impl Connector for InMemory {
                     tokio::time::sleep(u.start_delay).await;
                     TargetTransport::Stream(refused(&target.name, "the in-memory server failed"))
                 }
+                Some(u) if u.crash_after.is_some_and(|n| attempt > n as usize) => {
+                    tokio::time::sleep(u.start_delay).await;
+                    let shared = self.shared.clone();
+                    let name = target.name.clone();
+                    TargetTransport::Stream(StreamOpener::new(&target.name, move || {
+                        shared.opened(&name);
+                        let ended: ByteStream =
+                            (Box::new(tokio::io::empty()), Box::new(tokio::io::sink()));
+                        Box::pin(async move { Ok(ended) })
+                    }))
+                }
                 Some(u) => {
                     tokio::time::sleep(u.start_delay).await;
                     let shared = self.shared.clone();
                     let name = target.name.clone();
                     TargetTransport::Stream(StreamOpener::new(&target.name, move || {
+                        shared.opened(&name);
                         let stream = shared.open_stream(&name, &u);
                         Box::pin(async move { Ok(stream) })
                     }))
@@ -562,15 +606,19 @@ pub struct Host {
 impl Host {
     /// Starts the gateway on `config`, its upstreams connecting to `links`.
     pub fn start(config: mcpx_gateway::config::Config, links: InMemory) -> Host {
+        Host::start_with(config, None, links, EraCache::disabled())
+    }
+
+    /// [`Host::start`], `config` read from file `path` (which a reload reads again),
+    /// the upstreams' eras remembered in `era_cache`.
+    pub fn start_with(
+        config: mcpx_gateway::config::Config,
+        path: Option<std::path::PathBuf>,
+        links: InMemory,
+        era_cache: EraCache,
+    ) -> Host {
         let links = Arc::new(links);
-        let app = App::start_linked(
-            config,
-            None,
-            None,
-            EraCache::disabled(),
-            None,
-            links.clone(),
-        );
+        let app = App::start_linked(config, path, None, era_cache, None, links.clone());
         Host {
             app,
             links,

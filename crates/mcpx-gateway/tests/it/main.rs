@@ -21,6 +21,7 @@ mod availability;
 mod bad_upstreams;
 mod config;
 mod config_doc;
+mod config_file;
 mod elicitation;
 mod first_list;
 mod idle;

@@ -16,6 +16,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep, sleep_until};
 
+use mcpx_client::EraCache;
+
 use crate::harness::{Host, InMemory, Upstream, config, text};
 
 const SIMPLE_TEXT: &str = "This is a simple text response for testing.";
@@ -238,5 +240,66 @@ async fn a_call_in_flight_fails_when_its_connection_ends() {
         message.contains("slowpoke"),
         "the error names no upstream: {message}"
     );
+    host.finish().await;
+}
+
+/// Issue #39: an upstream that came up (its era remembered) crashes, and from then on
+/// exits as soon as it starts. Each restart is one start of its process: one within
+/// the first second after the crash (at `backoffMs`, 1 s less jitter), none before,
+/// then one per doubling delay. It was three at once: the remembered era's start, the
+/// other era's, and a third probe, each a new process.
+#[tokio::test(start_paused = true)]
+async fn each_restart_after_a_crash_starts_the_process_once() {
+    let dir = mcpx_testkit::scratch::dir("restart-once");
+    let links = InMemory::default().with("crashy", Upstream::example().crashing_after(1));
+    let host = Host::start_with(
+        config(json!({}), &[("crashy", json!({}))]),
+        None,
+        links,
+        EraCache::at(dir.join("eras.json")),
+    );
+    let call = host
+        .request(
+            "tools/call",
+            json!({"name": "test_simple_text", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(text(call.result()), SIMPLE_TEXT, "{:?}", call.response);
+    assert_eq!(host.links.opens("crashy").len(), 1);
+
+    let crashed = Instant::now();
+    host.links.kill("crashy");
+    sleep(Duration::from_millis(1050)).await;
+    let since = |at: &[Instant]| -> Vec<Duration> { at.iter().map(|t| *t - crashed).collect() };
+    let opens = host.links.opens("crashy");
+    assert_eq!(
+        opens.len(),
+        2,
+        "starts within the first second after the crash: {:?}",
+        since(&opens[1..])
+    );
+    assert!(
+        about(opens[1] - crashed, Duration::from_secs(1)),
+        "restarted {:?} after the crash, not backoffMs (1 s)",
+        opens[1] - crashed
+    );
+
+    // Three more failed restarts: one start each, after 2, 4 and 8 s.
+    sleep(Duration::from_secs(15)).await;
+    let opens = host.links.opens("crashy");
+    assert_eq!(
+        opens.len(),
+        host.links.attempts("crashy").len(),
+        "a restart started the process more than once: {:?}",
+        since(&opens[1..])
+    );
+    assert_eq!(opens.len(), 5, "{:?}", since(&opens[1..]));
+    let gaps = gaps(&opens[1..]);
+    for (gap, want) in gaps.iter().zip([2, 4, 8]) {
+        assert!(
+            about(*gap, Duration::from_secs(want)),
+            "the delays between restarts are {gaps:?}, not 2, 4 and 8 s"
+        );
+    }
     host.finish().await;
 }
