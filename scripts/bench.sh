@@ -77,6 +77,12 @@
 # accounted for, RSS and descriptors sampled. Exit status 1 when a call was lost or
 # hung. The report goes to target/bench/soak-<time>.txt.
 #
+# `scripts/bench.sh soak daemon [SECONDS]` soaks `mcpx daemon --http` instead
+# (scripts/bench/daemon_soak.py): an idle-connection flood, a slowloris and 1,000
+# `/v1/events` listeners beside legitimate `/v1` and `/mcp` requests, each of which
+# must be answered. Exit status 1 when one was not. Report in
+# target/bench/daemon-soak-<time>.txt.
+#
 # `scripts/bench.sh scale [--smoke]` measures how mcpx's cost grows with the work
 # instead (crates/mcpx-bench/examples/scale.rs): start with 1, 10 and 50 upstreams,
 # memory per upstream, session and stream, a 10,000-tool catalog and one upstream's
@@ -163,6 +169,17 @@ PYEOF
     "$work/cold.json" "$work/warm.json" echo '{"message":"bench"}' "Echo: bench" \
     | tee "$work.md" || status=$?
   XDG_RUNTIME_DIR="$work/run" "$mcpx" stop --config "$work/warm.json" >/dev/null 2>&1 || true
+  exit "$status"
+fi
+if [[ "${1:-}" == soak && "${2:-}" == daemon ]]; then
+  # The daemon's listeners under an idle flood, a slowloris and 1,000 event listeners,
+  # beside legitimate /v1 and /mcp requests (issue #39): scripts/bench/daemon_soak.py.
+  mkdir -p "$repo/target/bench"
+  report="$repo/target/bench/daemon-soak-$(date +%Y%m%d-%H%M%S).txt"
+  echo "bench: daemon soak for ${3:-600} s; report in $report" >&2
+  status=0
+  python3 "$repo/scripts/bench/daemon_soak.py" "$BUILD_DIR/mcpx" "${3:-600}" \
+    "$repo/target/bench/daemon-soak" | tee "$report" || status=$?
   exit "$status"
 fi
 if [[ "${1:-}" == soak ]]; then

@@ -11,7 +11,8 @@
 //!   deadline ([`Limits::pending_within`]): one not admitted by then is cut.
 //! * Admitted connections are bounded by [`Limits::max_connections`].
 //! * At either limit, room is made by cutting one *idle* connection of that kind (no
-//!   request in flight): the oldest of the peer that holds the most. Only when every
+//!   request in flight): one that has sent nothing yet before one that has, then the
+//!   oldest of the peer that holds the most. Only when every
 //!   one is busy is the newcomer refused: a new pending connection is closed at once;
 //!   a connection admitted over the limit is served its request but stays pending,
 //!   so its deadline ends it.
@@ -70,6 +71,8 @@ pub enum Peer {
 struct Entry {
     peer: Peer,
     admitted: bool,
+    /// Whether a byte has come from the peer.
+    spoke: bool,
     in_flight: u32,
     cut: CancellationToken,
 }
@@ -102,6 +105,7 @@ impl State {
             .filter(|(_, e)| e.admitted == admitted && e.in_flight == 0)
             .min_by_key(|(id, e)| {
                 (
+                    e.spoke,
                     std::cmp::Reverse(per_peer.get(&e.peer).copied().unwrap_or(0)),
                     **id,
                 )
@@ -201,6 +205,7 @@ impl Budget {
             Entry {
                 peer,
                 admitted,
+                spoke: false,
                 in_flight: 0,
                 cut: cut.clone(),
             },
@@ -231,6 +236,12 @@ impl Budget {
         if let Some(e) = s.conns.get_mut(&id) {
             e.admitted = true;
             s.pending -= 1;
+        }
+    }
+
+    fn spoke(&self, id: u64) {
+        if let Some(e) = self.state.lock().conns.get_mut(&id) {
+            e.spoke = true;
         }
     }
 
@@ -394,6 +405,59 @@ where
     }
 }
 
+/// A connection's stream, which marks its entry when the first bytes come.
+struct Heard<T> {
+    inner: T,
+    admission: Option<Admission>,
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Heard<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before
+            && let Some(a) = self.admission.take()
+        {
+            a.budget.spoke(a.id);
+        }
+        polled
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Heard<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
 /// A listener [`run`] accepts from.
 pub trait Accept: Send + 'static {
     /// Its connections.
@@ -472,6 +536,10 @@ pub async fn run<L, S, B, H>(
             inner: service.clone(),
             admission: ticket.admission(),
         };
+        let stream = Heard {
+            inner: stream,
+            admission: (!admitted).then(|| ticket.admission()),
+        };
         let (stop, held) = (stop.clone(), hold());
         conns.spawn(async move {
             tokio::select! {
@@ -482,6 +550,9 @@ pub async fn run<L, S, B, H>(
             drop(ticket);
             drop(held);
         });
+        // The new connection's task reads its head before more are accepted: under a
+        // flood, a host's request is then in flight (never cut) at once.
+        tokio::task::yield_now().await;
     }
     let drained = tokio::time::timeout(serving.grace, async {
         while conns.join_next().await.is_some() {}
@@ -515,6 +586,17 @@ mod tests {
         assert!(first.cut.is_cancelled(), "the oldest went");
         assert!(!second.cut.is_cancelled() && !third.cut.is_cancelled());
         assert_eq!(b.counts().pending, 2);
+    }
+
+    #[test]
+    fn a_connection_that_has_sent_nothing_goes_before_one_that_has() {
+        let b = budget(4, 2);
+        let spoke = b.open(LOCAL, false).unwrap();
+        b.spoke(spoke.admission.id);
+        let silent = b.open(LOCAL, false).unwrap();
+        let _third = b.open(LOCAL, false).unwrap();
+        assert!(silent.cut.is_cancelled(), "the silent one, though newer");
+        assert!(!spoke.cut.is_cancelled());
     }
 
     #[test]

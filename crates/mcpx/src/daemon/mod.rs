@@ -72,8 +72,9 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
     /// TCP connections held at once that no request has yet passed the checks on
-    /// (each cut after 5 s if none does); at the limit the oldest idle one makes room.
-    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    /// (each cut after 5 s if none does); at the limit the oldest idle one makes room,
+    /// one that has sent nothing first.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     max_pending_connections: u32,
     /// Listeners of `GET /v1/events` at once; at the limit the oldest is cut.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]

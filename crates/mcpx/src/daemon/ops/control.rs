@@ -7,7 +7,7 @@ use axum::extract::{Path, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
-use mcpx_gateway::app::ReloadError;
+use mcpx_gateway::app::{ReloadError, ReloadTrigger};
 use mcpx_gateway::upstream::Command;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -71,7 +71,7 @@ pub fn restart(d: Arc<Daemon>, req: Request) -> BoxFuture<'static, Response> {
 /// `POST /v1/reload` (its `reload` event is the app's observer's, as every reload's).
 pub fn reload(d: Arc<Daemon>, _req: Request) -> BoxFuture<'static, Response> {
     Box::pin(async move {
-        match d.app.reload() {
+        match d.app.reload_async(ReloadTrigger::Asked).await {
             Ok(plan) => json_response(
                 StatusCode::OK,
                 &Reloaded {
