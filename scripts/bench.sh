@@ -77,11 +77,11 @@
 # accounted for, RSS and descriptors sampled. Exit status 1 when a call was lost or
 # hung. The report goes to target/bench/soak-<time>.txt.
 #
-# `scripts/bench.sh soak daemon [SECONDS]` soaks `mcpx daemon --http` instead
+# `scripts/bench.sh soak daemon [SECONDS|smoke]` soaks `mcpx daemon --http` instead
 # (scripts/bench/daemon_soak.py): an idle-connection flood, a slowloris and 1,000
 # `/v1/events` listeners beside legitimate `/v1` and `/mcp` requests, each of which
 # must be answered. Exit status 1 when one was not. Report in
-# target/bench/daemon-soak-<time>.txt.
+# target/bench/daemon-soak-<time>.txt. `smoke` (CI): 10 s, a tenth of the flood.
 #
 # `scripts/bench.sh scale [--smoke]` measures how mcpx's cost grows with the work
 # instead (crates/mcpx-bench/examples/scale.rs): start with 1, 10 and 50 upstreams,

@@ -2,7 +2,7 @@
 """A hostile soak of `mcpx daemon --http` (issue #39), run by `scripts/bench.sh soak
 daemon [SECONDS]`:
 
-    daemon_soak.py MCPX SECONDS WORKDIR
+    daemon_soak.py MCPX SECONDS|smoke WORKDIR
 
 It starts the daemon on two example servers with a token, and for SECONDS keeps up,
 at once:
@@ -12,12 +12,16 @@ at once:
 * a slowloris: 100 connections that send a request head one byte a second, reopened;
 * 1,000 `/v1/events` listeners with the token, each listening again when cut;
 
-beside the legitimate traffic it must serve: four workers, each on a new connection
-per request, in turn `GET /v1/health`, `POST /v1/call` and a Streamable HTTP
+beside the legitimate traffic it must serve: four workers, each a process of its own
+(as hosts are) and a new connection per request, in turn `GET /v1/health`, `POST /v1/call` and a Streamable HTTP
 `initialize` then `tools/list` on `/mcp`. A legitimate request that gets no answer
 within 10 s, or a wrong one, is a failure. Every 5 s it samples the daemon's RSS and
 open descriptors. It prints the tallies and one JSON line (`DAEMON-SOAK {...}`), and
 exits 1 when a legitimate request failed. Only 127.0.0.1 is used.
+
+`smoke` (CI's) runs 10 s with a tenth of the flood, two workers, and the daemon's
+bounds lowered (32 pending connections, 16 listeners) so that the flood passes them:
+that the daemon still serves beside a flood that is being cut, not the figures.
 """
 
 import asyncio
@@ -30,10 +34,9 @@ import subprocess
 import sys
 import time
 
-IDLE = 1200
-SLOW = 100
-LISTENERS = 1000
-WORKERS = 4
+IDLE, SLOW, LISTENERS, WORKERS = 1200, 100, 1000, 4
+# Extra daemon options: the smoke's bounds, small enough for its flood to pass them.
+DAEMON_ARGS = []
 WITHIN = 10.0
 
 
@@ -92,39 +95,53 @@ def request(method, path, port, token, body=None, extra=()):
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
 
 
-async def legit(port, token, tally, stop):
+def blocking_exchange(port, raw):
+    """One request on a new connection, blocking: the status and the body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=WITHIN) as c:
+        c.sendall(raw)
+        data = b""
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    if not head:
+        raise ConnectionError("closed without an answer")
+    return int(head.split(b" ")[1]), body
+
+
+def legit_worker(port, token, secs, results):
+    """A legitimate client: its own process (as a host is), a request on a new
+    connection every 50 ms, each checked. Puts (kind, seconds or None, why) tuples."""
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "soak", "version": "1"}}}
     mcp = ("Accept: application/json, text/event-stream",)
+    end = time.monotonic() + secs
+    out = []
     n = 0
-    while not stop.is_set():
+    while time.monotonic() < end:
         n += 1
         kind = ("health", "call", "mcp")[n % 3]
         t0 = time.monotonic()
         try:
             if kind == "health":
-                s, b = await asyncio.wait_for(
-                    exchange(port, request("GET", "/v1/health", port, token)), WITHIN)
+                s, b = blocking_exchange(port, request("GET", "/v1/health", port, token))
                 ok = s == 200
             elif kind == "call":
-                s, b = await asyncio.wait_for(exchange(port, request(
-                    "POST", "/v1/call", port, token,
-                    {"tool": "b__test_simple_text"})), WITHIN)
+                s, b = blocking_exchange(port, request(
+                    "POST", "/v1/call", port, token, {"tool": "b__test_simple_text"}))
                 ok = s == 200 and b"simple text" in b
             else:
-                async def both():
-                    s, b = await exchange(port, request("POST", "/mcp", port, token, init, mcp))
-                    return s, b
-                s, b = await asyncio.wait_for(both(), WITHIN)
+                s, b = blocking_exchange(port, request("POST", "/mcp", port, token, init, mcp))
                 ok = s == 200 and b"protocolVersion" in b
-            if ok:
-                tally.good(kind, time.monotonic() - t0)
-            else:
-                tally.bad(kind, f"status {s}: {b[:200]!r}")
-        except (asyncio.TimeoutError, OSError, asyncio.IncompleteReadError, ValueError, IndexError) as e:
-            tally.bad(kind, f"{type(e).__name__}: {e}")
-        await asyncio.sleep(0.05)
+            out.append((kind, time.monotonic() - t0, None) if ok
+                       else (kind, None, f"status {s}: {b[:200]!r}"))
+        except (OSError, ValueError, IndexError) as e:
+            out.append((kind, None, f"{type(e).__name__}: {e}"))
+        time.sleep(0.05)
+    results.put(out)
 
 
 async def idle_flood(port, tally, stop, count):
@@ -212,7 +229,7 @@ async def main(mcpx, secs, work):
     env.pop("MCPX_SERVE_TOKEN", None)
     log = open(os.path.join(work, "daemon.log"), "w")
     daemon = subprocess.Popen([mcpx, "daemon", "--config", cfg, "--http", f"127.0.0.1:{port}",
-                               "--token-file", token_file], env=env, stderr=log,
+                               "--token-file", token_file, *DAEMON_ARGS], env=env, stderr=log,
                               stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
@@ -244,9 +261,23 @@ async def main(mcpx, secs, work):
             slowloris(port, tally, stop, SLOW),
             listeners(port, token, tally, stop, LISTENERS),
             sampler(),
-            *(legit(port, token, tally, stop) for _ in range(WORKERS)),
         )]
-        await asyncio.sleep(secs)
+        import multiprocessing
+        results = multiprocessing.Queue()
+        workers = [multiprocessing.Process(target=legit_worker, args=(port, token, secs, results))
+                   for _ in range(WORKERS)]
+        for w in workers:
+            w.start()
+        gathered = []
+        for _ in workers:
+            gathered.extend(await asyncio.get_running_loop().run_in_executor(None, results.get))
+        for w in workers:
+            w.join()
+        for kind, secs_taken, why in gathered:
+            if why is None:
+                tally.good(kind, secs_taken)
+            else:
+                tally.bad(kind, why)
         stop.set()
         await asyncio.wait(tasks, timeout=15)
         for t in tasks:
@@ -292,4 +323,10 @@ if __name__ == "__main__":
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    sys.exit(asyncio.run(main(sys.argv[1], float(sys.argv[2]), sys.argv[3])))
+    if sys.argv[2] == "smoke":
+        IDLE, SLOW, LISTENERS, WORKERS = 120, 10, 100, 2
+        DAEMON_ARGS = ["--max-pending-connections", "32", "--max-event-subscribers", "16"]
+        seconds = 10.0
+    else:
+        seconds = float(sys.argv[2])
+    sys.exit(asyncio.run(main(sys.argv[1], seconds, sys.argv[3])))

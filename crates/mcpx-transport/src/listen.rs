@@ -121,19 +121,23 @@ impl State {
         true
     }
 
-    /// Counts a refusal, and says so at most every ten seconds.
+    /// Counts a refused connection, and says so.
     fn refused(&mut self, what: &str) {
         self.refused += 1;
+        self.warn(&format!(
+            "refused a connection: {what}, each with a request in flight"
+        ));
+    }
+
+    /// Logs `message` at most every ten seconds, with the refusals so far.
+    fn warn(&mut self, message: &str) {
         let now = Instant::now();
         if self
             .warned
             .is_none_or(|w| now.duration_since(w) >= Duration::from_secs(10))
         {
             self.warned = Some(now);
-            tracing::warn!(
-                refused = self.refused,
-                "refused a connection: {what}, each with a request in flight"
-            );
+            tracing::warn!(refused = self.refused, "{message}");
         }
     }
 }
@@ -230,7 +234,9 @@ impl Budget {
             _ => return,
         }
         if s.admitted() >= self.limits.max_connections && !s.cut_one(true) {
-            s.refused("every admitted place is taken");
+            s.warn(
+                "a connection passed the checks with every admitted place busy: it is served, not kept",
+            );
             return;
         }
         if let Some(e) = s.conns.get_mut(&id) {

@@ -522,3 +522,173 @@ async fn a_session_flood_under_one_token_evicts_its_own_sessions_first() {
     .unwrap();
     assert_eq!(r.status(), 200, "beta's session outlived alpha's flood");
 }
+
+/// `mcpx serve --http` on `config`, with its own cache directory (the era cache on
+/// disk, as users have it), in `dir`; its pid and port.
+async fn serve_http(dir: &std::path::Path, config: &Value) -> (tokio::process::Child, u16) {
+    let file = dir.join("mcpx.json");
+    std::fs::write(&file, config.to_string()).unwrap();
+    let mut cmd = mcpx(dir, &["serve", "--config"]);
+    cmd.arg(&file)
+        .args(["--http", "127.0.0.1:0"])
+        .stdout(Stdio::null());
+    start_listening(cmd).await
+}
+
+/// A legacy session on `port`: its id.
+async fn legacy_session(http: &reqwest::Client, port: u16) -> String {
+    let r = http
+        .post(format!("http://127.0.0.1:{port}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .expect("initialize answered");
+    assert_eq!(r.status(), 200);
+    r.headers()["mcp-session-id"].to_str().unwrap().to_owned()
+}
+
+/// One request in `session`: the answer's text (JSON or an SSE body).
+async fn in_session(http: &reqwest::Client, port: u16, session: &str, body: Value) -> String {
+    let r = http
+        .post(format!("http://127.0.0.1:{port}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("mcp-session-id", session)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("answered");
+    r.text().await.unwrap()
+}
+
+/// Item 1: a configuration file replaced by a FIFO with no writer, then SIGHUP: the
+/// gateway (one runtime thread, as by default) goes on answering hosts, and says
+/// why it did not reload; a file over the size cap is refused the same way.
+#[tokio::test]
+async fn a_configuration_path_that_blocks_never_freezes_the_gateway() {
+    let dir = crate::scratch_dir("hardening-fifo");
+    let exe = env!("CARGO_BIN_EXE_mcpx");
+    let config = json!({"mcpServers": {"a": {"command": exe, "args": ["example-server"]}}});
+    let (gw, port) = serve_http(&dir, &config).await;
+    let pid = gw.id().unwrap().to_string();
+    let http = reqwest::Client::builder().timeout(WITHIN).build().unwrap();
+    let file = dir.join("mcpx.json");
+    std::fs::remove_file(&file).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&file)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let session = legacy_session(&http, port).await;
+    let listed = in_session(
+        &http,
+        port,
+        &session,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .await;
+    // One upstream: its tools keep their own names.
+    assert!(listed.contains("\"test_simple_text\""), "{listed}");
+
+    // Over the cap (4 MiB): a valid file of 5 MiB, refused unread.
+    let with_b = |pad: usize| {
+        json!({"mcpServers": {"a": {"command": exe, "args": ["example-server"]},
+            "b": {"command": exe, "args": ["example-server"], "env": {"PAD": "x".repeat(pad)}}}})
+    };
+    std::fs::remove_file(&file).unwrap();
+    std::fs::write(&file, with_b(5 << 20).to_string()).unwrap();
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    let listed = in_session(&http, port, &session, list.clone()).await;
+    assert!(
+        listed.contains("\"test_simple_text\"") && !listed.contains("b__"),
+        "{listed}"
+    );
+    // The same file under the cap is read: reloads still work.
+    std::fs::write(&file, with_b(16).to_string()).unwrap();
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let joined = tokio::time::timeout(WITHIN, async {
+        loop {
+            if in_session(&http, port, &session, list.clone())
+                .await
+                .contains("b__test_simple_text")
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(joined.is_ok(), "a file under the cap was reloaded");
+}
+
+/// Item 9: the first restart after a crash starts the process once. The upstream's
+/// era is remembered on disk (as users have it) and the restarted process exits at
+/// once, as a broken server does: the remembered era's handshake failed, and the
+/// start went on to the other era and a third probe, three processes in 250 ms.
+#[tokio::test]
+async fn a_crashed_upstream_is_started_once_per_restart() {
+    let dir = crate::scratch_dir("hardening-one-spawn");
+    let starts = dir.join("starts");
+    // Each start is a line; every start after the first exits at once.
+    let script = format!(
+        "echo $$ >> '{log}'; [ \"$(wc -l < '{log}')\" -gt 1 ] && exit 1; exec '{exe}' example-server",
+        log = starts.display(),
+        exe = env!("CARGO_BIN_EXE_mcpx")
+    );
+    let config = json!({"mcpServers": {"a": {"command": "sh", "args": ["-c", script]}}});
+    let (_gw, port) = serve_http(&dir, &config).await;
+    let http = reqwest::Client::builder().timeout(WITHIN).build().unwrap();
+    let session = legacy_session(&http, port).await;
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "test_simple_text", "arguments": {}}});
+    let first = in_session(&http, port, &session, call).await;
+    assert!(first.contains("simple text"), "{first}");
+    let pids = || -> Vec<String> {
+        std::fs::read_to_string(&starts)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    let before = pids();
+    assert_eq!(before.len(), 1, "one start: {before:?}");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &before[0]])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let restarted = tokio::time::timeout(WITHIN, async {
+        while pids().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(restarted.is_ok(), "the supervisor restarted it");
+    // The next restart waits its backoff (`backoffMs` 1 s doubled, less a quarter of
+    // jitter: at least 1.5 s): a window of one second holds the first restart's starts.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = pids();
+    assert_eq!(after.len(), 2, "one start for the first restart: {after:?}");
+}
