@@ -22,6 +22,8 @@
 //!   targets, bearer tokens, header limits).
 //! * [`listen`]: accepting within a budget that idle and unauthenticated
 //!   connections cannot use up (the daemon's listeners, the metrics listener).
+//! * [`json_api`]: what a JSON API over HTTP (the daemon's `/v1`) reads of a request:
+//!   query parameters, whether a body is JSON, the body as an object.
 //!
 //! The client side:
 //!
@@ -56,6 +58,7 @@ pub mod error;
 pub(crate) mod http_client;
 pub(crate) mod http_sse;
 pub mod http_sse_client;
+pub mod json_api;
 pub mod listen;
 pub mod oauth;
 pub mod origin;

@@ -354,33 +354,15 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .with_state(daemon)
 }
 
-/// A POST's body must be JSON: one named anything but `application/json` (such as a
-/// form's `text/plain`, which a page may send to any origin without asking first), or
-/// a body named nothing, is refused (415). A POST with no body needs no type.
+/// A POST's body must be JSON (`mcpx_transport::json_api::post_media`): else 415.
 fn json_media(req: &Request) -> Result<(), Problem> {
-    use axum::http::header;
-    let headers = req.headers();
-    let named = headers.get(header::CONTENT_TYPE).map(|v| {
-        let v = v.to_str().unwrap_or_default();
-        v.split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .eq_ignore_ascii_case("application/json")
-    });
-    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
-        || headers
-            .get(header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() != b"0");
-    match named {
-        Some(true) => Ok(()),
-        None if !has_body => Ok(()),
-        _ => Err(Problem::new(
+    mcpx_transport::json_api::post_media(req.headers()).map_err(|why| {
+        Problem::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported-media-type",
-            "a POST's body must be Content-Type: application/json",
-        )),
-    }
+            why.to_string(),
+        )
+    })
 }
 
 /// The answer to a path no operation has.
@@ -511,11 +493,7 @@ pub async fn json_body(req: Request) -> Result<Map<String, Value>, Problem> {
                 format!("the body could not be read within {MAX_BODY} bytes: {e}"),
             )
         })?;
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(o)) => Ok(o),
-        Ok(_) => Err(Problem::bad_request("the body must be a JSON object")),
-        Err(e) => Err(Problem::bad_request(format!("the body is not JSON: {e}"))),
-    }
+    mcpx_transport::json_api::json_object(&bytes).map_err(|e| Problem::bad_request(e.to_string()))
 }
 
 /// The string member `key` of `body`, or the problem it is missing.
@@ -536,17 +514,9 @@ pub fn object_member(body: &Map<String, Value>, key: &str) -> Result<Value, Prob
     }
 }
 
-/// The query parameter `key` of `req`, percent-decoded.
+/// The query parameter `key` of `req`, decoded as a form's.
 pub fn query_param(req: &Request, key: &str) -> Option<String> {
-    let query = req.uri().query()?;
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (k == key).then(|| {
-            percent_encoding::percent_decode_str(&v.replace('+', " "))
-                .decode_utf8_lossy()
-                .into_owned()
-        })
-    })
+    mcpx_transport::json_api::query_param(req.uri().query(), key)
 }
 
 #[cfg(test)]
