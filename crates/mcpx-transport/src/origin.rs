@@ -172,7 +172,7 @@ fn authority<B>(req: &axum::http::Request<B>) -> Result<Option<header::HeaderVal
 }
 
 /// Why the guard refuses a request: its status, the message, and the challenge of a
-/// 401. [`Refusal::answer`] makes the answer.
+/// 401. The listeners of this crate answer it with a JSON-RPC body; others, their own.
 #[derive(Debug)]
 pub struct Refusal {
     status: StatusCode,
