@@ -1076,7 +1076,15 @@ async fn await_callback(
             () = &mut deadline => break (None, Err(CallbackError::Timeout(within))),
             Some((id, result)) = rx.recv() => break (Some(id), result),
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tracing::debug!("callback listener: accept failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
                 served.retain(|c| !c.task.is_finished());
                 if served.len() >= CALLBACK_CONNECTIONS {
                     // Idle ones go first: a browser's redirect comes on a new connection.

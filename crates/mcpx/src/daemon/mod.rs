@@ -72,10 +72,14 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
     /// TCP connections held at once that no request has yet passed the checks on
-    /// (each cut after 5 s if none does); at the limit the oldest idle one makes room,
-    /// one that has sent nothing first.
+    /// (each cut after `--pending-timeout` if none does); at the limit the oldest idle
+    /// one makes room, one that has sent nothing first.
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     max_pending_connections: u32,
+    /// How long a TCP connection may stay open before a request on it passes the
+    /// checks (`5s`, `500ms`).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pending_timeout: Duration,
     /// Listeners of `GET /v1/events` at once; at the limit the oldest is cut.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     max_event_subscribers: u32,
@@ -476,10 +480,16 @@ pub fn run(args: &Args) -> ExitCode {
             return fail(&NeedsToken(addr).to_string());
         }
     }
+    if args.pending_timeout < Duration::from_millis(100) {
+        return fail(&format!(
+            "--pending-timeout {:?} is too short: a request needs at least 100ms to arrive",
+            args.pending_timeout
+        ));
+    }
     let limits = mcpx_transport::listen::Limits {
         max_connections: args.max_connections as usize,
         max_pending: args.max_pending_connections as usize,
-        pending_within: Duration::from_secs(5),
+        pending_within: args.pending_timeout,
     };
     let max_subscribers = args.max_event_subscribers as usize;
     let socket = args.socket.clone().unwrap_or_else(|| place.socket.clone());
