@@ -38,7 +38,7 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// unchecked connections cut to make room.
 const LIMITS: Limits = Limits {
     max_connections: 32,
-    max_pending: 64,
+    max_pending: 256,
     pending_within: Duration::from_secs(5),
 };
 
