@@ -392,3 +392,51 @@ async fn a_401_the_gateway_meets_is_remembered() {
         "{out}"
     );
 }
+
+/// Issue #39, item 2: a forged redirect (any local user, or a page's `<img>`) to the
+/// login's callback with a wrong `state` gets 400 and the login waits on; the real
+/// redirect then completes it. Here the browser sends the forged one first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_redirect_leaves_the_login_waiting() {
+    let st = server(vec![3600]).await;
+    let port = st.lock().port;
+    let s = setup("user-auth-forged", port);
+    let forged = s.dir.join("forged-status");
+    let hostile = s.dir.join("hostile-browser.py");
+    std::fs::write(
+        &hostile,
+        format!(
+            r#"#!/usr/bin/env python3
+import os, sys, urllib.error, urllib.parse, urllib.request
+q = urllib.parse.parse_qs(urllib.parse.urlsplit(sys.argv[1]).query)
+forged = q["redirect_uri"][0] + "?code=x&state=WRONG"
+try:
+    status = urllib.request.urlopen(forged, timeout=10).status
+except urllib.error.HTTPError as e:
+    status = e.code
+except OSError as e:
+    status = "unanswered: " + str(e)
+open({out:?}, "w").write(str(status))
+os.execv({real:?}, [{real:?}, sys.argv[1]])
+"#,
+            out = forged.display().to_string(),
+            real = s.browser.display().to_string(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hostile, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut login = s.mcpx(&["auth", "login", "up"]);
+    login.env("BROWSER", &hostile);
+    let out = tokio::time::timeout(Duration::from_secs(60), login.output())
+        .await
+        .expect("the login ends")
+        .unwrap();
+    let status = std::fs::read_to_string(&forged).unwrap_or_default();
+    assert_eq!(status, "400", "the forged redirect's answer");
+    assert!(
+        out.status.success(),
+        "the real redirect completed the login: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(st.lock().counts.code_grants, 1, "one code exchanged");
+}
