@@ -164,28 +164,6 @@ mod tests {
     use std::ffi::OsString;
     use std::time::Duration;
 
-    /// A fresh directory under the system's temporary directory, removed on drop.
-    struct TempDir(std::path::PathBuf);
-
-    impl TempDir {
-        fn new(tag: &str) -> TempDir {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos();
-            let dir = std::env::temp_dir()
-                .join(format!("mcpx-read-{tag}-{}-{nanos}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
     /// `read` on another thread, failing the test after 5 s instead of hanging it (a
     /// read of `/dev/zero` or an open of a FIFO that blocks).
     fn read_within(path: &Path, max: u64) -> Result<String, ConfigError> {
@@ -200,11 +178,11 @@ mod tests {
 
     #[test]
     fn a_directory_a_device_and_a_fifo_are_refused_by_kind() {
-        let dir = TempDir::new("kinds");
-        let fifo = dir.0.join("fifo.json");
+        let dir = mcpx_testkit::scratch::dir("config-read-kinds");
+        let fifo = dir.join("fifo.json");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
         for (path, kind) in [
-            (dir.0.clone(), FileKind::Directory),
+            (dir.clone(), FileKind::Directory),
             (Path::new("/dev/zero").to_owned(), FileKind::CharDevice),
             (fifo, FileKind::Fifo),
         ] {
@@ -224,8 +202,8 @@ mod tests {
 
     #[test]
     fn a_file_over_the_cap_is_refused_naming_the_cap_and_the_variable() {
-        let dir = TempDir::new("cap");
-        let file = dir.0.join("c.json");
+        let dir = mcpx_testkit::scratch::dir("config-read-cap");
+        let file = dir.join("c.json");
         std::fs::write(&file, format!("{{}}{}", " ".repeat(99))).unwrap();
         assert_eq!(read_within(&file, 101).unwrap().len(), 101);
         let e = read_within(&file, 100).unwrap_err();

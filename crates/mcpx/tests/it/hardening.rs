@@ -71,6 +71,13 @@ fn get(port: u16, path: &str, headers: &[&str]) -> String {
     r
 }
 
+/// A 2025-06-18 `initialize` request.
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}})
+}
+
 fn bearer() -> String {
     format!("Authorization: Bearer {TOKEN}")
 }
@@ -236,12 +243,7 @@ async fn idle_connections_and_event_listeners_never_lock_a_host_out() {
         .bearer_auth(TOKEN)
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
-        .body(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"}}})
-            .to_string(),
-        )
+        .body(initialize().to_string())
         .send()
         .await
         .expect("served beside the flood");
@@ -498,11 +500,8 @@ async fn a_session_flood_under_one_token_evicts_its_own_sessions_first() {
         }
         b.body(body.to_string()).send()
     };
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}});
     let open = |token: &'static str| {
-        let r = post(token, None, init.clone());
+        let r = post(token, None, initialize());
         async move {
             let r = r.await.unwrap();
             assert_eq!(r.status(), 200);
@@ -541,12 +540,7 @@ async fn legacy_session(http: &reqwest::Client, port: u16) -> String {
         .post(format!("http://127.0.0.1:{port}/mcp"))
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
-        .body(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"}}})
-            .to_string(),
-        )
+        .body(initialize().to_string())
         .send()
         .await
         .expect("initialize answered");
@@ -628,25 +622,20 @@ async fn a_configuration_path_that_blocks_never_freezes_the_gateway() {
         .status()
         .unwrap();
     assert!(hup.success());
-    let joined = tokio::time::timeout(WITHIN, async {
-        loop {
-            if in_session(&http, port, &session, list.clone())
-                .await
-                .contains("b__test_simple_text")
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+    let joined = crate::wait::until(WITHIN, async || {
+        in_session(&http, port, &session, list.clone())
+            .await
+            .contains("b__test_simple_text")
     })
     .await;
-    assert!(joined.is_ok(), "a file under the cap was reloaded");
+    assert!(joined, "a file under the cap was reloaded");
 }
 
 /// Item 9: the first restart after a crash starts the process once. The upstream's
 /// era is remembered on disk (as users have it) and the restarted process exits at
 /// once, as a broken server does: the remembered era's handshake failed, and the
-/// start went on to the other era and a third probe, three processes in 250 ms.
+/// start went on to the other era and a third probe, three processes in 250 ms. The
+/// daemon's status says when the restart's start has ended.
 #[tokio::test]
 async fn a_crashed_upstream_is_started_once_per_restart() {
     let dir = crate::scratch_dir("hardening-one-spawn");
@@ -658,13 +647,8 @@ async fn a_crashed_upstream_is_started_once_per_restart() {
         exe = env!("CARGO_BIN_EXE_mcpx")
     );
     let config = json!({"mcpServers": {"a": {"command": "sh", "args": ["-c", script]}}});
-    let (_gw, port) = serve_http(&dir, &config).await;
-    let http = reqwest::Client::builder().timeout(WITHIN).build().unwrap();
-    let session = legacy_session(&http, port).await;
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "test_simple_text", "arguments": {}}});
-    let first = in_session(&http, port, &session, call).await;
-    assert!(first.contains("simple text"), "{first}");
+    let d = Daemon::start_in(dir, &config, &[]).await;
+    d.ready().await;
     let pids = || -> Vec<String> {
         std::fs::read_to_string(&starts)
             .unwrap_or_default()
@@ -679,16 +663,12 @@ async fn a_crashed_upstream_is_started_once_per_restart() {
         .status()
         .unwrap();
     assert!(killed.success());
-    let restarted = tokio::time::timeout(WITHIN, async {
-        while pids().len() < 2 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    // Once the restart's process is recorded, the state is `starting` until that
+    // start has ended, however many processes it takes.
+    d.wait_status("the first restart's start ended", |v| {
+        pids().len() >= 2 && v["upstreams"][0]["state"] != "starting"
     })
     .await;
-    assert!(restarted.is_ok(), "the supervisor restarted it");
-    // The next restart waits its backoff (`backoffMs` 1 s doubled, less a quarter of
-    // jitter: at least 1.5 s): a window of one second holds the first restart's starts.
-    tokio::time::sleep(Duration::from_secs(1)).await;
     let after = pids();
     assert_eq!(after.len(), 2, "one start for the first restart: {after:?}");
 }
