@@ -100,6 +100,7 @@ pub struct App {
     adjust: Option<Adjust>,
     watcher: Mutex<Option<ConfigWatcher>>,
     on_reload: Mutex<Option<ReloadObserver>>,
+    history: Option<mcpx_history::History>,
 }
 
 impl std::fmt::Debug for App {
@@ -156,11 +157,12 @@ impl App {
         connector: Arc<dyn Connector>,
     ) -> Arc<App> {
         let policy = config.spec.clone();
+        let history = open_history(&config.history);
         let gateway = Gateway::linked(config, era_cache, metrics.clone(), connector);
         gateway.start();
         let seam = Arc::new(
             Seam::new(
-                Arc::new(crate::gateway::served(gateway.clone())),
+                Arc::new(crate::gateway::served(gateway.clone(), history.clone())),
                 "mcpx",
                 env!("CARGO_PKG_VERSION"),
                 policy,
@@ -174,7 +176,14 @@ impl App {
             adjust,
             watcher: Mutex::new(None),
             on_reload: Mutex::new(None),
+            history,
         })
+    }
+
+    /// The call history's recorder, when calls are recorded (`mcpx.history`). Its
+    /// settings are the first configuration's: a reload does not change them.
+    pub fn history(&self) -> Option<&mcpx_history::History> {
+        self.history.as_ref()
     }
 
     /// The gateway.
@@ -334,6 +343,21 @@ impl App {
         // Children of starts that failed or were abandoned (a connect timeout drops
         // the start, and its child stops in the background).
         mcpx_transport::child::stop_detached(STOP_WITHIN).await;
+    }
+}
+
+/// The call history's recorder for `config`, or `None` when it is off or cannot be
+/// opened (then mcpx serves without it, and says why once).
+fn open_history(config: &crate::config::HistoryConfig) -> Option<mcpx_history::History> {
+    let opened = config
+        .settings()
+        .and_then(|s| s.map(mcpx_history::History::open).transpose());
+    match opened {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!(error = %e, "the call history is off");
+            None
+        }
     }
 }
 

@@ -47,6 +47,7 @@ mod call;
 mod catalog_cell;
 mod coalesce;
 mod handlers;
+pub mod history;
 mod method;
 // The host request's server span.
 pub mod observe;
@@ -1012,12 +1013,13 @@ impl Gateway {
 #[derive(Debug, Clone)]
 pub struct GatewayBackend(pub Arc<Gateway>);
 
-/// What the serve seam holds: the gateway with the host request's span around it.
-pub type Served = observe::Observed<GatewayBackend>;
+/// What the serve seam holds: the gateway, its calls recorded in the call history,
+/// with the host request's span around it.
+pub type Served = observe::Observed<history::Recorded>;
 
-/// The backend a serve seam for `gateway` holds.
-pub fn served(gateway: Arc<Gateway>) -> Served {
-    observe::Observed(GatewayBackend(gateway))
+/// The backend a serve seam for `gateway` holds, recording in `history` when given.
+pub fn served(gateway: Arc<Gateway>, history: Option<mcpx_history::History>) -> Served {
+    observe::Observed(history::Recorded::new(GatewayBackend(gateway), history))
 }
 
 impl GatewayBackend {

@@ -46,6 +46,17 @@ pub fn start_server(span: &tracing::Span, host: Option<&TraceContext>) {
     }
 }
 
+/// The trace id (32 hex digits) of the current span, when traces are on and it has
+/// one.
+pub fn current_trace_id() -> Option<String> {
+    if !crate::traces_on() {
+        return None;
+    }
+    let cx = tracing::Span::current().context();
+    let traced = cx.span().span_context().clone();
+    traced.is_valid().then(|| traced.trace_id().to_string())
+}
+
 /// The trace context to send upstream from the client span `span`: this span as the
 /// parent when traces are on, else the host's context as it came.
 pub fn outgoing(

@@ -297,7 +297,9 @@ async fn handle<S: Service>(
                 return;
             };
             let cancelled = token.clone();
-            let ctx = RequestCtx::new(token, Related(session.out.clone()), peer).with_trace(trace);
+            let ctx = RequestCtx::new(token, Related(session.out.clone()), peer)
+                .with_trace(trace)
+                .on_sse();
             let initialize_params: Option<Arc<str>> = frame.params().map(Arc::from);
             let incoming = Incoming { frame, verdict };
             if initialize {

@@ -73,5 +73,5 @@ pub mod tls;
 pub mod upstream;
 
 pub use error::TransportError;
-pub use service::{Incoming, ParamHeaders, Peer, RequestCtx, Service};
+pub use service::{Carrier, Incoming, ParamHeaders, Peer, RequestCtx, Service};
 pub use streamable_http::HttpServerConfig;

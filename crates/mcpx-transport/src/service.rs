@@ -124,10 +124,35 @@ pub struct RequestCtx {
     cancel: CancellationToken,
     related: Related,
     peer: Option<Peer>,
-    stdio: bool,
+    carrier: Carrier,
     /// The trace context of the HTTP request that carried this one (its
     /// `traceparent` and `tracestate` headers), if it had a valid one.
     trace: Option<Arc<TraceContext>>,
+}
+
+/// The transport a host's request arrived on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    /// stdio.
+    Stdio,
+    /// Streamable HTTP.
+    StreamableHttp,
+    /// The 2024-11-05 HTTP+SSE transport.
+    Sse,
+    /// Made in-process, not read from a transport (the daemon's `/v1` API).
+    InProcess,
+}
+
+impl Carrier {
+    /// Its name in the call history: `stdio`, `streamable_http`, `sse` or `api`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Carrier::Stdio => "stdio",
+            Carrier::StreamableHttp => "streamable_http",
+            Carrier::Sse => "sse",
+            Carrier::InProcess => "api",
+        }
+    }
 }
 
 /// The client is gone, or the request's stream was closed.
@@ -141,7 +166,7 @@ impl RequestCtx {
             cancel,
             related,
             peer,
-            stdio: false,
+            carrier: Carrier::StreamableHttp,
             trace: None,
         }
     }
@@ -163,13 +188,26 @@ impl RequestCtx {
     /// (the daemon's `/v1` API): `cancel` cancels it, related frames (progress, logs)
     /// go to `related`, and there is no legacy peer, as for a modern request.
     pub fn in_process(cancel: CancellationToken, related: mpsc::Sender<Frame>) -> Self {
-        RequestCtx::new(cancel, Related(related), None)
+        let mut ctx = RequestCtx::new(cancel, Related(related), None);
+        ctx.carrier = Carrier::InProcess;
+        ctx
     }
 
     /// Marks a request that arrived on stdio.
     pub(crate) fn on_stdio(mut self) -> Self {
-        self.stdio = true;
+        self.carrier = Carrier::Stdio;
         self
+    }
+
+    /// Marks a request that arrived on the 2024-11-05 HTTP+SSE transport.
+    pub(crate) fn on_sse(mut self) -> Self {
+        self.carrier = Carrier::Sse;
+        self
+    }
+
+    /// The transport the request arrived on.
+    pub fn carrier(&self) -> Carrier {
+        self.carrier
     }
 
     /// Whether the request arrived on stdio. A few rules depend on the transport
@@ -178,7 +216,7 @@ impl RequestCtx {
     /// CancelledNotification: "On stdio, the server also sends this notification";
     /// register H1), on HTTP it does not.
     pub fn is_stdio(&self) -> bool {
-        self.stdio
+        self.carrier == Carrier::Stdio
     }
 
     /// Fires when the client cancels the request: `notifications/cancelled` (stdio, and

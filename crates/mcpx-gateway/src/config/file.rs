@@ -105,6 +105,21 @@ pub(super) struct FileGlobal {
     pub(super) names: FileNames,
     #[serde(default)]
     pub(super) limits: FileLimits,
+    #[serde(default)]
+    pub(super) history: FileHistory,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct FileHistory {
+    pub(super) enabled: Option<bool>,
+    pub(super) path: Option<PathBuf>,
+    pub(super) capture: Option<String>,
+    pub(super) redact: Option<Vec<String>>,
+    pub(super) max_value_bytes: Option<usize>,
+    pub(super) max_age_days: Option<u64>,
+    pub(super) max_megabytes: Option<u64>,
+    pub(super) queue: Option<usize>,
 }
 
 #[derive(Deserialize, Default)]

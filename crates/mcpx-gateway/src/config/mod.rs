@@ -133,6 +133,72 @@ pub struct Config {
     pub global: Global,
     /// The spec policy built from `mcpx.spec`.
     pub spec: SpecPolicy,
+    /// The call history (`mcpx.history`).
+    pub history: HistoryConfig,
+}
+
+/// The call history's settings (`mcpx.history`; docs/history.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryConfig {
+    /// Whether calls are recorded (`enabled`, default true).
+    pub enabled: bool,
+    /// The database (`path`; default `$XDG_STATE_HOME/mcpx/history.sqlite3`).
+    pub path: Option<PathBuf>,
+    /// What of a call's content is kept (`capture`: `none`, the default, `arguments`
+    /// or `all`).
+    pub capture: mcpx_history::Capture,
+    /// Keys of captured content whose values are blanked (`redact`).
+    pub redact: Vec<String>,
+    /// The most bytes kept of one captured value (`maxValueBytes`, default 16 KiB).
+    pub max_value_bytes: usize,
+    /// Calls older than this many days are taken out (`maxAgeDays`, default 30).
+    pub max_age_days: u64,
+    /// The most the database may take, in MiB (`maxMegabytes`, default 256).
+    pub max_megabytes: u64,
+    /// Records waiting for the writer at most (`queue`, default 4096).
+    pub queue: usize,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        let d = mcpx_history::Settings::at(PathBuf::new());
+        HistoryConfig {
+            enabled: true,
+            path: None,
+            capture: d.capture,
+            redact: mcpx_history::redact::DEFAULT_PATTERNS
+                .iter()
+                .map(|p| (*p).to_owned())
+                .collect(),
+            max_value_bytes: d.max_value_bytes,
+            max_age_days: 30,
+            max_megabytes: 256,
+            queue: d.queue,
+        }
+    }
+}
+
+impl HistoryConfig {
+    /// The recorder's settings; `None` when recording is off. The database's default
+    /// place needs `XDG_STATE_HOME` or `HOME`.
+    pub fn settings(&self) -> Result<Option<mcpx_history::Settings>, mcpx_history::HistoryError> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        let path = match &self.path {
+            Some(p) => p.clone(),
+            None => mcpx_history::default_path()?,
+        };
+        Ok(Some(mcpx_history::Settings {
+            path,
+            capture: self.capture,
+            redact: mcpx_history::redact::Redactor::new(&self.redact),
+            max_value_bytes: self.max_value_bytes,
+            max_age: Duration::from_secs(self.max_age_days.saturating_mul(24 * 3600)),
+            max_bytes: self.max_megabytes.saturating_mul(1024 * 1024),
+            queue: self.queue.max(1),
+        }))
+    }
 }
 
 /// How to reach one upstream.

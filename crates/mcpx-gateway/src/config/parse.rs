@@ -39,10 +39,52 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     if doc.mcpx.limits.startup_wait_ms.is_none() {
         global.startup_wait = default_startup_wait(&servers);
     }
+    let history = history(&doc.mcpx.history, path, &|m| value_err(None, m))?;
     Ok(Config {
         servers,
         global,
         spec,
+        history,
+    })
+}
+
+/// The `mcpx.history` section, with the defaults filled in. A relative `path` is
+/// the configuration file's directory's.
+fn history(
+    h: &super::file::FileHistory,
+    config_path: &Path,
+    err: &dyn Fn(String) -> ConfigError,
+) -> Result<HistoryConfig, ConfigError> {
+    let d = HistoryConfig::default();
+    let capture = match h.capture.as_deref() {
+        None => d.capture,
+        Some(c) => mcpx_history::Capture::parse(c).ok_or_else(|| {
+            err(format!(
+                "mcpx.history.capture {c:?} is not one of \"none\", \"arguments\", \"all\""
+            ))
+        })?,
+    };
+    let path = h.path.as_ref().map(|p| {
+        if p.is_relative() {
+            config_path
+                .parent()
+                .map_or_else(|| p.clone(), |dir| dir.join(p))
+        } else {
+            p.clone()
+        }
+    });
+    if h.max_megabytes == Some(0) {
+        return Err(err("mcpx.history.maxMegabytes must be at least 1".into()));
+    }
+    Ok(HistoryConfig {
+        enabled: h.enabled.unwrap_or(d.enabled),
+        path,
+        capture,
+        redact: h.redact.clone().unwrap_or(d.redact),
+        max_value_bytes: h.max_value_bytes.unwrap_or(d.max_value_bytes),
+        max_age_days: h.max_age_days.unwrap_or(d.max_age_days),
+        max_megabytes: h.max_megabytes.unwrap_or(d.max_megabytes),
+        queue: h.queue.unwrap_or(d.queue).max(1),
     })
 }
 

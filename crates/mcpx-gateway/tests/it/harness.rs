@@ -548,8 +548,12 @@ impl Connector for InMemory {
 }
 
 /// A configuration with `servers` (name → the entry's `mcpx` block) and the
-/// global `mcpx` block `global`. Each entry's command is never run.
-pub fn config(global: Value, servers: &[(&str, Value)]) -> mcpx_gateway::config::Config {
+/// global `mcpx` block `global`. Each entry's command is never run. The call history
+/// is off unless `global` has a `history` block (a test's database is its own).
+pub fn config(mut global: Value, servers: &[(&str, Value)]) -> mcpx_gateway::config::Config {
+    if let Some(g) = global.as_object_mut() {
+        g.entry("history").or_insert(json!({"enabled": false}));
+    }
     let mut entries = serde_json::Map::new();
     for (name, block) in servers {
         entries.insert(

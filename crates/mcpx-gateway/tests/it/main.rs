@@ -24,6 +24,7 @@ mod config_doc;
 mod config_file;
 mod elicitation;
 mod first_list;
+mod history;
 mod idle;
 mod lists;
 mod matrix;
