@@ -43,6 +43,9 @@
 #   MCPX_BENCH_RUST_PEER 0 to skip the Rust mcp-proxy only (its build takes 5 to 10
 #                        minutes on two cores; CI's smoke run leaves it out)
 #   MCPX_BENCH_NGINX     0 to skip nginx
+#   MCPX_BENCH_HISTORY_OFF  0 to skip the "mcpx history off" rows: mcpx with its call
+#                        history off (`mcpx.history.enabled: false`), beside the "mcpx"
+#                        rows, which record every call (the default)
 #   MCPX_BENCH_COMPARE   other mcpx binaries (space-separated paths): each one's gateway
 #                        rows are added as "mcpx@<file name>" (e.g. builds from before an
 #                        optimisation), measured in the same rounds, against the same
@@ -292,7 +295,7 @@ measure() {
 # gateways and adds its three paths. The upstream is always this build's example server.
 gateway_paths() {
   local label="$1" gw="$2" era="$3" n="$4" up_url="$5" tag port cfg
-  tag="$(basename "$gw")-$era-$n"
+  tag="$(basename "$gw")${GATEWAY_TAG:-}-$era-$n"
   # HTTP host → stdio upstream.
   cfg="$OUT/gw-$tag-stdio.json"; gateway_config "$cfg" "$BIN" "$era" stdio
   port="$(free_port)"
@@ -412,8 +415,13 @@ for era in $ERAS; do
     add_path direct stdio - --stdio "$BIN example-server"
 
     gateway_paths mcpx "$BIN" "$era" "$n" "$up_url"
+    if [[ "${MCPX_BENCH_HISTORY_OFF:-1}" == 1 ]]; then
+      GATEWAY_HISTORY='{"enabled":false}' GATEWAY_TAG=-nohistory \
+        gateway_paths "mcpx history off" "$BIN" "$era" "$n" "$up_url"
+    fi
     for old in "${COMPARE[@]}"; do
-      gateway_paths "mcpx@$(basename "$old")" "$old" "$era" "$n" "$up_url"
+      # No `mcpx` block: a build from before `mcpx.history` refuses the key.
+      GATEWAY_HISTORY=none gateway_paths "mcpx@$(basename "$old")" "$old" "$era" "$n" "$up_url"
     done
     [[ -x "$RELAY" ]] && add_path "relay floor" stdio stdio --stdio "$RELAY $BIN example-server"
     if [[ -x "$HTTP_RELAY" ]]; then

@@ -25,6 +25,10 @@
 #                       scripts/bench.sh runs it. Needs nginx (scripts/peers.sh installs it).
 #                       relay: the HTTP relay floor instead (null_http_relay, hyper on both
 #                       sides and nothing parsed but HTTP), likewise HTTP → HTTP
+#   MCPX_COST_HISTORY   off: the call history off (`mcpx.history.enabled: false`);
+#                       default on, each call recorded in a database under the run's
+#                       directory (the recorder's thread is counted too). "none": no
+#                       `mcpx` block, for a build from before `mcpx.history`
 #   MCPX_COST_FILES     1: also print the workspace files a call runs through and the
 #                       calls between them, per call, from the callgrind runs
 #                       (scripts/lib/callgraph.py); "list" lists the files too. For the
@@ -81,6 +85,12 @@ source "$repo/scripts/lib/procs.sh"
 trap 'stop_started; rm -rf "$OUT"' EXIT
 
 cfg="$OUT/mcpx.json"
+case "${MCPX_COST_HISTORY:-on}" in
+  on) ;;
+  off) export GATEWAY_HISTORY='{"enabled":false}' ;;
+  none) export GATEWAY_HISTORY=none ;;
+  *) echo "call-cost: MCPX_COST_HISTORY is on, off or none" >&2; exit 2 ;;
+esac
 if [[ "$UPSTREAM" == http ]]; then
   # One example server for every run, outside valgrind.
   up_port="$(free_port)"

@@ -16,6 +16,8 @@
 #   peers_oidc_provider       -> directory where npm's oidc-provider is installed
 #   peers_chromium            -> path of Debian's headless Chromium (chromium-headless-shell)
 #   peers_nginx               -> path of Debian's nginx (nginx-light when none is installed)
+#   peers_ts_sdk              -> directory whose node_modules has @modelcontextprotocol/sdk
+#   peers_sqlite3             -> path of Debian's `sqlite3` command-line shell
 #
 # The command-line functions echo shell words separated by spaces (paths are
 # quoted with printf %q), so callers should `eval` them or split into an array:
@@ -50,6 +52,9 @@
 # PyPI opentelemetry-proto (the OTLP messages, for the test's OTLP receiver): the
 # version of the opentelemetry-api that mcp 2.3.0 brings.
 : "${PEERS_PYTHON_OTLP_VERSION:=1.45.2}"
+# @modelcontextprotocol/sdk (the TypeScript SDK): newest release (npm 'latest') as of
+# 2026-12.
+: "${PEERS_TS_SDK_VERSION:=1.32.2}"
 # Python interpreter used to create the venv.
 : "${PEERS_PYTHON:=python3}"
 # npm oidc-provider (OpenID Certified authorization server): newest release as of 2026-12.
@@ -321,4 +326,25 @@ peers_nginx() {
   fi
   [[ -x "$nginx" ]] || { _peers_err "nginx not found after installing it"; return 1; }
   printf '%s\n' "$nginx"
+}
+
+# The TypeScript SDK, for clients written in scripts/interop/*.mjs: run them with
+# Node 22 and NODE_PATH set to the directory's node_modules.
+peers_ts_sdk() {
+  local dir
+  dir="$(_peers_dir)" || return 1
+  peers_node22 >/dev/null || return 1
+  _peers_npm_ensure "$dir/ts-sdk" @modelcontextprotocol/sdk "$PEERS_TS_SDK_VERSION" || return 1
+  printf '%s\n' "$dir/ts-sdk"
+}
+
+peers_sqlite3() {
+  if ! command -v sqlite3 >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || { _peers_err "sqlite3 not installed, and no apt-get"; return 1; }
+    [[ $(id -u) -eq 0 ]] || { _peers_err "sqlite3 not installed (apt-get install sqlite3, as root)"; return 1; }
+    echo "peers: installing Debian's sqlite3" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends sqlite3; } >&2 \
+      || { _peers_err "apt-get install sqlite3 failed"; return 1; }
+  fi
+  command -v sqlite3
 }

@@ -48,12 +48,20 @@ wait_port() {
 # gateway_config FILE MCPX-BIN ERA stdio|http [URL] : an `mcpx serve` configuration with
 # one upstream, the example server: a child (`MCPX-BIN example-server`) or an HTTP
 # server at URL. The upstream's era is pinned to ERA, so every call is a passthrough.
+# The call history is on, in a database beside FILE, unless GATEWAY_HISTORY says
+# otherwise (a `mcpx.history` block, or "none").
 gateway_config() {
   local file="$1" bin="$2" era="$3" kind="$4" url="${5:-}"
+  # The call history: GATEWAY_HISTORY's block ("none": no `mcpx` block, for builds
+  # from before `mcpx.history`), else a database beside the file.
+  local history="${GATEWAY_HISTORY:-}" global
+  [[ -n "$history" ]] || history="{\"path\":\"${file%.json}-history.sqlite3\"}"
+  global="\"mcpx\":{\"history\":$history},"
+  [[ "$history" != none ]] || global=""
   if [[ "$kind" == stdio ]]; then
-    printf '{"mcpServers":{"ex":{"command":"%s","args":["example-server"],"mcpx":{"protocol":"%s"}}}}\n' "$bin" "$era" >"$file"
+    printf '{%s"mcpServers":{"ex":{"command":"%s","args":["example-server"],"mcpx":{"protocol":"%s"}}}}\n' "$global" "$bin" "$era" >"$file"
   else
-    printf '{"mcpServers":{"ex":{"type":"http","url":"%s","mcpx":{"protocol":"%s"}}}}\n' "$url" "$era" >"$file"
+    printf '{%s"mcpServers":{"ex":{"type":"http","url":"%s","mcpx":{"protocol":"%s"}}}}\n' "$global" "$url" "$era" >"$file"
   fi
 }
 
