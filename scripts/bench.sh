@@ -86,6 +86,10 @@
 # must be answered. Exit status 1 when one was not. Report in
 # target/bench/daemon-soak-<time>.txt. `smoke` (CI): 10 s, a tenth of the flood.
 #
+# `scripts/bench.sh history [N|smoke]` records N calls in a call history (default
+# 1,000,000; smoke 20,000) and reports the database's size and how long the queries of
+# `mcpx stats --since 1d` and `mcpx log` take (crates/mcpx-history/examples/million.rs).
+#
 # `scripts/bench.sh scale [--smoke]` measures how mcpx's cost grows with the work
 # instead (crates/mcpx-bench/examples/scale.rs): start with 1, 10 and 50 upstreams,
 # memory per upstream, session and stream, a 10,000-tool catalog and one upstream's
@@ -172,6 +176,20 @@ PYEOF
     "$work/cold.json" "$work/warm.json" echo '{"message":"bench"}' "Echo: bench" \
     | tee "$work.md" || status=$?
   XDG_RUNTIME_DIR="$work/run" "$mcpx" stop --config "$work/warm.json" >/dev/null 2>&1 || true
+  exit "$status"
+fi
+if [[ "${1:-}" == history ]]; then
+  # The call history at scale (issue #36): crates/mcpx-history/examples/million.rs
+  # records N calls (default 1,000,000; smoke: 20,000) and times the queries of
+  # `mcpx stats` and `mcpx log`.
+  n="${2:-1000000}"
+  [[ "$n" == smoke ]] && n=20000
+  [[ "${MCPX_BENCH_NO_BUILD:-0}" == 1 ]] || cargo build --profile "$PROFILE" -p mcpx-history --example million >&2
+  mkdir -p "$repo/target/bench"
+  report="$repo/target/bench/history-$(date +%Y%m%d-%H%M%S).txt"
+  echo "bench: call history, $n calls; report in $report" >&2
+  status=0
+  "$BUILD_DIR/examples/million" "$n" "$repo/target/bench/history" | tee "$report" || status=$?
   exit "$status"
 fi
 if [[ "${1:-}" == soak && "${2:-}" == daemon ]]; then

@@ -13,6 +13,12 @@ use crate::{Capture, HistoryError, Record, Store};
 /// Records inserted in one transaction at most.
 const MAX_BATCH: usize = 512;
 
+/// How long the writer lets records gather after a write before the next one. A
+/// transaction costs far more than a row, and a thread woken per record costs a
+/// context switch per call: so under load the writer wakes at most this often and
+/// writes what gathered meanwhile, and when idle it sleeps until a record comes.
+const LINGER: Duration = Duration::from_millis(50);
+
 /// How often retention runs (and once at start).
 const RETAIN_EVERY: Duration = Duration::from_secs(600);
 
@@ -49,7 +55,7 @@ impl Settings {
             max_value_bytes: 16 * 1024,
             max_age: Duration::from_secs(30 * 24 * 3600),
             max_bytes: 256 * 1024 * 1024,
-            queue: 4096,
+            queue: 8192,
         }
     }
 }
@@ -72,11 +78,10 @@ struct Counters {
     written: AtomicU64,
 }
 
-// A record is moved through the queue's slot, not boxed: the queue is bounded, and a
-// box would cost every call an allocation.
-#[allow(clippy::large_enum_variant)]
+// Boxed: the queue's slots are allocated (and touched) up front, so a slot the size of
+// a record would cost every process its queue's size in memory before its first call.
 enum Msg {
-    Record(Record),
+    Record(Box<Record>),
     /// Answered once everything before it is written.
     Flush(std::sync::mpsc::SyncSender<()>),
 }
@@ -141,7 +146,7 @@ impl History {
 
     /// Queues `record` for the writer, without waiting: when the queue is full the
     /// record is dropped, and counted.
-    pub fn record(&self, record: Record) {
+    pub fn record(&self, record: Box<Record>) {
         let c = &self.inner.counters;
         match self.inner.tx.try_send(Msg::Record(record)) {
             Ok(()) => c.recorded.fetch_add(1, Ordering::Relaxed),
@@ -200,6 +205,7 @@ impl Writer {
                 self.retain();
                 next_retain = Instant::now() + RETAIN_EVERY;
             }
+            // Idle: sleep until a record (or a flush) comes, or retention is due.
             let wait = next_retain.saturating_duration_since(Instant::now());
             let first = match self.rx.recv_timeout(wait) {
                 Ok(m) => m,
@@ -207,20 +213,36 @@ impl Writer {
                 Err(RecvTimeoutError::Disconnected) => return,
             };
             let mut next = Some(first);
+            let mut gone = false;
             while let Some(m) = next.take() {
                 match m {
-                    Msg::Record(r) => batch.push(r),
+                    Msg::Record(r) => batch.push(*r),
                     Msg::Flush(ack) => acks.push(ack),
                 }
                 if batch.len() < MAX_BATCH {
-                    next = self.rx.try_recv().ok();
+                    next = match self.rx.try_recv() {
+                        Ok(m) => Some(m),
+                        Err(std::sync::mpsc::TryRecvError::Empty) => None,
+                        Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                            gone = true;
+                            None
+                        }
+                    };
                 }
             }
+            let full = batch.len() >= MAX_BATCH;
             if !batch.is_empty() {
                 self.write(&mut batch);
             }
             for ack in acks.drain(..) {
                 let _ = ack.send(());
+            }
+            if gone {
+                return;
+            }
+            // Let the next records gather (see LINGER), unless there are more already.
+            if !full {
+                std::thread::sleep(LINGER);
             }
         }
     }

@@ -5,7 +5,7 @@
 //! The layer never waits: [`History::record`] puts the record on a bounded queue, and
 //! the recorder's thread redacts and writes it. What the call path does is read a few
 //! members the decoder already indexed, look the name up in one catalog snapshot, and
-//! move one boxed record.
+//! hand over one boxed record.
 
 use mcpx_history::{Capture, History, Outcome, Record};
 use mcpx_metrics::{End, ErrorType, classify};
@@ -71,7 +71,7 @@ impl Backend for Recorded {
             .history
             .as_ref()
             .and_then(|h| Note::of(h, &self.backend.0, &call));
-        // A map, as in `observe.rs`: the note is one pointer in the future.
+        // A map, as in `observe.rs`: the future holds the note, not a copy of the call.
         futures_util::FutureExt::map(self.backend.call(call), move |outcome| {
             if let Some(note) = note {
                 note.finish(&outcome);
@@ -81,18 +81,19 @@ impl Backend for Recorded {
     }
 }
 
-/// What is known of a call when it starts, boxed: a call's future carries one pointer.
+/// What is known of a call when it starts: a few pointers in the call's future, the
+/// record itself boxed (the box is what the recorder's queue takes).
 struct Note {
     gateway: Arc<Gateway>,
     history: History,
     started: tokio::time::Instant,
     cancel: tokio_util::sync::CancellationToken,
-    record: Record,
+    record: Box<Record>,
 }
 
 impl Note {
     /// The note of `call`, when its method is one the history keeps.
-    fn of(history: &History, gw: &Arc<Gateway>, call: &Call) -> Option<Box<Note>> {
+    fn of(history: &History, gw: &Arc<Gateway>, call: &Call) -> Option<Note> {
         let method = call.method.as_str();
         if !matches!(
             method,
@@ -102,7 +103,7 @@ impl Note {
         }
         let params = call.params.as_ref().map(Params::as_str);
         let text = |raw: Option<&str>| raw.and_then(string_value).map(|s| s.into_owned());
-        let mut record = Record::new(mcpx_history::now_ms(), method);
+        let mut record = Box::new(Record::new(mcpx_history::now_ms(), method));
         record.target = match method {
             "tools/call" | "prompts/get" => {
                 text(call.params.as_ref().and_then(|p| p.member("name")))
@@ -153,24 +154,24 @@ impl Note {
             };
             record.arguments = params.and_then(|p| member(p, key)).map(str::to_owned);
         }
-        Some(Box::new(Note {
+        Some(Note {
             gateway: gw.clone(),
             history: history.clone(),
             started: tokio::time::Instant::now(),
             cancel: call.cancel.clone(),
             record,
-        }))
+        })
     }
 
     /// Hands the record, completed with `outcome`, to the recorder.
-    fn finish(self: Box<Self>, outcome: &Result<Reply, Fault>) {
+    fn finish(self, outcome: &Result<Reply, Fault>) {
         let Note {
             gateway,
             history,
             started,
             cancel,
             mut record,
-        } = *self;
+        } = self;
         record.duration_us = i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX);
         // Routed by the catalog in force now: the call's own lookup waited for the
         // first lists, which a lookup at its start would not have seen.

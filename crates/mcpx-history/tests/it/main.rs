@@ -275,7 +275,7 @@ async fn a_full_queue_drops_and_counts_and_never_waits() {
     let blocker = Store::open(&path).unwrap();
     blocker.execute_sql("BEGIN EXCLUSIVE").unwrap();
     for i in 0..100 {
-        history.record(call(i, "fs", "t", Outcome::Result, 1));
+        history.record(Box::new(call(i, "fs", "t", Outcome::Result, 1)));
     }
     let c = history.counts();
     assert_eq!(c.recorded + c.dropped, 100);
@@ -304,7 +304,7 @@ async fn the_writer_redacts_and_caps_what_was_captured() {
         r#"{{"content":[{{"type":"text","text":"{}"}}]}}"#,
         "y".repeat(500)
     ));
-    history.record(r);
+    history.record(Box::new(r));
     history.flush().await;
     let rows = Store::open(&path)
         .unwrap()
