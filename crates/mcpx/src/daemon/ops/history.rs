@@ -5,8 +5,8 @@
 //! other and beside the writer, so the status page's three requests and a follower's
 //! do not queue behind one shared connection, and no connection outlives an error.
 //! Opening costs well under a millisecond against the query's time. At most
-//! [`READERS`] run at once: a flood of requests waits for a turn, and holds no more
-//! threads or connections than that.
+//! [`READERS`] run at once: a flood of requests waits for a turn (a 503 after
+//! [`TURN_WITHIN`]), and holds no more threads or connections than that.
 
 use std::sync::Arc;
 
@@ -23,6 +23,9 @@ use crate::daemon::problem::{Problem, json_response};
 
 /// Queries of the history at once.
 pub const READERS: usize = 4;
+
+/// How long a request waits for its turn at the history before a 503.
+pub const TURN_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Calls `GET /v1/history` answers when no `limit` is given.
 pub const DEFAULT_LIMIT: usize = 50;
@@ -238,13 +241,20 @@ async fn read<T: Send + 'static>(
         return Err(Problem::new(StatusCode::NOT_FOUND, "history-off", detail));
     };
     let path = history.settings().path.clone();
-    let _turn = d.history_readers.acquire().await.map_err(|_| {
+    let busy = || {
         Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "stopping",
-            "the daemon is stopping",
+            "history-busy",
+            format!(
+                "the call history is busy: {READERS} queries ran for over {} s",
+                TURN_WITHIN.as_secs()
+            ),
         )
-    })?;
+    };
+    let _turn = tokio::time::timeout(TURN_WITHIN, d.history_readers.acquire())
+        .await
+        .map_err(|_| busy())?
+        .map_err(|_| busy())?;
     let answer = tokio::task::spawn_blocking(move || Store::open(&path).and_then(|s| query(&s)))
         .await
         .map_err(|e| {
