@@ -244,13 +244,15 @@ check daemon-one-upstream-process ', 0 restarts' "$mcpx" status --config "$cfg"
 echo "== the daemon's status page in Debian's headless Chromium"
 chromium=$(peers_chromium) || bail install-chromium
 page_cfg="$log_dir/daemon-page.json"
-echo "{\"mcpServers\": {\"everything\": {\"command\": \"$mcpx\", \"args\": [\"example-server\"]}, \"legacy\": {\"command\": \"$mcpx\", \"args\": [\"example-server\", \"--revision\", \"2025-03-26\"]}}}" >"$page_cfg"
+echo "{\"mcpServers\": {\"everything\": {\"command\": \"$mcpx\", \"args\": [\"example-server\"]}, \"legacy\": {\"command\": \"$mcpx\", \"args\": [\"example-server\", \"--revision\", \"2025-03-26\"]}}, \"mcpx\": {\"history\": {\"path\": \"$log_dir/daemon-page-history.sqlite3\"}}}" >"$page_cfg"
+rm -f "$log_dir"/daemon-page-history.sqlite3*
 page_port=$(free_port)
 "$mcpx" daemon --config "$page_cfg" --http "127.0.0.1:$page_port" --allow-any-local-user >"$log_dir/daemon-page.log" 2>&1 &
 pids+=($!)
 wait_port "$page_port" || bail daemon-page-start
-# Loads the page, kills an upstream, sees the page follow it live; the screenshot is
-# target/interop/status-page.png.
+# Loads the page, kills an upstream, sees the page follow it live, makes a call and
+# sees it in the call history's table and charts; the screenshot is
+# target/interop/status-page.png. The history is kept beside the logs.
 check daemon-status-page 'status page ok' "$py" "$repo/scripts/interop/status_page.py" "$chromium" "http://127.0.0.1:$page_port/" "$log_dir/status-page.png"
 "$mcpx" stop --config "$page_cfg" >/dev/null 2>&1
 unset XDG_RUNTIME_DIR

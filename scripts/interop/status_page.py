@@ -8,8 +8,11 @@ Loads URL (the daemon's `GET /`), waits until every upstream's row says ready, k
 the first upstream's process (its pid as the page shows it), and waits, without
 reloading, until the page shows it started again (another pid, one more restart).
 Then calls a tool through `/v1/call` and waits for the call among the last calls, with
-its outcome. Saves a screenshot to SCREENSHOT. Prints one JSON
-line; exit status 0 when every check held.
+its outcome. Then, from the call history: waits for the call (its number from
+`/v1/history`) in the recent calls' table, for a bar of the calls-per-minute chart that
+counts it (its minute, outcome `result`), and for a latency bar of its upstream with
+its p50 and p95, each read from the elements' data-* attributes. Saves a screenshot to
+SCREENSHOT. Prints one JSON line; exit status 0 when every check held.
 """
 
 import base64
@@ -19,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 
@@ -67,6 +71,26 @@ class Browser:
     def close(self):
         self.proc.kill()
         self.proc.wait()
+
+
+# The call history's part of the page, as its data-* attributes say it.
+HISTORY = """(() => ({
+  history: document.getElementById('history-section')?.dataset.history,
+  rows: Array.from(document.querySelectorAll('#history tbody tr')).map(r => ({
+    id: Number(r.dataset.id), tool: r.dataset.tool, upstream: r.dataset.upstream,
+    outcome: r.dataset.outcome, ms: Number(r.dataset.ms) })),
+  bars: Array.from(document.querySelectorAll('#minutes rect')).map(r => ({
+    minute: Number(r.dataset.minute), outcome: r.dataset.outcome,
+    count: Number(r.dataset.count) })),
+  latency: Array.from(document.querySelectorAll('#latency rect')).map(r => ({
+    upstream: r.dataset.upstream, quantile: r.dataset.quantile,
+    p50: Number(r.dataset.p50), p95: Number(r.dataset.p95) })),
+}))()"""
+
+
+def get_json(url):
+    with urllib.request.urlopen(url, timeout=20) as r:
+        return json.loads(r.read())
 
 
 ROWS = """Array.from(document.querySelectorAll('#upstreams tbody tr')).map(r => ({
@@ -132,10 +156,59 @@ def main():
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the call is not among the last calls: {shown}")
             time.sleep(0.1)
+        # The call history: the call's number and minute, as /v1/history has them.
+        base = url.rstrip("/")
+        deadline = time.monotonic() + 20
+        while True:
+            got = get_json(base + "/v1/history?limit=1&tool=" + urllib.parse.quote(tool))
+            if got["calls"]:
+                row = got["calls"][-1]
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the call is not in /v1/history: {got}")
+            time.sleep(0.1)
+        minute = row["tsMs"] // 60000 * 60000
+        want = {"id": row["id"], "minute": minute, "upstream": victim["name"]}
+        report["historyCall"] = want
+
+        def history_shown(h):
+            return {
+                "row": next((r for r in h["rows"] if r["id"] == row["id"]
+                             and r["tool"] == tool and r["outcome"] == "result"), None),
+                "bar": next((x for x in h["bars"] if x["minute"] == minute
+                             and x["outcome"] == "result" and x["count"] >= 1), None),
+                "latency": next((x for x in h["latency"] if x["upstream"] == victim["name"]
+                                 and x["p95"] >= x["p50"] > 0), None),
+            }
+
+        deadline = time.monotonic() + 20
+        while True:
+            h = b.send("Runtime.evaluate", {"expression": HISTORY, "returnByValue": True},
+                       session=s)["result"].get("value") or {"rows": [], "bars": [], "latency": []}
+            shown = history_shown(h)
+            if all(shown.values()):
+                report["history"] = shown
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the call history does not show the call {want}: {h}")
+            time.sleep(0.1)
+        # The page's numbers are the API's.
+        minutes = get_json(base + "/v1/history/minutes?since=1h")["minutes"]
+        api_count = next((m["outcomes"].get("result", 0) for m in minutes
+                          if m["startMs"] == minute), 0)
+        if shown["bar"]["count"] != api_count:
+            raise RuntimeError(f"the chart counts {shown['bar']['count']} calls in minute "
+                               f"{minute}, /v1/history/minutes {api_count}")
         report["live"] = text("#live")
         if report["live"] != "live":
             raise RuntimeError(f"the event feed is not live: {report['live']!r}")
-        png = b.send("Page.captureScreenshot", {"format": "png"}, session=s)["data"]
+        # The whole page, the charts below the fold too.
+        size = b.send("Page.getLayoutMetrics", session=s).get("cssContentSize") or {}
+        shot_params = {"format": "png"}
+        if size.get("width") and size.get("height"):
+            shot_params.update(captureBeyondViewport=True, clip={
+                "x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1})
+        png = b.send("Page.captureScreenshot", shot_params, session=s)["data"]
         os.makedirs(os.path.dirname(os.path.abspath(shot)), exist_ok=True)
         with open(shot, "wb") as f:
             f.write(base64.b64decode(png))

@@ -114,6 +114,7 @@ impl By {
 /// One group of calls and how they went.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Group {
     /// What the group is: the tool (`upstream` beside it), the upstream, the host, or
     /// the outcome (`errorCode` beside it). Empty where the calls had none (an
@@ -144,6 +145,7 @@ pub struct Group {
 /// The calls that started in one minute, by outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Minute {
     /// The minute's start (ms since the Unix epoch).
     pub start_ms: i64,

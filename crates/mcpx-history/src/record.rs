@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Outcome {
     /// A result.
     Result,
@@ -94,6 +95,7 @@ impl Capture {
 /// milliseconds since the Unix epoch; sizes are bytes of JSON text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Record {
     /// When the call started (ms since the Unix epoch).
     pub ts_ms: i64,
@@ -170,6 +172,7 @@ impl Record {
 /// an RFC 3339 time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Row {
     /// The record's number.
     pub id: i64,

@@ -26,6 +26,7 @@ use utoipa::openapi::{
 use super::Daemon;
 use super::ops;
 use super::ops::control::{Reloaded, Restarted, Stopping, Tasks};
+use super::ops::history::{Calls, Minutes, Stats};
 use super::ops::info::{Health, Servers, Status};
 use super::ops::mcp::{CallRequest, PromptRequest, ReadRequest, Tools};
 use super::problem::{PROBLEM_JSON, Problem, ProblemDocument, to_value};
@@ -68,6 +69,8 @@ pub enum Kind {
     String,
     /// An integer.
     Integer,
+    /// A boolean.
+    Boolean,
 }
 
 /// A parameter of an operation.
@@ -140,6 +143,48 @@ const NAME: Param = Param {
     location: In::Path,
     kind: Kind::String,
     description: "The upstream's name, as in the configuration.",
+};
+
+const SINCE: Param = Param {
+    name: "since",
+    location: In::Query,
+    kind: Kind::String,
+    description: "Calls that started at or after this: a duration back from now (`15m`, `2h`, `1d`), an RFC 3339 time (UTC) or milliseconds since the Unix epoch.",
+};
+
+const UNTIL: Param = Param {
+    name: "until",
+    location: In::Query,
+    kind: Kind::String,
+    description: "Calls that started before this (as `since`).",
+};
+
+const UPSTREAM: Param = Param {
+    name: "upstream",
+    location: In::Query,
+    kind: Kind::String,
+    description: "Calls to this upstream.",
+};
+
+const TOOL: Param = Param {
+    name: "tool",
+    location: In::Query,
+    kind: Kind::String,
+    description: "Calls whose tool, prompt or resource URI matches this glob (`*`, `?`, `[…]`; case-sensitive).",
+};
+
+const ERRORS: Param = Param {
+    name: "errors",
+    location: In::Query,
+    kind: Kind::Boolean,
+    description: "`true`: only the calls that did not end with a result.",
+};
+
+const HOST: Param = Param {
+    name: "host",
+    location: In::Query,
+    kind: Kind::String,
+    description: "Calls of the host whose `clientInfo.name` is this (`/v1/call`'s is `mcpx-daemon-api`).",
 };
 
 /// Every operation of the API.
@@ -261,9 +306,74 @@ pub static OPERATIONS: &[Operation] = &[
     },
     Operation {
         verb: Verb::Get,
+        path: "/v1/history",
+        id: "history",
+        summary: "The call history: the latest `limit` calls the filters pick, oldest first, and the number of the last call written (`lastId`; `after=lastId` asks for those written since). 404 when the history is off.",
+        params: &[
+            SINCE,
+            UNTIL,
+            UPSTREAM,
+            TOOL,
+            ERRORS,
+            HOST,
+            Param {
+                name: "limit",
+                location: In::Query,
+                kind: Kind::Integer,
+                description: "At most this many calls, 1 to 1000 (default 50).",
+            },
+            Param {
+                name: "after",
+                location: In::Query,
+                kind: Kind::Integer,
+                description: "Only the calls numbered after this one.",
+            },
+        ],
+        body: None,
+        ok: (200, named::<Calls>),
+        streams: &[],
+        handler: ops::history::history,
+    },
+    Operation {
+        verb: Verb::Get,
+        path: "/v1/history/minutes",
+        id: "historyMinutes",
+        summary: "Calls per minute by outcome, for the minutes that had any: by default the last 60 (at most 7 days). 404 when the history is off.",
+        params: &[SINCE, UNTIL, UPSTREAM, TOOL, ERRORS, HOST],
+        body: None,
+        ok: (200, named::<Minutes>),
+        streams: &[],
+        handler: ops::history::minutes,
+    },
+    Operation {
+        verb: Verb::Get,
+        path: "/v1/stats",
+        id: "stats",
+        summary: "The calls the filters pick, grouped `by` tool (the default), upstream, host or error: calls, errors, error rate, p50, p95 and p99 duration, the most called first (at most 1000 groups). 404 when the history is off.",
+        params: &[
+            SINCE,
+            UNTIL,
+            UPSTREAM,
+            TOOL,
+            ERRORS,
+            HOST,
+            Param {
+                name: "by",
+                location: In::Query,
+                kind: Kind::String,
+                description: "`tool`, `upstream`, `host` or `error` (default `tool`).",
+            },
+        ],
+        body: None,
+        ok: (200, named::<Stats>),
+        streams: &[],
+        handler: ops::history::stats,
+    },
+    Operation {
+        verb: Verb::Get,
         path: "/v1/events",
         id: "events",
-        summary: "Server-sent events: upstream states, catalog changes, calls (through this API and hosts' sessions) and reloads (whatever asked for them, with their outcome), each with its number as the event id. `since` (or Last-Event-ID) replays the kept events after it.",
+        summary: "Server-sent events: upstream states, catalog changes, calls (through this API and hosts' sessions), reloads (whatever asked for them, with their outcome) and the call history's writes (`history`, `{\"lastId\": N}`, at most four a second), each with its number as the event id. `since` (or Last-Event-ID) replays the kept events after it.",
         params: &[Param {
             name: "since",
             location: In::Query,
@@ -403,6 +513,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
                     .schema(Some(Object::with_type(match p.kind {
                         Kind::String => Type::String,
                         Kind::Integer => Type::Integer,
+                        Kind::Boolean => Type::Boolean,
                     }))),
             );
         }
@@ -577,6 +688,15 @@ mod tests {
             ),
             format!(r#"get /v1/events events ["since"] 200["text/event-stream"] {problem}"#),
             format!(r#"get /v1/health health [] 200{json} {problem}"#),
+            format!(
+                r#"get /v1/history history ["since", "until", "upstream", "tool", "errors", "host", "limit", "after"] 200{json} {problem}"#
+            ),
+            format!(
+                r#"get /v1/history/minutes historyMinutes ["since", "until", "upstream", "tool", "errors", "host"] 200{json} {problem}"#
+            ),
+            format!(
+                r#"get /v1/stats stats ["since", "until", "upstream", "tool", "errors", "host", "by"] 200{json} {problem}"#
+            ),
             format!(r#"get /v1/openapi.json openapi [] 200{json} {problem}"#),
             format!(r#"post /v1/prompt prompt [] body 200{json} {problem}"#),
             format!(r#"post /v1/read read [] body 200{json} {problem}"#),

@@ -19,12 +19,15 @@ pub const KEPT: usize = 1024;
 /// How often the upstreams' states and the catalog are looked at.
 const LOOK_EVERY: Duration = Duration::from_millis(200);
 
+/// The least time between two `history` events: the writes between are told as one.
+pub const HISTORY_EVERY: Duration = Duration::from_millis(250);
+
 /// One event.
 #[derive(Debug)]
 pub struct Event {
     /// Its number: 1, 2, … in the order published.
     pub seq: u64,
-    /// `upstream`, `catalog`, `call` or `reload`.
+    /// `upstream`, `catalog`, `call`, `restart`, `reload` or `history`.
     pub kind: &'static str,
     /// What it says.
     pub data: Value,
@@ -229,6 +232,31 @@ pub async fn watch(app: Arc<App>, events: Arc<Events>, stop: CancellationToken) 
     }
 }
 
+/// Publishes a `history` event, `{"lastId": N}`, when the call history's writer has
+/// written calls (`written` is its last row's number), at most one every
+/// [`HISTORY_EVERY`], until `stop` or the writer's end.
+pub async fn follow_history(
+    mut written: tokio::sync::watch::Receiver<i64>,
+    events: Arc<Events>,
+    stop: CancellationToken,
+) {
+    // What was written before the daemon started is no news.
+    written.borrow_and_update();
+    loop {
+        tokio::select! {
+            r = written.changed() => if r.is_err() { return },
+            () = stop.cancelled() => return,
+        }
+        let last = *written.borrow_and_update();
+        events.publish("history", json!({ "lastId": last }));
+        // Writes meanwhile mark the value changed: the next event says the last.
+        tokio::select! {
+            () = tokio::time::sleep(HISTORY_EVERY) => {}
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,5 +303,39 @@ mod tests {
             1,
             "a dropped listener gives its place back"
         );
+    }
+
+    #[tokio::test]
+    async fn writes_are_told_as_history_events_at_most_four_a_second() {
+        let events = Arc::new(Events::default());
+        let (tx, rx) = tokio::sync::watch::channel(7);
+        let stop = CancellationToken::new();
+        let mut sub = events.subscribe(None);
+        let follower = tokio::spawn(follow_history(rx, events.clone(), stop.clone()));
+        tokio::task::yield_now().await;
+        tx.send_replace(8);
+        let first = tokio::time::timeout(Duration::from_secs(5), sub.live.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (first.kind, &first.data),
+            ("history", &json!({"lastId": 8}))
+        );
+        // Three writes within the pause: one event, with the last number.
+        for n in 9..=11 {
+            tx.send_replace(n);
+        }
+        let second = tokio::time::timeout(Duration::from_secs(5), sub.live.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(second.data, json!({"lastId": 11}));
+        assert!(
+            second.seq == first.seq + 1 && sub.live.try_recv().is_err(),
+            "coalesced"
+        );
+        drop(tx);
+        follower.await.unwrap();
     }
 }

@@ -253,6 +253,8 @@ pub struct Daemon {
     recent: Mutex<std::collections::VecDeque<Value>>,
     /// The last reload's event data.
     last_reload: Mutex<Option<Value>>,
+    /// Turns at the call history's database (`ops::history::READERS` at once).
+    pub history_readers: tokio::sync::Semaphore,
 }
 
 /// A call being tracked: in `/v1/tasks` while it runs, and in the events.
@@ -344,6 +346,7 @@ impl Daemon {
             next_call: AtomicU64::new(0),
             recent: Mutex::new(std::collections::VecDeque::with_capacity(RECENT_CALLS)),
             last_reload: Mutex::new(None),
+            history_readers: tokio::sync::Semaphore::new(ops::history::READERS),
         }
     }
 
@@ -548,6 +551,13 @@ pub fn run(args: &Args) -> ExitCode {
             daemon.events.clone(),
             stop.clone(),
         ));
+        if let Some(history) = app.history() {
+            tokio::spawn(events::follow_history(
+                history.written(),
+                daemon.events.clone(),
+                stop.clone(),
+            ));
+        }
         if let Some(file) = log.clone() {
             tokio::spawn(paths::keep_log_bounded(file, stop.clone()));
         }

@@ -58,6 +58,7 @@ mod cli_doc;
 mod cli_inspect;
 mod client_http;
 mod daemon_api;
+mod daemon_history;
 mod daemon_lifecycle;
 mod dispositions;
 mod dispositions_wire;

@@ -3,6 +3,7 @@
 pub mod attach;
 pub mod control;
 pub mod events;
+pub mod history;
 pub mod info;
 pub mod mcp;
 pub mod page;

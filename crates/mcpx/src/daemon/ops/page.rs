@@ -1,7 +1,8 @@
 //! The status page: `GET /` and its stylesheet and script, built into the binary.
-//! The page is rendered here, whole (the upstreams, the last reload, the last calls),
-//! so a client without JavaScript sees it; the script keeps it current from
-//! `/v1/status` and `/v1/events`.
+//! The page is rendered here, whole (the upstreams, the last reload, the last calls,
+//! the history's recent calls), so a client without JavaScript sees it; the script
+//! keeps it current from `/v1/status` and `/v1/events`, and draws the history's
+//! charts from `/v1/history/minutes` and `/v1/stats`.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -163,6 +164,47 @@ fn call_rows(running: &[Value], finished: &[Value]) -> String {
     out
 }
 
+/// Calls of the history the page shows.
+pub const HISTORY_ROWS: usize = 20;
+
+/// The history's recent calls' rows (`rows` oldest first), the newest first, as the
+/// script draws them: each with its numbers in `data-*`.
+fn history_rows(rows: &[mcpx_history::Row]) -> String {
+    let mut out = String::new();
+    for c in rows.iter().rev() {
+        let r = &c.record;
+        #[allow(clippy::cast_precision_loss)]
+        let ms = r.duration_us as f64 / 1000.0;
+        let tool = r.target.clone().unwrap_or_else(|| r.method.clone());
+        let outcome = r.outcome.as_str();
+        let mut title = c.time.clone();
+        if let Some(m) = &r.error_message {
+            title.push('\n');
+            title.push_str(m);
+        }
+        let attrs = format!(
+            " data-id=\"{}\" data-outcome=\"{outcome}\" data-upstream=\"{}\" data-tool=\"{}\" data-host=\"{}\" data-ms=\"{ms:.3}\" title=\"{}\"",
+            c.id,
+            escape(r.upstream.as_deref().unwrap_or("")),
+            escape(&tool),
+            escape(r.client_name.as_deref().unwrap_or("")),
+            escape(&title),
+        );
+        out.push_str(&row(
+            &attrs,
+            &[
+                (c.time.get(11..19).unwrap_or("").to_owned(), None),
+                (r.client_name.clone().unwrap_or_default(), None),
+                (r.upstream.clone().unwrap_or_default(), None),
+                (tool, None),
+                (outcome.to_owned(), Some(outcome)),
+                (format!("{ms:.1}"), None),
+            ],
+        ));
+    }
+    out
+}
+
 /// The last reload in words (as the script writes it) and its class.
 fn reload_line(r: Option<&Value>) -> (String, &'static str) {
     let Some(r) = r else {
@@ -190,8 +232,9 @@ fn reload_line(r: Option<&Value>) -> (String, &'static str) {
     }
 }
 
-/// The page, rendered from the daemon's state now.
-pub fn render(d: &Daemon) -> String {
+/// The page, rendered from the daemon's state now and the history's recent calls
+/// (an error: the history is off, or could not be read, and the page says why).
+pub fn render(d: &Daemon, history: Result<&[mcpx_history::Row], String>) -> String {
     let upstreams: Vec<Value> = d
         .app
         .gateway()
@@ -221,11 +264,31 @@ pub fn render(d: &Daemon) -> String {
             "<!--calls-->",
             &call_rows(&d.calls_in_flight(), &d.recent_calls()),
         )
+        .replace(
+            "<!--history-->",
+            &history
+                .as_ref()
+                .map_or(String::new(), |rows| history_rows(rows)),
+        )
+        .replace(
+            "data-history=\"unknown\"",
+            if history.is_ok() {
+                "data-history=\"on\""
+            } else {
+                "data-history=\"off\""
+            },
+        )
+        .replace(
+            "<!--history-note-->",
+            &history.err().map(|e| escape(&e)).unwrap_or_default(),
+        )
 }
 
 /// `GET /`.
 pub async fn index(State(d): State<Arc<Daemon>>) -> Response {
-    file(render(&d), "text/html; charset=utf-8")
+    let recent = super::history::recent(&d, HISTORY_ROWS).await;
+    let history = recent.as_deref().map_err(|p| p.detail.clone());
+    file(render(&d, history), "text/html; charset=utf-8")
 }
 
 /// `GET /page.css`.
@@ -264,5 +327,35 @@ mod tests {
         ));
         assert_eq!(class, "failed");
         assert!(line.contains("failed (the file changed)") && line.contains("c.json:1:2: x"));
+    }
+
+    #[test]
+    fn a_history_row_carries_its_numbers_and_is_escaped() {
+        let mut r = mcpx_history::Record::new(1_767_323_045_250, "tools/call");
+        r.duration_us = 1500;
+        r.upstream = Some("up".into());
+        r.target = Some("<t>".into());
+        r.client_name = Some("host\"x".into());
+        r.outcome = mcpx_history::Outcome::ToolError;
+        r.error_message = Some("bad & worse".into());
+        let row = mcpx_history::Row {
+            id: 7,
+            time: "2026-01-02T03:04:05.250Z".into(),
+            record: r,
+        };
+        let html = history_rows(&[row]);
+        assert!(
+            html.starts_with("<tr data-id=\"7\" data-outcome=\"tool_error\""),
+            "{html}"
+        );
+        assert!(html.contains("data-ms=\"1.500\""), "{html}");
+        assert!(html.contains("data-tool=\"&lt;t&gt;\""), "{html}");
+        assert!(html.contains("data-host=\"host&quot;x\""), "{html}");
+        assert!(html.contains("<td>03:04:05</td>"), "{html}");
+        assert!(
+            html.contains("<td class=\"tool_error\">tool_error</td>"),
+            "{html}"
+        );
+        assert!(html.contains("bad &amp; worse"), "{html}");
     }
 }
