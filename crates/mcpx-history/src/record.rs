@@ -1,5 +1,7 @@
 //! What one call leaves behind.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 /// How a call ended.
@@ -106,18 +108,18 @@ pub struct Record {
     /// The host's `clientInfo.version`.
     pub client_version: Option<String>,
     /// `legacy` or `modern`.
-    pub era: String,
+    pub era: Cow<'static, str>,
     /// The host's protocol revision.
-    pub revision: String,
+    pub revision: Cow<'static, str>,
     /// How the host reached mcpx: `stdio`, `streamable_http`, `sse` or `api` (the
     /// daemon's `/v1`).
-    pub transport: String,
+    pub transport: Cow<'static, str>,
     /// The host's session (`Mcp-Session-Id`, HTTP+SSE's `sessionId`), if it has one.
     pub session: Option<String>,
     /// The upstream the call went to (its server name), when it was routed.
     pub upstream: Option<String>,
     /// The method.
-    pub method: String,
+    pub method: Cow<'static, str>,
     /// The tool or prompt name, or the resource URI, as the host named it.
     pub target: Option<String>,
     /// How it ended.
@@ -142,15 +144,15 @@ pub struct Record {
 
 impl Record {
     /// A record of a call of `method` at `ts_ms`, every other field empty.
-    pub fn new(ts_ms: i64, method: impl Into<String>) -> Record {
+    pub fn new(ts_ms: i64, method: impl Into<Cow<'static, str>>) -> Record {
         Record {
             ts_ms,
             duration_us: 0,
             client_name: None,
             client_version: None,
-            era: String::new(),
-            revision: String::new(),
-            transport: String::new(),
+            era: Cow::Borrowed(""),
+            revision: Cow::Borrowed(""),
+            transport: Cow::Borrowed(""),
             session: None,
             upstream: None,
             method: method.into(),

@@ -1,6 +1,7 @@
 //! The database: one table of calls, versioned by `PRAGMA user_version` and brought
 //! up to date by [`MIGRATIONS`] when opened.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -172,12 +173,12 @@ impl Store {
                     r.duration_us,
                     r.client_name,
                     r.client_version,
-                    r.era,
-                    r.revision,
-                    r.transport,
+                    r.era.as_ref(),
+                    r.revision.as_ref(),
+                    r.transport.as_ref(),
                     r.session,
                     r.upstream,
-                    r.method,
+                    r.method.as_ref(),
                     r.target,
                     r.outcome.as_str(),
                     r.error_code,
@@ -446,12 +447,12 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
             duration_us: r.get(2)?,
             client_name: r.get(3)?,
             client_version: r.get(4)?,
-            era: r.get(5)?,
-            revision: r.get(6)?,
-            transport: r.get(7)?,
+            era: Cow::Owned(r.get(5)?),
+            revision: Cow::Owned(r.get(6)?),
+            transport: Cow::Owned(r.get(7)?),
             session: r.get(8)?,
             upstream: r.get(9)?,
-            method: r.get(10)?,
+            method: Cow::Owned(r.get(10)?),
             target: r.get(11)?,
             // A value this mcpx does not know (a newer one wrote it) reads as an error.
             outcome: Outcome::parse(&outcome).unwrap_or(Outcome::Error),

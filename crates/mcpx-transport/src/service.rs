@@ -312,6 +312,12 @@ impl Peer {
         self.initialize_params.as_deref()
     }
 
+    /// [`Peer::initialize_params`], shared: the same `Arc` for every request of the
+    /// session, so a reader can tell a session it has seen by pointer.
+    pub fn initialize_shared(&self) -> Option<&Arc<str>> {
+        self.initialize_params.as_ref()
+    }
+
     /// Whether the client has sent `notifications/initialized`. Before it, every legacy
     /// basic/lifecycle §Initialization says the server "SHOULD NOT send requests other
     /// than pings and logging" (register A-C8, read literally: requests only).

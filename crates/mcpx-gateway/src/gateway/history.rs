@@ -19,12 +19,73 @@ use super::*;
 pub struct Recorded {
     backend: GatewayBackend,
     history: Option<History>,
+    clients: Arc<Mutex<Clients>>,
 }
 
 impl Recorded {
     /// `backend`, its calls recorded in `history`.
     pub fn new(backend: GatewayBackend, history: Option<History>) -> Recorded {
-        Recorded { backend, history }
+        Recorded {
+            backend,
+            history,
+            clients: Arc::default(),
+        }
+    }
+}
+
+/// Hosts' `clientInfo` names and versions, read once per legacy session (by its
+/// `initialize` params, which every call of the session shares) or per distinct
+/// 2026-07-28 `clientInfo` text, not on every call. A few hosts at a time: past
+/// [`Clients::MAX`] of either kind, that kind is forgotten and read again.
+#[derive(Debug, Default)]
+struct Clients {
+    sessions: Vec<(Arc<str>, Client)>,
+    modern: Vec<(String, Client)>,
+}
+
+/// A host's name and version.
+type Client = (Option<String>, Option<String>);
+
+impl Clients {
+    const MAX: usize = 64;
+
+    /// The name and version in `clientInfo` (JSON text).
+    fn read(info: Option<&str>) -> Client {
+        let text = |raw: Option<&str>| raw.and_then(string_value).map(|s| s.into_owned());
+        match info {
+            Some(info) => (text(member(info, "name")), text(member(info, "version"))),
+            None => (None, None),
+        }
+    }
+
+    /// The host of a legacy session opened with `initialize_params`.
+    fn of_session(&mut self, initialize_params: &Arc<str>) -> Client {
+        if let Some((_, c)) = self
+            .sessions
+            .iter()
+            .find(|(p, _)| Arc::ptr_eq(p, initialize_params))
+        {
+            return c.clone();
+        }
+        let c = Clients::read(member(initialize_params, "clientInfo"));
+        if self.sessions.len() >= Clients::MAX {
+            self.sessions.clear();
+        }
+        self.sessions.push((initialize_params.clone(), c.clone()));
+        c
+    }
+
+    /// The host whose request's `_meta` has `info` as its `clientInfo`.
+    fn of_modern(&mut self, info: &str) -> Client {
+        if let Some((_, c)) = self.modern.iter().find(|(t, _)| t == info) {
+            return c.clone();
+        }
+        let c = Clients::read(Some(info));
+        if self.modern.len() >= Clients::MAX {
+            self.modern.clear();
+        }
+        self.modern.push((info.to_owned(), c.clone()));
+        c
     }
 }
 
@@ -70,7 +131,7 @@ impl Backend for Recorded {
         let note = self
             .history
             .as_ref()
-            .and_then(|h| Note::of(h, &self.backend.0, &call));
+            .and_then(|h| Note::of(h, &self.backend.0, &self.clients, &call));
         // A map, as in `observe.rs`: the future holds the note, not a copy of the call.
         futures_util::FutureExt::map(self.backend.call(call), move |outcome| {
             if let Some(note) = note {
@@ -93,14 +154,19 @@ struct Note {
 
 impl Note {
     /// The note of `call`, when its method is one the history keeps.
-    fn of(history: &History, gw: &Arc<Gateway>, call: &Call) -> Option<Note> {
-        let method = call.method.as_str();
-        if !matches!(
-            method,
-            "tools/call" | "prompts/get" | "resources/read" | "completion/complete"
-        ) {
-            return None;
-        }
+    fn of(
+        history: &History,
+        gw: &Arc<Gateway>,
+        clients: &Mutex<Clients>,
+        call: &Call,
+    ) -> Option<Note> {
+        let method: &'static str = match call.method.as_str() {
+            "tools/call" => "tools/call",
+            "prompts/get" => "prompts/get",
+            "resources/read" => "resources/read",
+            "completion/complete" => "completion/complete",
+            _ => return None,
+        };
         let params = call.params.as_ref().map(Params::as_str);
         let text = |raw: Option<&str>| raw.and_then(string_value).map(|s| s.into_owned());
         let mut record = Box::new(Record::new(mcpx_history::now_ms(), method));
@@ -120,23 +186,24 @@ impl Note {
             Era::Legacy => "legacy",
             Era::Modern => "modern",
         }
-        .to_owned();
-        record.revision = call.host.as_str().to_owned();
-        record.transport = call.ctx.carrier().as_str().to_owned();
-        let client_info = match &call.peer {
-            Some(peer) => peer
-                .initialize_params()
-                .and_then(|p| member(p, "clientInfo"))
-                .map(str::to_owned),
-            None => params
+        .into();
+        record.revision = call.host.as_str().into();
+        record.transport = call.ctx.carrier().as_str().into();
+        let (name, version) = match &call.peer {
+            Some(peer) => match peer.initialize_shared() {
+                Some(p) => clients.lock().of_session(p),
+                None => (None, None),
+            },
+            None => match params
                 .and_then(|p| member(p, "_meta"))
                 .and_then(|m| member(m, meta::CLIENT_INFO))
-                .map(str::to_owned),
+            {
+                Some(info) => clients.lock().of_modern(info),
+                None => (None, None),
+            },
         };
-        if let Some(info) = client_info.as_deref() {
-            record.client_name = text(member(info, "name"));
-            record.client_version = text(member(info, "version"));
-        }
+        record.client_name = name;
+        record.client_version = version;
         record.session = call
             .peer
             .as_ref()
@@ -229,7 +296,7 @@ impl Note {
 /// The upstream that serves the tool, prompt or resource `record` names.
 fn upstream_of(catalog: &Catalog, record: &Record) -> Option<String> {
     let target = record.target.as_deref()?;
-    let id = match record.method.as_str() {
+    let id = match record.method.as_ref() {
         "tools/call" => catalog.tool(target).map(|f| f.upstream),
         "prompts/get" => catalog.prompt(target).map(|f| f.upstream),
         _ => catalog

@@ -123,7 +123,7 @@ async fn every_outcome_is_recorded_with_its_fields() {
         .iter()
         .map(|r| {
             (
-                r.record.method.as_str(),
+                r.record.method.as_ref(),
                 r.record.target.as_deref(),
                 r.record.upstream.as_deref(),
                 r.record.outcome,
@@ -197,7 +197,7 @@ async fn every_outcome_is_recorded_with_its_fields() {
     assert_eq!(r.client_name.as_deref(), Some("in-process-host"));
     assert_eq!(r.client_version.as_deref(), Some("0"));
     assert_eq!(
-        (r.era.as_str(), r.revision.as_str(), r.transport.as_str()),
+        (r.era.as_ref(), r.revision.as_ref(), r.transport.as_ref()),
         ("modern", "2026-07-28", "api")
     );
     assert_eq!(r.session, None);
@@ -272,7 +272,7 @@ async fn a_legacy_session_is_recorded_with_its_client_and_captured_arguments() {
     let r = &rows[0].record;
     assert_eq!(r.client_name.as_deref(), Some("in-process-legacy-host"));
     assert_eq!(
-        (r.era.as_str(), r.revision.as_str(), r.transport.as_str()),
+        (r.era.as_ref(), r.revision.as_ref(), r.transport.as_ref()),
         ("legacy", "2025-06-18", "stdio")
     );
     let args: Value = serde_json::from_str(r.arguments.as_deref().unwrap()).unwrap();

@@ -175,7 +175,7 @@ fn history_rows(rows: &[mcpx_history::Row]) -> String {
         let r = &c.record;
         #[allow(clippy::cast_precision_loss)]
         let ms = r.duration_us as f64 / 1000.0;
-        let tool = r.target.clone().unwrap_or_else(|| r.method.clone());
+        let tool = r.target.clone().unwrap_or_else(|| r.method.to_string());
         let outcome = r.outcome.as_str();
         let mut title = c.time.clone();
         if let Some(m) = &r.error_message {
