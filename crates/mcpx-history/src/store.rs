@@ -152,7 +152,20 @@ impl Store {
         }
         for v in found..to.min(SCHEMA_VERSION) {
             let step = MIGRATIONS[usize::try_from(v).unwrap_or(0)];
-            let tx = self.conn.transaction().map_err(|e| sql(&self.path, e))?;
+            // Immediate: the write lock first, then the version read again. Another
+            // process opening the database at the same time (a daemon's writer and
+            // `mcpx log --follow` waiting for the file) may have taken the step.
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(|e| sql(&self.path, e))?;
+            let current: i64 = tx
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .map_err(|e| sql(&self.path, e))?;
+            if current > v {
+                tx.commit().map_err(|e| sql(&self.path, e))?;
+                continue;
+            }
             tx.execute_batch(step)
                 .and_then(|()| tx.execute_batch(&format!("PRAGMA user_version = {}", v + 1)))
                 .and_then(|()| tx.commit())

@@ -8,6 +8,7 @@ mod cli_doc;
 mod conformance;
 mod daemon;
 mod example_server;
+mod history;
 mod import;
 mod inspect;
 mod runtime;
@@ -70,6 +71,13 @@ enum Command {
     /// Connect to every configured upstream and report its protocol era, revision,
     /// identity, capabilities and tools, or why it cannot be reached.
     Probe(inspect::Source),
+    /// Show the calls hosts made through mcpx (the call history): a table (times in
+    /// UTC), or NDJSON with --json; with --follow, new calls as they are made; with
+    /// --purge, remove them.
+    Log(history::log::Args),
+    /// Sum up the call history by tool, upstream, host or error: calls, errors, error
+    /// rate, p50/p95/p99 durations and total time.
+    Stats(history::stats::Args),
     /// Move a host's MCP servers (Claude Desktop, Claude Code, Cursor, VS Code, Windsurf,
     /// Zed, Gemini CLI, Codex) into mcpx's file, and with --write make the host start
     /// mcpx instead.
@@ -137,6 +145,8 @@ fn main() -> ExitCode {
         Command::Restart(r) => daemon::cli::restart(&r),
         Command::Reload(target) => daemon::cli::reload(&target),
         Command::Stop(target) => daemon::cli::stop(&target),
+        Command::Log(args) => history::log::run(&args),
+        Command::Stats(args) => history::stats::run(&args),
         Command::Completion { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut completion_command(), "mcpx", &mut out);

@@ -193,6 +193,34 @@ fn an_older_schema_is_migrated_and_keeps_its_calls() {
     assert_eq!(rows[0].record.subject, None);
 }
 
+/// Openers of a new database at the same moment (a daemon's writer, `mcpx log
+/// --follow` waiting for the file) each find it migrated; none fails on a step another
+/// took.
+#[test]
+fn openers_at_once_each_find_the_schema_made() {
+    let path = db("history-open-race");
+    for round in 0..50 {
+        let _ = std::fs::remove_file(&path);
+        let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let openers: Vec<_> = (0..8)
+            .map(|_| {
+                let (path, start) = (path.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    Store::open(&path).map(|s| s.version())
+                })
+            })
+            .collect();
+        for o in openers {
+            let version = o.join().unwrap();
+            assert!(
+                matches!(version, Ok(Ok(SCHEMA_VERSION))),
+                "round {round}: {version:?}"
+            );
+        }
+    }
+}
+
 /// Inserts a row as version 1 wrote it: `Store::insert` names version 2's columns, so
 /// the row goes in as SQL of its own.
 fn insert_v1_row(path: &std::path::Path) -> Result<Store, mcpx_history::HistoryError> {

@@ -298,6 +298,25 @@ impl Client {
             .map_err(|_| AskError::Timeout(within))?
     }
 
+    /// `GET /v1/events`: the server-sent events from now on, the body unread (the
+    /// stream is as long as the daemon lives). Connecting and the answer's head are
+    /// bounded by `within`.
+    pub async fn events(&self, within: Duration) -> Result<hyper::body::Incoming, AskError> {
+        let response = tokio::time::timeout(
+            within,
+            self.send(Method::GET, "/v1/events", None, super::api::SSE),
+        )
+        .await
+        .map_err(|_| AskError::Timeout(within))??;
+        if !response.status().is_success() {
+            return Err(AskError::Transport {
+                socket: self.record.socket.clone(),
+                message: format!("GET /v1/events answered {}", response.status()),
+            });
+        }
+        Ok(response.into_body())
+    }
+
     /// `POST /v1/call` as NDJSON: `on_event(kind, data)` for each progress or log
     /// event; the last event (`result` or `problem`) is returned.
     pub async fn call_streamed(

@@ -72,6 +72,7 @@ mod gateway_lone_surrogate;
 mod gateway_matrix;
 mod gateway_recovery;
 mod hardening;
+mod history_cli;
 mod import;
 mod metrics;
 mod probing;
