@@ -59,7 +59,7 @@ fn call(
     duration_us: i64,
     error: Option<(Option<i64>, &str)>,
 ) -> Record {
-    let mut r = Record::new(now - ago_ms, method);
+    let mut r = Record::new(now - ago_ms, method.to_owned());
     r.upstream = upstream.map(str::to_owned);
     r.target = Some(target.to_owned());
     r.client_name = Some(host.to_owned());
