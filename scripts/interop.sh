@@ -32,7 +32,11 @@
 #  8. Metrics: Debian's Prometheus (installed by scripts/peers.sh) scrapes `mcpx serve
 #     --metrics` after known traffic; PromQL over its HTTP API counts the calls and the
 #     tool errors, and promtool checks a scrape.
-#  9. Traces: scripts/interop/otlp_check.py runs an OTLP/HTTP receiver on the PyPI
+#  9. The call history (scripts/interop/history_check.py): the Python SDK (both eras)
+#     and the TypeScript SDK (peers_ts_sdk, scripts/interop/ts_client.mjs) through
+#     `mcpx daemon`; `mcpx log` and `mcpx stats` give the calls made; Debian's sqlite3
+#     reads the database meanwhile.
+# 10. Traces: scripts/interop/otlp_check.py runs an OTLP/HTTP receiver on the PyPI
 #     opentelemetry-proto package, `mcpx serve --http` exporting to it, a 2026-07-28
 #     HTTP upstream and a 2025-06-18 stdio upstream that record the trace context
 #     they get, and a host that sends one (header, and 2026-07-28 `_meta`).
@@ -256,6 +260,14 @@ wait_port "$page_port" || bail daemon-page-start
 check daemon-status-page 'status page ok' "$py" "$repo/scripts/interop/status_page.py" "$chromium" "http://127.0.0.1:$page_port/" "$log_dir/status-page.png"
 "$mcpx" stop --config "$page_cfg" >/dev/null 2>&1
 unset XDG_RUNTIME_DIR
+
+echo "== the call history: the Python and TypeScript SDKs through one daemon"
+# Both SDKs call tools of three upstreams through `mcpx daemon`'s /mcp; Debian's sqlite3
+# reads the database while the daemon runs; `mcpx log --json` and `mcpx stats --json`
+# must give exactly the calls made (scripts/interop/history_check.py).
+ts_sdk=$(peers_ts_sdk) || bail install-ts-sdk
+sqlite3_bin=$(peers_sqlite3) || bail install-sqlite3
+check history-sdk-clients 'history ok' "$py" "$repo/scripts/interop/history_check.py" "$mcpx" "$node22" "$ts_sdk" "$sqlite3_bin" "$log_dir/history"
 
 check_timeout=700
 echo "== conformance suite -> mcpx serve -> mcpx example-server"

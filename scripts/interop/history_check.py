@@ -53,6 +53,12 @@ PY_CALLS = [
     ("third__test_simple_text", {}, "result"),
     ("nowhere__tool", {}, "error"),
 ]
+# Then the Python SDK again, as a 2026-07-28 client (no session; clientInfo per
+# request).
+PY_MODERN_CALLS = [
+    ("ex__test_simple_text", {}, "result"),
+    ("old__test_error_handling", {}, "tool_error"),
+]
 TS_CALLS = [
     ("old__test_simple_text", {}, "result"),
     ("third__test_error_handling", {}, "tool_error"),
@@ -61,9 +67,9 @@ TS_CALLS = [
 ]
 
 
-async def python_calls(url):
-    async with Client(url, mode="legacy", read_timeout_seconds=10) as client:
-        for tool, args, _ in PY_CALLS:
+async def python_calls(url, mode, calls):
+    async with Client(url, mode=mode, read_timeout_seconds=10) as client:
+        for tool, args, _ in calls:
             try:
                 await client.call_tool(tool, args)
             except Exception:  # noqa: BLE001 - an error answer is one of the outcomes
@@ -94,7 +100,10 @@ def main():
     try:
         wait_port(port, daemon)
         url = f"http://127.0.0.1:{port}/mcp"
-        checks["python_revision"] = asyncio.run(asyncio.wait_for(python_calls(url), 60))
+        checks["python_revision"] = asyncio.run(
+            asyncio.wait_for(python_calls(url, "legacy", PY_CALLS), 60))
+        checks["python_modern_revision"] = asyncio.run(
+            asyncio.wait_for(python_calls(url, "2026-07-28", PY_MODERN_CALLS), 60))
         ts = subprocess.run(
             [NODE, os.path.join(os.path.dirname(__file__), "ts_client.mjs"),
              json.dumps([[t, a] for t, a, _ in TS_CALLS]), "http", url],
@@ -102,7 +111,7 @@ def main():
             env=dict(os.environ, NODE_PATH=os.path.join(TS_SDK, "node_modules")),
         )
         checks["ts_client"] = json.loads(ts.stdout.strip().splitlines()[-1]) if ts.stdout.strip() else ts.stderr
-        want = len(PY_CALLS) + len(TS_CALLS)
+        want = len(PY_CALLS) + len(PY_MODERN_CALLS) + len(TS_CALLS)
         # Debian's sqlite3 reads the database while the daemon has it open; the
         # writer may still hold the last batch for a moment.
         rows = 0
@@ -136,7 +145,8 @@ def main():
     ts_host = "mcpx-interop-ts"
     got = [(c.get("clientName"), c["target"], c["outcome"]) for c in calls]
     py_host = next((c.get("clientName") for c in calls if c.get("clientName") != ts_host), None)
-    expected = [(py_host, t, o) for t, _, o in PY_CALLS] + [(ts_host, t, o) for t, _, o in TS_CALLS]
+    py_all = PY_CALLS + PY_MODERN_CALLS
+    expected = [(py_host, t, o) for t, _, o in py_all] + [(ts_host, t, o) for t, _, o in TS_CALLS]
     if got != expected:
         ok = False
         problems.append({"log": got, "expected": expected})
@@ -144,13 +154,13 @@ def main():
         ok = False
         problems.append("sqlite3 did not read every call while mcpx ran")
     by_host = {g["key"]: (g["calls"], g["errors"]) for g in stats_host["groups"]}
-    want_host = {py_host: (len(PY_CALLS), sum(o != "result" for *_, o in PY_CALLS)),
+    want_host = {py_host: (len(py_all), sum(o != "result" for *_, o in py_all)),
                  ts_host: (len(TS_CALLS), sum(o != "result" for *_, o in TS_CALLS))}
     if by_host != want_host:
         ok = False
         problems.append({"stats_by_host": by_host, "expected": want_host})
     want_up = {}
-    for t, _, o in PY_CALLS + TS_CALLS:
+    for t, _, o in py_all + TS_CALLS:
         up = t.split("__")[0] if not t.startswith("nowhere") else ""
         n, e = want_up.get(up, (0, 0))
         want_up[up] = (n + 1, e + (o != "result"))
@@ -158,6 +168,14 @@ def main():
     if by_up != want_up:
         ok = False
         problems.append({"stats_by_upstream": by_up, "expected": want_up})
+    # Each host as it came: era and revision, and a session only for legacy HTTP.
+    eras = [(c["era"], c["revision"], c["transport"], bool(c.get("session"))) for c in calls]
+    want_eras = ([("legacy", "2025-11-25", "streamable_http", True)] * len(PY_CALLS)
+                 + [("modern", "2026-07-28", "streamable_http", False)] * len(PY_MODERN_CALLS)
+                 + [("legacy", "2025-11-25", "streamable_http", True)] * len(TS_CALLS))
+    if eras != want_eras:
+        ok = False
+        problems.append({"eras": eras, "expected": want_eras})
     upstreams_reached = {c.get("upstream") for c in calls if c.get("upstream")}
     if upstreams_reached != {"ex", "old", "third"}:
         ok = False
