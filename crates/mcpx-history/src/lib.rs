@@ -73,6 +73,19 @@ pub enum HistoryError {
     Thread(#[source] std::io::Error),
 }
 
+impl HistoryError {
+    /// SQLite said the database is busy (another connection holds a lock).
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            HistoryError::Sqlite {
+                source: rusqlite::Error::SqliteFailure(e, _),
+                ..
+            } if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+}
+
 /// The default database: `$XDG_STATE_HOME/mcpx/history.sqlite3`, else
 /// `~/.local/state/mcpx/history.sqlite3`.
 pub fn default_path() -> Result<PathBuf, HistoryError> {

@@ -56,6 +56,9 @@ const INSERT: &str = "INSERT INTO calls (ts_ms, duration_us, client_name, client
     error_message, request_bytes, response_bytes, trace_id, subject, arguments, result) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
 
+/// Tries of a contended open (see [`Store::open_at`]).
+const OPEN_TRIES: u64 = 12;
+
 /// How long a statement waits for another process's write to finish.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -98,9 +101,20 @@ impl Store {
             conn,
             path: path.to_owned(),
         };
-        store.prepare()?;
-        store.migrate(version)?;
-        Ok(store)
+        // Processes that open a new database at the same moment contend for it: the
+        // switch to WAL and a schema step each need the write lock, and SQLite may
+        // answer "busy" at once rather than wait (when waiting could deadlock). Opening
+        // is rare, so it is tried again, for up to about two seconds.
+        let mut tries = 0;
+        loop {
+            match store.prepare().and_then(|()| store.migrate(version)) {
+                Err(e) if e.is_busy() && tries < OPEN_TRIES => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20 * tries));
+                }
+                other => return other.map(|()| store),
+            }
+        }
     }
 
     /// Runs `sql` as it is (the tests make old and locked databases so).

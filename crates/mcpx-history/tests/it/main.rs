@@ -200,7 +200,9 @@ fn an_older_schema_is_migrated_and_keeps_its_calls() {
 fn openers_at_once_each_find_the_schema_made() {
     let path = db("history-open-race");
     for round in 0..50 {
-        let _ = std::fs::remove_file(&path);
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
         let start = std::sync::Arc::new(std::sync::Barrier::new(8));
         let openers: Vec<_> = (0..8)
             .map(|_| {
