@@ -140,11 +140,15 @@ impl Store {
             .busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| self.err(e))?;
         // auto_vacuum takes effect only before the first table; harmless after.
+        // A small page cache: the writer appends at the table's and the index's right
+        // edges, and a reader scans once; SQLite's default (2 MiB) would be most of an
+        // idle mcpx's memory beyond its own.
         self.conn
             .execute_batch(
                 "PRAGMA auto_vacuum = INCREMENTAL;
                  PRAGMA journal_mode = WAL;
-                 PRAGMA synchronous = NORMAL;",
+                 PRAGMA synchronous = NORMAL;
+                 PRAGMA cache_size = -256;",
             )
             .map_err(|e| self.err(e))
     }
