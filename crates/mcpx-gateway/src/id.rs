@@ -16,6 +16,11 @@ impl UpstreamId {
         UpstreamId(Arc::from(name))
     }
 
+    /// The server name, shared (cloning it copies no text).
+    pub fn shared(&self) -> &Arc<str> {
+        &self.0
+    }
+
     /// The server name.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -133,13 +133,13 @@ fn record(rng: &mut fastrand::Rng, ts_ms: i64) -> Record {
     let mut r = Record::new(ts_ms, "tools/call");
     r.duration_us =
         i64::from(rng.u32(200..20_000)) + if rng.u8(..100) == 0 { 2_000_000 } else { 0 };
-    r.client_name = Some(["claude-code", "cursor", "codex"][rng.usize(..3)].to_owned());
-    r.client_version = Some("1.0.0".to_owned());
+    r.client_name = Some(["claude-code", "cursor", "codex"][rng.usize(..3)].into());
+    r.client_version = Some("1.0.0".into());
     r.era = "legacy".into();
     r.revision = "2025-06-18".into();
     r.transport = "stdio".into();
     r.session = None;
-    r.upstream = Some(up.to_owned());
+    r.upstream = Some(up.into());
     r.target = Some(format!("{up}__tool_{}", rng.u8(..8)));
     r.outcome = match rng.u8(..100) {
         0..=94 => Outcome::Result,

@@ -1,6 +1,7 @@
 //! What one call leaves behind.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -104,9 +105,11 @@ pub struct Record {
     /// How long it took, in microseconds.
     pub duration_us: i64,
     /// The host's `clientInfo.name`.
-    pub client_name: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub client_name: Option<Arc<str>>,
     /// The host's `clientInfo.version`.
-    pub client_version: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub client_version: Option<Arc<str>>,
     /// `legacy` or `modern`.
     pub era: Cow<'static, str>,
     /// The host's protocol revision.
@@ -115,9 +118,11 @@ pub struct Record {
     /// daemon's `/v1`).
     pub transport: Cow<'static, str>,
     /// The host's session (`Mcp-Session-Id`, HTTP+SSE's `sessionId`), if it has one.
-    pub session: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub session: Option<Arc<str>>,
     /// The upstream the call went to (its server name), when it was routed.
-    pub upstream: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub upstream: Option<Arc<str>>,
     /// The method.
     pub method: Cow<'static, str>,
     /// The tool or prompt name, or the resource URI, as the host named it.

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, params_from_iter};
@@ -202,13 +203,13 @@ impl Store {
                 stmt.execute(rusqlite::params![
                     r.ts_ms,
                     r.duration_us,
-                    r.client_name,
-                    r.client_version,
+                    r.client_name.as_deref(),
+                    r.client_version.as_deref(),
                     r.era.as_ref(),
                     r.revision.as_ref(),
                     r.transport.as_ref(),
-                    r.session,
-                    r.upstream,
+                    r.session.as_deref(),
+                    r.upstream.as_deref(),
                     r.method.as_ref(),
                     r.target,
                     r.outcome.as_str(),
@@ -476,13 +477,13 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         record: Record {
             ts_ms,
             duration_us: r.get(2)?,
-            client_name: r.get(3)?,
-            client_version: r.get(4)?,
+            client_name: r.get::<_, Option<String>>(3)?.map(Arc::from),
+            client_version: r.get::<_, Option<String>>(4)?.map(Arc::from),
             era: Cow::Owned(r.get(5)?),
             revision: Cow::Owned(r.get(6)?),
             transport: Cow::Owned(r.get(7)?),
-            session: r.get(8)?,
-            upstream: r.get(9)?,
+            session: r.get::<_, Option<String>>(8)?.map(Arc::from),
+            upstream: r.get::<_, Option<String>>(9)?.map(Arc::from),
             method: Cow::Owned(r.get(10)?),
             target: r.get(11)?,
             // A value this mcpx does not know (a newer one wrote it) reads as an error.

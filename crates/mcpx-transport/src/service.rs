@@ -342,6 +342,11 @@ impl Peer {
         self.session_id.as_deref()
     }
 
+    /// [`Peer::session_id`], shared.
+    pub fn session_shared(&self) -> Option<&Arc<str>> {
+        self.session_id.as_ref()
+    }
+
     /// Whether the connection or session is gone (nothing reads its outbound frames any
     /// more): a closed, expired, evicted or deleted session.
     pub fn is_closed(&self) -> bool {

@@ -44,14 +44,14 @@ struct Clients {
 }
 
 /// A host's name and version.
-type Client = (Option<String>, Option<String>);
+type Client = (Option<Arc<str>>, Option<Arc<str>>);
 
 impl Clients {
     const MAX: usize = 64;
 
     /// The name and version in `clientInfo` (JSON text).
     fn read(info: Option<&str>) -> Client {
-        let text = |raw: Option<&str>| raw.and_then(string_value).map(|s| s.into_owned());
+        let text = |raw: Option<&str>| raw.and_then(string_value).map(|s| Arc::from(s.as_ref()));
         match info {
             Some(info) => (text(member(info, "name")), text(member(info, "version"))),
             None => (None, None),
@@ -204,11 +204,7 @@ impl Note {
         };
         record.client_name = name;
         record.client_version = version;
-        record.session = call
-            .peer
-            .as_ref()
-            .and_then(|p| p.session_id())
-            .map(str::to_owned);
+        record.session = call.peer.as_ref().and_then(|p| p.session_shared()).cloned();
         record.request_bytes = params.map_or(0, |p| i64::try_from(p.len()).unwrap_or(i64::MAX));
         record.trace_id = mcpx_telemetry::span::current_trace_id()
             .or_else(|| call.trace.as_ref().map(|t| t.trace_id_hex()));
@@ -285,7 +281,7 @@ impl Note {
                         .as_ref()
                         .and_then(|d| d.get("upstream"))
                         .and_then(Value::as_str)
-                        .map(str::to_owned);
+                        .map(Arc::from);
                 }
             }
         }
@@ -294,7 +290,7 @@ impl Note {
 }
 
 /// The upstream that serves the tool, prompt or resource `record` names.
-fn upstream_of(catalog: &Catalog, record: &Record) -> Option<String> {
+fn upstream_of(catalog: &Catalog, record: &Record) -> Option<Arc<str>> {
     let target = record.target.as_deref()?;
     let id = match record.method.as_ref() {
         "tools/call" => catalog.tool(target).map(|f| f.upstream),
@@ -304,7 +300,7 @@ fn upstream_of(catalog: &Catalog, record: &Record) -> Option<String> {
             .map(|f| f.upstream)
             .or_else(|| catalog.resource(target).map(|(id, _)| id)),
     };
-    id.map(|id| id.as_str().to_owned())
+    id.map(|id| id.shared().clone())
 }
 
 /// A tool error's first text, at most 512 bytes of it.

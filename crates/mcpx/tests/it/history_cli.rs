@@ -60,9 +60,9 @@ fn call(
     error: Option<(Option<i64>, &str)>,
 ) -> Record {
     let mut r = Record::new(now - ago_ms, method.to_owned());
-    r.upstream = upstream.map(str::to_owned);
+    r.upstream = upstream.map(Into::into);
     r.target = Some(target.to_owned());
-    r.client_name = Some(host.to_owned());
+    r.client_name = Some(host.into());
     r.client_version = Some("1".into());
     r.era = "legacy".into();
     r.revision = "2025-11-25".into();

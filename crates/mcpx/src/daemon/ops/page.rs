@@ -194,8 +194,11 @@ fn history_rows(rows: &[mcpx_history::Row]) -> String {
             &attrs,
             &[
                 (c.time.get(11..19).unwrap_or("").to_owned(), None),
-                (r.client_name.clone().unwrap_or_default(), None),
-                (r.upstream.clone().unwrap_or_default(), None),
+                (
+                    r.client_name.as_deref().unwrap_or_default().to_owned(),
+                    None,
+                ),
+                (r.upstream.as_deref().unwrap_or_default().to_owned(), None),
                 (tool, None),
                 (outcome.to_owned(), Some(outcome)),
                 (format!("{ms:.1}"), None),
